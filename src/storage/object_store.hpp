@@ -1,0 +1,223 @@
+// ObjectStore: the storage boundary of objdirect-server.
+//
+// The S3 layer parses and validates requests, computes ETags and checksums, and then calls this
+// interface. A backend stores bytes and metadata atomically and durably; it never sees HTTP.
+// The embedded default is storage/local (LMDB metadata + one file per blob); RADOS and an
+// upstream-S3 gateway slot in behind the same interface.
+//
+// Contract shared by every backend:
+//  - Atomicity: an object (or part) becomes visible only in commit_*(), all at once, after its data
+//    and metadata are durable. A writer dropped without commit leaves no trace.
+//  - Strong consistency: once commit_*() returns, every later head/open/list sees the result.
+//  - Readers are snapshots: an open ObjectReader keeps returning the version it opened, even if
+//    the key is overwritten or deleted meanwhile.
+//  - Keys are opaque byte strings (up to limits::key_bytes_max). A backend must never derive a
+//    filesystem path from a key.
+//
+// Thread safety: ObjectStore implementations are fully thread-safe. BlobWriter and ObjectReader
+// objects are used by one thread at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace objdirect::storage {
+
+// Checksums are stored as the S3 wire form: algorithm name ("CRC32", "CRC32C", "CRC64NVME",
+// "SHA1", "SHA256") -> base64 value. Multipart objects store the composite "base64-N" form.
+using ChecksumMap = std::map<std::string, std::string>;
+
+// One part of a multipart upload, as committed.
+struct PartInfo {
+  std::uint32_t part_number = 0;
+  std::uint64_t size = 0;
+  std::string etag;  // hex MD5, unquoted
+  std::int64_t mtime_ns = 0;
+  ChecksumMap checksums;
+};
+
+// Everything S3 returns about an object besides its bytes.
+struct ObjectMeta {
+  std::string key;
+  std::uint64_t size = 0;
+  std::string etag;  // unquoted: "hex-md5" or "hex-md5-N" for multipart
+  std::int64_t mtime_ns = 0;
+  std::string content_type;
+  std::string content_encoding;
+  std::string content_disposition;
+  std::string content_language;
+  std::string cache_control;
+  std::string expires;
+  // x-amz-meta-* with the prefix stripped and the name lower-cased; values kept byte-exact.
+  std::vector<std::pair<std::string, std::string>> user_meta;
+  ChecksumMap checksums;
+  // For multipart objects: the parts in order (size, etag, checksums; used for partNumber GETs
+  // and composite checksums). Empty for single-PUT objects.
+  std::vector<PartInfo> parts;
+  std::string owner;  // access key of the writer
+};
+
+struct BucketInfo {
+  std::string name;
+  std::int64_t ctime_ns = 0;
+  std::string owner;
+  std::string region;
+};
+
+// Preconditions applied atomically at commit time (conditional writes).
+struct WriteCondition {
+  enum class Kind { none, must_be_absent, etag_must_match };
+  Kind kind = Kind::none;
+  std::string etag;  // unquoted, for etag_must_match
+};
+
+// In-progress data of one object or part. Appends are sequential. Dropping the writer without
+// committing it discards the data (temporary file removed).
+class BlobWriter {
+ public:
+  virtual ~BlobWriter() = default;
+  // Appends bytes. Fails with no_space / io_error; after an error the writer is unusable.
+  virtual Status append(std::span<const std::byte> data) = 0;
+  // Bytes appended so far.
+  virtual std::uint64_t size() const = 0;
+};
+
+// A contiguous file region that backs part of an object, for zero-copy sendfile. The fd stays
+// valid for the reader's lifetime.
+struct Extent {
+  int fd = -1;
+  std::uint64_t file_offset = 0;
+  std::uint64_t length = 0;
+};
+
+// A snapshot of one object version, open for reading.
+class ObjectReader {
+ public:
+  virtual ~ObjectReader() = default;
+  virtual const ObjectMeta& meta() const = 0;
+  // Reads up to dst.size() bytes at `offset` into dst; returns bytes read (short only at EOF).
+  virtual Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) = 0;
+  // The file regions that hold [offset, offset+length), for sendfile. Empty when the backend
+  // has no file descriptors (then use pread).
+  virtual Result<std::vector<Extent>> extents(std::uint64_t offset, std::uint64_t length) = 0;
+};
+
+struct ListQuery {
+  std::string prefix;
+  std::string delimiter;     // empty: no grouping
+  std::string start_after;   // exclusive; also used for marker / continuation token
+  std::uint32_t max_keys = 1000;
+};
+
+struct ListResult {
+  std::vector<ObjectMeta> objects;          // in lexicographic (byte) order of key
+  std::vector<std::string> common_prefixes; // in order, each ends with the delimiter
+  bool truncated = false;
+  // When truncated: the last key or common prefix returned; pass it back as start_after.
+  std::string next_marker;
+};
+
+struct UploadInfo {
+  std::string key;
+  std::string upload_id;
+  std::int64_t initiated_ns = 0;
+  ObjectMeta meta_template;  // content-type, user metadata, checksum algorithm, owner
+  std::string checksum_algorithm;  // "" or e.g. "CRC32C" (from x-amz-checksum-algorithm)
+};
+
+struct ListUploadsQuery {
+  std::string prefix;
+  std::string delimiter;
+  std::string key_marker;
+  std::string upload_id_marker;
+  std::uint32_t max_uploads = 1000;
+};
+
+struct ListUploadsResult {
+  std::vector<UploadInfo> uploads;  // ordered by (key, initiated time, upload id)
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+
+// Which parts a CompleteMultipartUpload assembles, in order, with the ETags the client named.
+struct CompletePartRef {
+  std::uint32_t part_number = 0;
+  std::string etag;  // unquoted
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // --- buckets ---
+  // bucket_already_owned_by_you if it exists with the same owner, bucket_already_exists otherwise.
+  virtual Status create_bucket(const BucketInfo& info) = 0;
+  // no_such_bucket, or bucket_not_empty while objects exist. Aborts leftover multipart uploads.
+  virtual Status delete_bucket(std::string_view bucket) = 0;
+  virtual Result<BucketInfo> head_bucket(std::string_view bucket) = 0;
+  // All buckets in name order.
+  virtual Result<std::vector<BucketInfo>> list_buckets() = 0;
+
+  // --- objects ---
+  // Starts writing data for a new object in `bucket` (no_such_bucket if absent).
+  virtual Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) = 0;
+  // Atomically makes `data` the new version of meta.key, if `cond` holds (precondition_failed
+  // otherwise; nothing changes). meta.size must equal data->size(). Returns the stored meta
+  // (mtime filled in).
+  virtual Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
+                                           std::unique_ptr<BlobWriter> data,
+                                           const WriteCondition& cond) = 0;
+  // Atomically replaces only the metadata of an existing object (CopyObject onto itself with
+  // REPLACE). precondition_failed if the current ETag differs from expected_etag.
+  virtual Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
+                                          std::string_view expected_etag) = 0;
+  // no_such_bucket / no_such_key.
+  virtual Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) = 0;
+  virtual Result<std::unique_ptr<ObjectReader>> open_object(std::string_view bucket,
+                                                            std::string_view key) = 0;
+  // Deleting an absent key succeeds (S3 semantics); no_such_bucket if the bucket is absent.
+  virtual Status delete_object(std::string_view bucket, std::string_view key) = 0;
+  virtual Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) = 0;
+
+  // --- multipart ---
+  // Returns a new upload id (URL-safe, unique).
+  virtual Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) = 0;
+  virtual Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
+                                        std::string_view upload_id) = 0;
+  // Stores (or replaces) one part. no_such_upload if the upload is gone.
+  virtual Result<PartInfo> commit_part(std::string_view bucket, std::string_view key,
+                                       std::string_view upload_id, PartInfo info,
+                                       std::unique_ptr<BlobWriter> data) = 0;
+  // Parts in part-number order, starting after part_number_marker, at most max_parts.
+  virtual Result<std::vector<PartInfo>> list_parts(std::string_view bucket, std::string_view key,
+                                                   std::string_view upload_id,
+                                                   std::uint32_t part_number_marker,
+                                                   std::uint32_t max_parts) = 0;
+  // Atomically turns the named parts into the object meta.key (meta carries size, etag,
+  // checksums and parts computed by the caller), if `cond` holds, and removes the upload.
+  // invalid_part if a named part is missing or its ETag differs. Copies no data.
+  virtual Result<ObjectMeta> complete_upload(std::string_view bucket, std::string_view upload_id,
+                                             ObjectMeta meta,
+                                             const std::vector<CompletePartRef>& parts,
+                                             const WriteCondition& cond) = 0;
+  virtual Status abort_upload(std::string_view bucket, std::string_view key,
+                              std::string_view upload_id) = 0;
+  virtual Result<ListUploadsResult> list_uploads(std::string_view bucket,
+                                                 const ListUploadsQuery& q) = 0;
+};
+
+}  // namespace objdirect::storage
