@@ -1,0 +1,297 @@
+#include "server/s3/conditional.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace objdirect::s3 {
+namespace {
+
+using detail::parse_http_date_s;
+
+constexpr std::int64_t kT = 784111777;  // Sun, 06 Nov 1994 08:49:37 GMT
+constexpr const char* kAt = "Sun, 06 Nov 1994 08:49:37 GMT";
+constexpr const char* kBefore = "Sun, 06 Nov 1994 08:49:36 GMT";
+constexpr const char* kAfter = "Sun, 06 Nov 1994 08:49:38 GMT";
+constexpr std::int64_t kMtimeNs = kT * 1'000'000'000 + 500'000'000;  // 08:49:37.5
+constexpr const char* kEtag = "d41d8cd98f00b204e9800998ecf8427e";
+
+Errc eval(const Conditions& c) {
+  return evaluate_read(c, kEtag, kMtimeNs).code();
+}
+
+Conditions im(std::string v) {
+  Conditions c;
+  c.if_match = std::move(v);
+  return c;
+}
+Conditions inm(std::string v) {
+  Conditions c;
+  c.if_none_match = std::move(v);
+  return c;
+}
+
+TEST(HttpDate, ParsesAllThreeFormats) {
+  EXPECT_EQ(parse_http_date_s("Sun, 06 Nov 1994 08:49:37 GMT"), kT);
+  EXPECT_EQ(parse_http_date_s("Sunday, 06-Nov-94 08:49:37 GMT"), kT);
+  EXPECT_EQ(parse_http_date_s("Sun Nov  6 08:49:37 1994"), kT);
+  EXPECT_EQ(parse_http_date_s("Thu, 01 Jan 1970 00:00:00 GMT"), 0);
+  EXPECT_EQ(parse_http_date_s("Wed, 31 Dec 1969 23:59:59 GMT"), -1);
+  EXPECT_EQ(parse_http_date_s("Tue, 29 Feb 2028 12:00:00 GMT"), 1835438400);
+  EXPECT_EQ(parse_http_date_s("Fri, 01 Jan 2100 00:00:00 UTC"), 4102444800);
+  EXPECT_EQ(parse_http_date_s("Sat, 1 Jan 2000 00:00:00 GMT"), 946684800);
+  EXPECT_EQ(parse_http_date_s("Sat, 01-Jan-00 00:00:00 GMT"), 946684800);
+  EXPECT_EQ(parse_http_date_s("Sat, 31 Dec 2016 23:59:60 GMT"), 1483228799);  // leap second
+}
+
+TEST(HttpDate, RejectsGarbage) {
+  for (const char* s : {"",
+                        "GMT",
+                        "yesterday",
+                        "Sun, 06 Nov 1994 08:49:37",
+                        "Sun, 06 Nov 1994 08:49:37 PST",
+                        "Sun, 32 Nov 1994 08:49:37 GMT",
+                        "Sun, 31 Nov 1994 08:49:37 GMT",
+                        "Thu, 29 Feb 2100 00:00:00 GMT",
+                        "Sun, 06 Foo 1994 08:49:37 GMT",
+                        "Sun, 06 Nov 1994 24:00:00 GMT",
+                        "Sun, 06 Nov 1994 08:60:00 GMT",
+                        "Sun, 06 Nov 1994 8:49:37 GMT",
+                        "Sun, 06 Nov 994 08:49:37 GMT",
+                        "Sun, 06 Nov 0000 08:49:37 GMT",
+                        "Sun, 00 Nov 1994 08:49:37 GMT",
+                        "1994-11-06T08:49:37Z",
+                        "784111777",
+                        "Sun, 06 nov 1994 08:49:37 GMT",
+                        "Sun, 06 Nov 1994 08:49:37 GMT GMT",
+                        "Sun, +6 Nov 1994 08:49:37 GMT"}) {
+    EXPECT_FALSE(parse_http_date_s(s).has_value()) << s;
+  }
+  EXPECT_FALSE(parse_http_date_s(std::string(10000, ' ') + kAt).has_value());
+}
+
+TEST(Conditional, NoConditions) {
+  EXPECT_EQ(eval({}), Errc::ok);
+}
+
+TEST(Conditional, IfMatch) {
+  EXPECT_EQ(eval(im("\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::ok);
+  EXPECT_EQ(eval(im("d41d8cd98f00b204e9800998ecf8427e")), Errc::ok);  // bare, as S3 accepts
+  EXPECT_EQ(eval(im("*")), Errc::ok);
+  EXPECT_EQ(eval(im(" * ")), Errc::ok);
+  EXPECT_EQ(eval(im("\"other\"")), Errc::precondition_failed);
+  EXPECT_EQ(eval(im("\"other\", \"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::ok);
+  EXPECT_EQ(eval(im("\"a\",\"b\",\"c\"")), Errc::precondition_failed);
+  EXPECT_EQ(eval(im("\"d41d8cd98f00b204e9800998ecf8427\"")), Errc::precondition_failed);
+  EXPECT_EQ(eval(im("\"D41D8CD98F00B204E9800998ECF8427E\"")), Errc::precondition_failed);
+  // Strong comparison: a weak tag never satisfies If-Match.
+  EXPECT_EQ(eval(im("W/\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::precondition_failed);
+  // Malformed: nothing after the broken element matches.
+  EXPECT_EQ(eval(im("\"d41d8cd98f00b204e9800998ecf8427e")), Errc::precondition_failed);
+  EXPECT_EQ(eval(im("*abc")), Errc::precondition_failed);
+  EXPECT_EQ(eval(im("\"x\"junk, \"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::precondition_failed);
+  // Empty counts as absent.
+  EXPECT_EQ(eval(im("")), Errc::ok);
+  EXPECT_EQ(eval(im("  ")), Errc::ok);
+}
+
+TEST(Conditional, IfMatchMessageIsNotEmpty) {
+  const Status st = evaluate_read(im("\"x\""), kEtag, kMtimeNs);
+  EXPECT_EQ(http_status(st.code()), 412);
+  EXPECT_FALSE(st.message().empty());
+}
+
+TEST(Conditional, IfNoneMatch) {
+  EXPECT_EQ(eval(inm("\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::not_modified);
+  EXPECT_EQ(eval(inm("d41d8cd98f00b204e9800998ecf8427e")), Errc::not_modified);
+  // Weak comparison: W/ is ignored.
+  EXPECT_EQ(eval(inm("W/\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::not_modified);
+  EXPECT_EQ(eval(inm("*")), Errc::not_modified);
+  EXPECT_EQ(eval(inm("\"a\", W/\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::not_modified);
+  EXPECT_EQ(eval(inm("\"other\"")), Errc::ok);
+  EXPECT_EQ(eval(inm("\"a\", \"b\"")), Errc::ok);
+  EXPECT_EQ(eval(inm("\"unterminated")), Errc::ok);
+  EXPECT_EQ(eval(inm("")), Errc::ok);
+}
+
+TEST(Conditional, EtagArgumentMayBeQuoted) {
+  EXPECT_TRUE(evaluate_read(im("\"abc\""), "\"abc\"", kMtimeNs).ok());
+  EXPECT_TRUE(evaluate_read(im("\"abc-3\""), "abc-3", kMtimeNs).ok());
+}
+
+TEST(Conditional, EtagWithCommaInsideQuotes) {
+  EXPECT_TRUE(evaluate_read(im("\"a,b\""), "a,b", kMtimeNs).ok());
+  EXPECT_EQ(evaluate_read(im("\"a\",\"b\""), "a,b", kMtimeNs).code(), Errc::precondition_failed);
+}
+
+TEST(Conditional, IfModifiedSince) {
+  Conditions c;
+  c.if_modified_since = kBefore;  // modified after the date
+  EXPECT_EQ(eval(c), Errc::ok);
+  c.if_modified_since = kAt;  // same second (sub-second mtime is rounded down)
+  EXPECT_EQ(eval(c), Errc::not_modified);
+  c.if_modified_since = kAfter;
+  EXPECT_EQ(eval(c), Errc::not_modified);
+  c.if_modified_since = "not a date";  // ignored
+  EXPECT_EQ(eval(c), Errc::ok);
+  c.if_modified_since = "";
+  EXPECT_EQ(eval(c), Errc::ok);
+}
+
+TEST(Conditional, IfUnmodifiedSince) {
+  Conditions c;
+  c.if_unmodified_since = kBefore;
+  EXPECT_EQ(eval(c), Errc::precondition_failed);
+  c.if_unmodified_since = kAt;
+  EXPECT_EQ(eval(c), Errc::ok);
+  c.if_unmodified_since = kAfter;
+  EXPECT_EQ(eval(c), Errc::ok);
+  c.if_unmodified_since = "Sun, 06 Nov 1994 08:49:37";  // no zone: unparsable, ignored
+  EXPECT_EQ(eval(c), Errc::ok);
+}
+
+// S3 documents: If-Match true + If-Unmodified-Since false -> 200.
+TEST(Conditional, IfMatchTrueOverridesIfUnmodifiedSince) {
+  Conditions c = im(std::string("\"") + kEtag + "\"");
+  c.if_unmodified_since = kBefore;
+  EXPECT_EQ(eval(c), Errc::ok);
+  c.if_match = "\"other\"";
+  EXPECT_EQ(eval(c), Errc::precondition_failed);
+  c.if_unmodified_since = kAfter;  // true, but If-Match still fails
+  EXPECT_EQ(eval(c), Errc::precondition_failed);
+}
+
+// S3 documents: If-None-Match false + If-Modified-Since true -> 304.
+TEST(Conditional, IfNoneMatchTakesPrecedenceOverIfModifiedSince) {
+  Conditions c = inm(std::string("\"") + kEtag + "\"");  // matches: condition false
+  c.if_modified_since = kBefore;                         // modified since: condition true
+  EXPECT_EQ(eval(c), Errc::not_modified);
+  c.if_none_match = "\"other\"";  // condition true: If-Modified-Since is not consulted
+  c.if_modified_since = kAfter;
+  EXPECT_EQ(eval(c), Errc::ok);
+}
+
+TEST(Conditional, IfMatchMismatchBeatsIfNoneMatch) {
+  Conditions c = im("\"other\"");
+  c.if_none_match = std::string("\"") + kEtag + "\"";
+  EXPECT_EQ(eval(c), Errc::precondition_failed);
+  c.if_match = std::string("\"") + kEtag + "\"";  // If-Match passes, If-None-Match matches
+  EXPECT_EQ(eval(c), Errc::not_modified);
+  c.if_none_match = "\"other\"";
+  EXPECT_EQ(eval(c), Errc::ok);
+}
+
+TEST(Conditional, IfUnmodifiedSinceFailureBeatsIfModifiedSince) {
+  Conditions c;
+  c.if_unmodified_since = kBefore;  // fails
+  c.if_modified_since = kAfter;     // would be 304
+  EXPECT_EQ(eval(c), Errc::precondition_failed);
+  c.if_unmodified_since = kAfter;  // passes
+  EXPECT_EQ(eval(c), Errc::not_modified);
+}
+
+// Every combination of the four headers, each absent / true / false, against a reference model
+// written straight from RFC 9110 section 13.2.2.
+TEST(Conditional, AllCombinationsMatchReferenceModel) {
+  enum State { kAbsent, kTrue, kFalse };
+  for (int a = 0; a < 3; ++a) {
+    for (int b = 0; b < 3; ++b) {
+      for (int d = 0; d < 3; ++d) {
+        for (int e = 0; e < 3; ++e) {
+          Conditions c;
+          // If-Match true = matches; If-Unmodified-Since true = not modified after;
+          // If-None-Match true = no tag matches; If-Modified-Since true = modified after.
+          if (a != kAbsent) c.if_match = a == kTrue ? std::string(kEtag) : "\"x\"";
+          if (b != kAbsent) c.if_unmodified_since = b == kTrue ? kAfter : kBefore;
+          if (d != kAbsent) c.if_none_match = d == kTrue ? "\"x\"" : std::string(kEtag);
+          if (e != kAbsent) c.if_modified_since = e == kTrue ? kBefore : kAfter;
+          Errc want = Errc::ok;
+          if (a == kFalse || (a == kAbsent && b == kFalse)) {
+            want = Errc::precondition_failed;
+          } else if (d == kFalse || (d == kAbsent && e == kFalse)) {
+            want = Errc::not_modified;
+          }
+          EXPECT_EQ(eval(c), want) << a << b << d << e;
+        }
+      }
+    }
+  }
+}
+
+TEST(Conditional, PreEpochMtimeRoundsDown) {
+  Conditions c;
+  c.if_unmodified_since = "Wed, 31 Dec 1969 23:59:59 GMT";  // -1
+  EXPECT_TRUE(evaluate_read(c, kEtag, -1).ok());            // -1 ns is in second -1
+  EXPECT_TRUE(evaluate_read(c, kEtag, -1'000'000'000).ok());
+  EXPECT_EQ(evaluate_read(c, kEtag, 0).code(), Errc::precondition_failed);
+}
+
+using Kind = WriteConditionSpec::Kind;
+
+TEST(WriteConditions, None) {
+  auto r = parse_write_conditions(std::nullopt, std::nullopt);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kind, Kind::none);
+  r = parse_write_conditions(std::string(""), std::string(" "));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kind, Kind::none);
+}
+
+TEST(WriteConditions, IfNoneMatchStar) {
+  auto r = parse_write_conditions(std::nullopt, std::string("*"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kind, Kind::must_be_absent);
+  r = parse_write_conditions(std::nullopt, std::string(" * "));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kind, Kind::must_be_absent);
+}
+
+TEST(WriteConditions, IfNoneMatchEtagIsNotImplemented) {
+  for (const char* v : {"\"abc\"", "abc", "W/\"abc\"", "*, \"a\"", "**"}) {
+    const auto r = parse_write_conditions(std::nullopt, std::string(v));
+    EXPECT_EQ(r.code(), Errc::not_implemented) << v;
+    EXPECT_FALSE(r.status().message().empty());
+  }
+}
+
+TEST(WriteConditions, IfMatchEtag) {
+  for (const char* v : {"\"abc\"", "abc", " \"abc\" ", "\"abc\","}) {
+    const auto r = parse_write_conditions(std::string(v), std::nullopt);
+    ASSERT_TRUE(r.ok()) << v << ": " << r.status().to_string();
+    EXPECT_EQ(r->kind, Kind::etag_must_match);
+    EXPECT_EQ(r->etag, "abc");
+  }
+  const auto r =
+      parse_write_conditions(std::string("\"9b2cf535f27731c974343645a3985328-3\""), std::nullopt);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->etag, "9b2cf535f27731c974343645a3985328-3");
+}
+
+TEST(WriteConditions, IfMatchRejections) {
+  for (const char* v : {"*", "W/\"abc\"", "\"a\", \"b\"", "\"abc", "\"a\"junk"}) {
+    EXPECT_EQ(parse_write_conditions(std::string(v), std::nullopt).code(), Errc::not_implemented)
+        << v;
+  }
+  EXPECT_EQ(parse_write_conditions(std::string("\"\""), std::nullopt).code(),
+            Errc::invalid_argument);
+}
+
+TEST(WriteConditions, BothHeaders) {
+  EXPECT_EQ(parse_write_conditions(std::string("\"abc\""), std::string("*")).code(),
+            Errc::not_implemented);
+}
+
+TEST(UnquoteEtag, Strips) {
+  EXPECT_EQ(unquote_etag("\"abc\""), "abc");
+  EXPECT_EQ(unquote_etag("W/\"abc\""), "abc");
+  EXPECT_EQ(unquote_etag("abc"), "abc");
+  EXPECT_EQ(unquote_etag(" \"abc\" "), "abc");
+  EXPECT_EQ(unquote_etag("\"\""), "");
+  EXPECT_EQ(unquote_etag("\""), "\"");
+  EXPECT_EQ(unquote_etag(""), "");
+  EXPECT_EQ(unquote_etag("\"abc"), "\"abc");
+  EXPECT_EQ(unquote_etag("\"a\"b\""), "a\"b");
+}
+
+}  // namespace
+}  // namespace objdirect::s3

@@ -1,0 +1,103 @@
+#include "server/s3/range.hpp"
+
+#include <limits>
+
+namespace objdirect::s3 {
+namespace {
+
+constexpr std::uint64_t kSaturated = std::numeric_limits<std::uint64_t>::max();
+
+bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// A non-empty run of ASCII digits, saturating at 2^64-1 rather than failing: an enormous number
+// is still a syntactically valid position (RFC 9110 puts no bound on it).
+std::optional<std::uint64_t> parse_digits(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (!is_digit(c)) return std::nullopt;
+    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (v > (kSaturated - d) / 10) {
+      v = kSaturated;
+    } else {
+      v = v * 10 + d;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::optional<ByteRange>> parse_range(std::string_view header, std::uint64_t size) {
+  const std::optional<ByteRange> ignore;
+  std::string_view v = trim_ows(header);
+  const std::size_t eq = v.find('=');
+  if (eq == std::string_view::npos) return ignore;
+  if (!iequals(trim_ows(v.substr(0, eq)), "bytes")) return ignore;
+  std::string_view spec = trim_ows(v.substr(eq + 1));
+  // Several ranges: S3 does not serve multipart/byteranges and ignores the header.
+  if (spec.find(',') != std::string_view::npos) return ignore;
+  const std::size_t dash = spec.find('-');
+  if (dash == std::string_view::npos) return ignore;
+  const std::string_view first_s = spec.substr(0, dash);
+  const std::string_view last_s = spec.substr(dash + 1);
+
+  if (first_s.empty()) {
+    // Suffix range "bytes=-n": the last n bytes.
+    const std::optional<std::uint64_t> n = parse_digits(last_s);
+    if (!n) return ignore;
+    if (*n == 0 || size == 0) {
+      return Status(Errc::invalid_range, "The requested range is not satisfiable");
+    }
+    const std::uint64_t len = *n < size ? *n : size;
+    return std::optional<ByteRange>(ByteRange{size - len, size - 1});
+  }
+
+  const std::optional<std::uint64_t> first = parse_digits(first_s);
+  if (!first) return ignore;
+  std::uint64_t last = kSaturated;
+  if (!last_s.empty()) {
+    const std::optional<std::uint64_t> l = parse_digits(last_s);
+    if (!l) return ignore;
+    last = *l;
+    if (last < *first) return ignore;  // RFC 9110: syntactically invalid, so ignored
+  }
+  if (*first >= size) {
+    return Status(Errc::invalid_range, "The requested range is not satisfiable");
+  }
+  if (last > size - 1) last = size - 1;
+  return std::optional<ByteRange>(ByteRange{*first, last});
+}
+
+std::string content_range(const ByteRange& range, std::uint64_t size) {
+  return "bytes " + std::to_string(range.first) + "-" + std::to_string(range.last) + "/" +
+         std::to_string(size);
+}
+
+std::string content_range_unsatisfied(std::uint64_t size) {
+  return "bytes */" + std::to_string(size);
+}
+
+}  // namespace objdirect::s3

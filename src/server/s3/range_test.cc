@@ -1,0 +1,155 @@
+#include "server/s3/range.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace objdirect::s3 {
+namespace {
+
+// The parsed range, failing the test on an error or an ignored header.
+ByteRange must_parse(std::string_view h, std::uint64_t size) {
+  auto r = parse_range(h, size);
+  EXPECT_TRUE(r.ok()) << h << ": " << r.status().to_string();
+  if (!r.ok()) return {};
+  EXPECT_TRUE(r->has_value()) << h << " was ignored";
+  return r->value_or(ByteRange{});
+}
+
+bool ignored(std::string_view h, std::uint64_t size) {
+  auto r = parse_range(h, size);
+  return r.ok() && !r->has_value();
+}
+
+bool unsatisfiable(std::string_view h, std::uint64_t size) {
+  return parse_range(h, size).code() == Errc::invalid_range;
+}
+
+TEST(Range, FirstByte) {
+  EXPECT_EQ(must_parse("bytes=0-0", 1), (ByteRange{0, 0}));
+  EXPECT_EQ(must_parse("bytes=0-0", 1000), (ByteRange{0, 0}));
+  EXPECT_EQ(must_parse("bytes=0-0", 1000).length(), 1u);
+}
+
+TEST(Range, ClosedRanges) {
+  EXPECT_EQ(must_parse("bytes=0-999", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=10-19", 1000), (ByteRange{10, 19}));
+  EXPECT_EQ(must_parse("bytes=10-19", 1000).length(), 10u);
+  EXPECT_EQ(must_parse("bytes=999-999", 1000), (ByteRange{999, 999}));
+  EXPECT_EQ(must_parse("bytes=5-5", 6), (ByteRange{5, 5}));
+}
+
+TEST(Range, LastIsClampedToSize) {
+  EXPECT_EQ(must_parse("bytes=0-1000", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=500-100000", 1000), (ByteRange{500, 999}));
+  EXPECT_EQ(must_parse("bytes=0-18446744073709551615", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=0-99999999999999999999999999", 1000), (ByteRange{0, 999}));
+}
+
+TEST(Range, OpenEnded) {
+  EXPECT_EQ(must_parse("bytes=0-", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=999-", 1000), (ByteRange{999, 999}));
+  EXPECT_EQ(must_parse("bytes=0-", 1), (ByteRange{0, 0}));
+}
+
+TEST(Range, Suffix) {
+  EXPECT_EQ(must_parse("bytes=-1", 1000), (ByteRange{999, 999}));
+  EXPECT_EQ(must_parse("bytes=-100", 1000), (ByteRange{900, 999}));
+  EXPECT_EQ(must_parse("bytes=-1000", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=-5000", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=-99999999999999999999", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(must_parse("bytes=-1", 1), (ByteRange{0, 0}));
+}
+
+TEST(Range, Unsatisfiable) {
+  EXPECT_TRUE(unsatisfiable("bytes=-0", 1000));
+  EXPECT_TRUE(unsatisfiable("bytes=1000-", 1000));
+  EXPECT_TRUE(unsatisfiable("bytes=1000-2000", 1000));
+  EXPECT_TRUE(unsatisfiable("bytes=1-1", 1));
+  EXPECT_TRUE(unsatisfiable("bytes=99999999999999999999-", 1000));
+  EXPECT_TRUE(unsatisfiable("bytes=18446744073709551615-", 1000));
+  EXPECT_TRUE(unsatisfiable("bytes=18446744073709551615-18446744073709551615", 1000));
+  // An empty object satisfies no range.
+  EXPECT_TRUE(unsatisfiable("bytes=0-0", 0));
+  EXPECT_TRUE(unsatisfiable("bytes=0-", 0));
+  EXPECT_TRUE(unsatisfiable("bytes=-1", 0));
+  EXPECT_TRUE(unsatisfiable("bytes=-0", 0));
+  EXPECT_FALSE(parse_range("bytes=-0", 1).status().message().empty());
+}
+
+TEST(Range, IgnoredHeaders) {
+  for (const char* h : {"",
+                        "bytes",
+                        "bytes=",
+                        "bytes=-",
+                        "bytes=5-2",
+                        "bytes=1-0",
+                        "bytes=a-b",
+                        "bytes=0-a",
+                        "bytes=a-",
+                        "bytes=-a",
+                        "bytes=0-1,3-4",
+                        "bytes=0-1,",
+                        "bytes=,0-1",
+                        "items=0-1",
+                        "bits=0-1",
+                        "0-1",
+                        "bytes 0-1",
+                        "bytes=+0-1",
+                        "bytes=0--1",
+                        "bytes=--1",
+                        "bytes=0x10-0x20",
+                        "bytes=1 - 2",
+                        "bytes=1-2-3",
+                        "bytes=0-1;x",
+                        "bytes=\xff-1",
+                        "garbage",
+                        "=0-1",
+                        "bytes==0-1"}) {
+    EXPECT_TRUE(ignored(h, 1000)) << h;
+  }
+  // Ignored even on an empty object: the whole (empty) object is served.
+  EXPECT_TRUE(ignored("bytes=0-1,3-4", 0));
+  EXPECT_TRUE(ignored("bytes=5-2", 0));
+}
+
+TEST(Range, WhitespaceAndCase) {
+  EXPECT_EQ(must_parse(" bytes=1-2 ", 10), (ByteRange{1, 2}));
+  EXPECT_EQ(must_parse("bytes= 1-2", 10), (ByteRange{1, 2}));
+  EXPECT_EQ(must_parse("bytes =1-2", 10), (ByteRange{1, 2}));
+  EXPECT_EQ(must_parse("Bytes=1-2", 10), (ByteRange{1, 2}));
+  EXPECT_EQ(must_parse("BYTES=1-2", 10), (ByteRange{1, 2}));
+  EXPECT_EQ(must_parse("\tbytes=1-2\t", 10), (ByteRange{1, 2}));
+}
+
+TEST(Range, LeadingZeros) {
+  EXPECT_EQ(must_parse("bytes=0010-0019", 1000), (ByteRange{10, 19}));
+  EXPECT_EQ(must_parse("bytes=-0001", 1000), (ByteRange{999, 999}));
+}
+
+TEST(Range, HugeObjects) {
+  const std::uint64_t five_tib = 5ull << 40;
+  EXPECT_EQ(must_parse("bytes=5497558138879-", five_tib), (ByteRange{five_tib - 1, five_tib - 1}));
+  EXPECT_EQ(must_parse("bytes=-1", five_tib), (ByteRange{five_tib - 1, five_tib - 1}));
+  const std::uint64_t max = ~0ull;
+  EXPECT_EQ(must_parse("bytes=0-", max), (ByteRange{0, max - 1}));
+  EXPECT_EQ(must_parse("bytes=-18446744073709551615", max), (ByteRange{0, max - 1}));
+}
+
+TEST(ContentRange, Formats) {
+  EXPECT_EQ(content_range(ByteRange{0, 0}, 1234), "bytes 0-0/1234");
+  EXPECT_EQ(content_range(ByteRange{900, 999}, 1000), "bytes 900-999/1000");
+  EXPECT_EQ(content_range(ByteRange{0, 18446744073709551614ull}, 18446744073709551615ull),
+            "bytes 0-18446744073709551614/18446744073709551615");
+  EXPECT_EQ(content_range_unsatisfied(1000), "bytes */1000");
+  EXPECT_EQ(content_range_unsatisfied(0), "bytes */0");
+}
+
+TEST(ContentRange, RoundTripThroughParse) {
+  const ByteRange r = must_parse("bytes=-10", 25);
+  EXPECT_EQ(content_range(r, 25), "bytes 15-24/25");
+  EXPECT_EQ(r.length(), 10u);
+}
+
+}  // namespace
+}  // namespace objdirect::s3
