@@ -15,9 +15,10 @@
 // ETag lists: comma-separated entity-tags, each quoted ("abc"), weak (W/"abc") or, leniently, bare
 // (abc) as S3 accepts; "*" matches any existing object. If-Match uses strong comparison, so a weak
 // tag (W/"abc") never satisfies it; If-None-Match uses weak comparison, so W/ is ignored there.
-// A header whose value is empty or only whitespace counts as absent. Unparsable dates are ignored
-// (RFC 9110). Times compare at one-second resolution, as Last-Modified is sent: the object's time
-// is mtime_ns rounded down to a whole second.
+// A header whose value is empty or only whitespace counts as absent. Dates are HTTP-dates in any of
+// the three forms of common/time.hpp's parse_http_date; unparsable dates are ignored (RFC 9110).
+// Times compare at one-second resolution, as Last-Modified is sent: the object's time is mtime_ns
+// rounded down to a whole second.
 //
 // Thread safety: pure functions; safe to call concurrently.
 #pragma once
@@ -64,13 +65,5 @@ Result<WriteConditionSpec> parse_write_conditions(const std::optional<std::strin
 // Strips surrounding whitespace, a W/ prefix and one pair of surrounding double quotes:
 // W/"abc" -> abc, "abc" -> abc, abc -> abc.
 std::string unquote_etag(std::string_view etag);
-
-namespace detail {
-// Seconds since the Unix epoch for an HTTP-date (RFC 9110 5.6.7): IMF-fixdate
-// ("Sun, 06 Nov 1994 08:49:37 GMT"), obsolete RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT") or
-// asctime ("Sun Nov  6 08:49:37 1994"). nullopt when unparsable. The weekday is not checked.
-// Local to this module until src/common/time.hpp offers the same.
-std::optional<std::int64_t> parse_http_date_s(std::string_view s);
-}  // namespace detail
 
 }  // namespace objdirect::s3
