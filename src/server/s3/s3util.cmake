@@ -5,7 +5,8 @@ set(OBJDIRECT_S3UTIL_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(OBJDIRECT_S3UTIL_SOURCES
     ${OBJDIRECT_S3UTIL_DIR}/names.cc
     ${OBJDIRECT_S3UTIL_DIR}/range.cc
-    ${OBJDIRECT_S3UTIL_DIR}/conditional.cc)
+    ${OBJDIRECT_S3UTIL_DIR}/conditional.cc
+    ${OBJDIRECT_S3UTIL_DIR}/xml.cc)
 
 add_library(objdirect_s3util STATIC ${OBJDIRECT_S3UTIL_SOURCES})
 target_link_libraries(objdirect_s3util PUBLIC objdirect_common pugixml::pugixml)
@@ -14,3 +15,4 @@ objdirect_test(s3_names_test SOURCES ${OBJDIRECT_S3UTIL_DIR}/names_test.cc LIBS 
 objdirect_test(s3_range_test SOURCES ${OBJDIRECT_S3UTIL_DIR}/range_test.cc LIBS objdirect_s3util)
 objdirect_test(s3_conditional_test SOURCES ${OBJDIRECT_S3UTIL_DIR}/conditional_test.cc
                LIBS objdirect_s3util)
+objdirect_test(s3_xml_test SOURCES ${OBJDIRECT_S3UTIL_DIR}/xml_test.cc LIBS objdirect_s3util)
