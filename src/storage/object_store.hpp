@@ -46,6 +46,8 @@ struct PartInfo {
   std::string etag;  // hex MD5, unquoted
   std::int64_t mtime_ns = 0;
   ChecksumMap checksums;
+
+  bool operator==(const PartInfo&) const = default;
 };
 
 // Everything S3 returns about an object besides its bytes.
@@ -67,6 +69,8 @@ struct ObjectMeta {
   // and composite checksums). Empty for single-PUT objects.
   std::vector<PartInfo> parts;
   std::string owner;  // access key of the writer
+
+  bool operator==(const ObjectMeta&) const = default;
 };
 
 struct BucketInfo {
@@ -74,6 +78,8 @@ struct BucketInfo {
   std::int64_t ctime_ns = 0;
   std::string owner;
   std::string region;
+
+  bool operator==(const BucketInfo&) const = default;
 };
 
 // Preconditions applied atomically at commit time (conditional writes).
@@ -135,6 +141,8 @@ struct UploadInfo {
   std::int64_t initiated_ns = 0;
   ObjectMeta meta_template;  // content-type, user metadata, checksum algorithm, owner
   std::string checksum_algorithm;  // "" or e.g. "CRC32C" (from x-amz-checksum-algorithm)
+
+  bool operator==(const UploadInfo&) const = default;
 };
 
 struct ListUploadsQuery {

@@ -1,0 +1,1245 @@
+#include "storage/local/local_store.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/limits.hpp"
+#include "storage/local/meta_codec.hpp"
+#include "storage/local/meta_db.hpp"
+
+namespace objdirect::storage {
+namespace local {
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status errno_status(int err, std::string_view what) {
+  std::string msg = std::string(what) + ": " + std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) return Status(Errc::no_space, std::move(msg));
+  return Status(Errc::io_error, std::move(msg));
+}
+
+Status fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status(errno, "open " + dir);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return errno_status(err, "fsync " + dir);
+  return Status();
+}
+
+Status make_dir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return errno_status(errno, "mkdir " + dir);
+  }
+  return Status();
+}
+
+// The names of the entries of a directory, without "." and "..".
+Result<std::vector<std::string>> list_dir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return errno_status(errno, "opendir " + dir);
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  ::closedir(d);
+  return names;
+}
+
+std::string bucket_prefix(std::string_view bucket) {
+  std::string s(bucket);
+  s.push_back('\0');
+  return s;
+}
+
+std::string upload_key(std::string_view bucket, std::string_view upload_id) {
+  return bucket_prefix(bucket).append(upload_id);
+}
+
+// Part keys sort by part number: upload id followed by the number big-endian.
+std::string part_key(std::string_view upload_id, std::uint32_t part_number) {
+  std::string k(upload_id);
+  for (int i = 3; i >= 0; --i) k.push_back(static_cast<char>(part_number >> (8 * i)));
+  return k;
+}
+
+std::string_view blob_key(const BlobId& id) {
+  return std::string_view(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size());
+}
+
+// The smallest string greater than every string that starts with p; empty if none exists
+// (p is all 0xff bytes).
+std::string prefix_successor(std::string p) {
+  while (!p.empty() && static_cast<unsigned char>(p.back()) == 0xff) p.pop_back();
+  if (!p.empty()) p.back() = static_cast<char>(static_cast<unsigned char>(p.back()) + 1);
+  return p;
+}
+
+Status validate_bucket(std::string_view bucket) {
+  if (bucket.empty() || bucket.size() > limits::bucket_name_max ||
+      bucket.find('\0') != std::string_view::npos) {
+    return Status(Errc::invalid_bucket_name, "The specified bucket is not valid.");
+  }
+  return Status();
+}
+
+Status validate_key(std::string_view key) {
+  if (key.empty()) return Status(Errc::invalid_argument, "Object key must not be empty.");
+  if (key.size() > limits::key_bytes_max) {
+    return Status(Errc::key_too_long, "Your key is too long.");
+  }
+  return Status();
+}
+
+Status no_such_bucket() {
+  return Status(Errc::no_such_bucket, "The specified bucket does not exist.");
+}
+Status no_such_key() {
+  return Status(Errc::no_such_key, "The specified key does not exist.");
+}
+Status no_such_upload() {
+  return Status(Errc::no_such_upload, "The specified multipart upload does not exist.");
+}
+
+// Checks a write precondition against the current record (nullopt when the key is absent).
+Status check_condition(const WriteCondition& cond, const std::optional<ObjectRecord>& current) {
+  switch (cond.kind) {
+    case WriteCondition::Kind::none:
+      return Status();
+    case WriteCondition::Kind::must_be_absent:
+      if (current.has_value()) {
+        return Status(Errc::precondition_failed,
+                      "At least one of the pre-conditions you specified did not hold");
+      }
+      return Status();
+    case WriteCondition::Kind::etag_must_match:
+      // S3 answers If-Match on an absent key with 404 NoSuchKey, not 412.
+      if (!current.has_value()) return no_such_key();
+      if (current->meta.etag != cond.etag) {
+        return Status(Errc::precondition_failed,
+                      "At least one of the pre-conditions you specified did not hold");
+      }
+      return Status();
+  }
+  return Status(Errc::invalid_argument, "unknown write condition");
+}
+
+}  // namespace
+
+// --- blob files and reader pins -----------------------------------------------------------------
+
+// The blob directory tree plus the registry of blobs that open readers still use. A blob
+// replaced or deleted by a commit is unlinked at once unless a reader pinned it; then it is
+// unlinked when the last such reader closes. Its `gc` entry in LMDB (which makes the deletion
+// survive a crash) is dropped by the next write transaction (take_unlinked()).
+//
+// Thread safety: all members are safe to call concurrently.
+class BlobFiles {
+ public:
+  BlobFiles(std::string root, bool fsync) : root_(std::move(root)), fsync_(fsync) {}
+
+  const std::string& root() const { return root_; }
+  bool fsync() const { return fsync_; }
+  std::string blob_dir(const BlobId& id) const { return root_ + "/blobs/" + id.hex().substr(0, 2); }
+  std::string blob_path(const BlobId& id) const {
+    const std::string hex = id.hex();
+    return root_ + "/blobs/" + hex.substr(0, 2) + "/" + hex;
+  }
+  std::string tmp_path(const BlobId& id) const { return root_ + "/tmp/" + id.hex(); }
+
+  // Readers pin their blobs while holding this mutex around the metadata read, so a commit's
+  // release() (which takes it after the commit) either sees the pin or the reader sees the
+  // new metadata.
+  std::mutex& pin_mutex() { return mu_; }
+  void pin_locked(const std::vector<Segment>& segs) {
+    for (const Segment& s : segs) ++pins_[s.blob];
+  }
+  void unpin(const std::vector<Segment>& segs) {
+    std::vector<BlobId> doomed;
+    {
+      std::lock_guard lock(mu_);
+      for (const Segment& s : segs) {
+        auto it = pins_.find(s.blob);
+        if (it == pins_.end()) continue;
+        if (--it->second == 0) {
+          pins_.erase(it);
+          if (deferred_.erase(s.blob) != 0) doomed.push_back(s.blob);
+        }
+      }
+    }
+    unlink_all(doomed);
+  }
+
+  // Deletes blobs that committed metadata no longer references (their gc entries are durable).
+  void release(const std::vector<BlobId>& ids) {
+    std::vector<BlobId> now;
+    {
+      std::lock_guard lock(mu_);
+      for (const BlobId& id : ids) {
+        if (pins_.contains(id)) {
+          deferred_.insert(id);
+        } else {
+          now.push_back(id);
+        }
+      }
+    }
+    unlink_all(now);
+  }
+
+  // Blobs whose files are gone and whose gc entries a write transaction should drop.
+  std::vector<BlobId> take_unlinked() {
+    std::lock_guard lock(mu_);
+    return std::exchange(unlinked_, {});
+  }
+  void return_unlinked(const std::vector<BlobId>& ids) {
+    std::lock_guard lock(mu_);
+    unlinked_.insert(unlinked_.end(), ids.begin(), ids.end());
+  }
+
+  // Removes a blob that no metadata ever referenced (a commit that failed after the rename).
+  void discard(const BlobId& id) { ::unlink(blob_path(id).c_str()); }
+
+ private:
+  void unlink_all(const std::vector<BlobId>& ids) {
+    if (ids.empty()) return;
+    // A failed unlink leaves the gc entry for startup recovery; only ENOENT means "gone".
+    std::vector<BlobId> gone;
+    for (const BlobId& id : ids) {
+      if (::unlink(blob_path(id).c_str()) == 0 || errno == ENOENT) gone.push_back(id);
+    }
+    return_unlinked(gone);
+  }
+
+  const std::string root_;
+  const bool fsync_;
+  std::mutex mu_;
+  std::unordered_map<BlobId, int, BlobIdHash> pins_;
+  std::unordered_set<BlobId, BlobIdHash> deferred_;
+  std::vector<BlobId> unlinked_;
+};
+
+// --- writer -------------------------------------------------------------------------------------
+
+class LocalBlobWriter final : public BlobWriter {
+ public:
+  explicit LocalBlobWriter(std::shared_ptr<BlobFiles> files)
+      : files_(std::move(files)), id_(BlobId::random()) {}
+  ~LocalBlobWriter() override {
+    if (fd_ >= 0) ::close(fd_);
+    if (created_ && !renamed_) ::unlink(files_->tmp_path(id_).c_str());
+  }
+
+  Status append(std::span<const std::byte> data) override {
+    if (failed_ || renamed_) {
+      return Status(Errc::io_error, "blob writer is unusable after an earlier error");
+    }
+    if (data.empty()) return Status();
+    if (fd_ < 0) {
+      fd_ = ::open(files_->tmp_path(id_).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd_ < 0) return fail(errno, "create temporary blob");
+      created_ = true;
+    }
+    const auto* p = reinterpret_cast<const char*>(data.data());
+    std::size_t left = data.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd_, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return fail(errno, "write blob");
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+      size_ += static_cast<std::uint64_t>(n);
+    }
+    return Status();
+  }
+
+  std::uint64_t size() const override { return size_; }
+
+  const BlobFiles* files() const { return files_.get(); }
+
+  // Makes the data durable under blobs/: fsync the file, rename it out of tmp/, fsync the blob
+  // directory. Returns the segment, or nullopt for an empty blob (which has no file).
+  Result<std::optional<Segment>> finalize() {
+    if (failed_ || renamed_) return Status(Errc::io_error, "blob writer is unusable");
+    if (size_ == 0) return std::optional<Segment>();
+    if (files_->fsync() && ::fsync(fd_) != 0) return fail(errno, "fsync blob");
+    ::close(fd_);
+    fd_ = -1;
+    const std::string tmp = files_->tmp_path(id_);
+    const std::string dst = files_->blob_path(id_);
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) {
+      // The fan-out directory blobs/xx is created on first use; its entry in blobs/ must be
+      // durable before the blob's entry in it is.
+      if (errno != ENOENT) return fail(errno, "rename blob");
+      if (Status st = make_dir(files_->blob_dir(id_)); !st.ok()) return fail_with(st);
+      if (files_->fsync()) {
+        if (Status st = fsync_dir(files_->root() + "/blobs"); !st.ok()) return fail_with(st);
+      }
+      if (::rename(tmp.c_str(), dst.c_str()) != 0) return fail(errno, "rename blob");
+    }
+    renamed_ = true;
+    if (files_->fsync()) {
+      Status st = fsync_dir(files_->blob_dir(id_));
+      if (!st.ok()) {
+        files_->discard(id_);
+        return st;
+      }
+    }
+    return std::optional<Segment>(Segment{id_, size_});
+  }
+
+ private:
+  Status fail(int err, std::string_view what) {
+    failed_ = true;
+    return errno_status(err, what);
+  }
+  Status fail_with(Status st) {
+    failed_ = true;
+    return st;
+  }
+
+  std::shared_ptr<BlobFiles> files_;
+  BlobId id_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  bool created_ = false;
+  bool renamed_ = false;
+  bool failed_ = false;
+};
+
+// --- reader -------------------------------------------------------------------------------------
+
+class LocalObjectReader final : public ObjectReader {
+ public:
+  // Takes over pins already taken on rec's segments.
+  LocalObjectReader(std::shared_ptr<BlobFiles> files, ObjectRecord rec)
+      : files_(std::move(files)), rec_(std::move(rec)), fds_(rec_.segments.size(), -1) {
+    starts_.reserve(rec_.segments.size());
+    std::uint64_t at = 0;
+    for (const Segment& s : rec_.segments) {
+      starts_.push_back(at);
+      at += s.size;
+    }
+  }
+  ~LocalObjectReader() override {
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+    files_->unpin(rec_.segments);
+  }
+
+  const ObjectMeta& meta() const override { return rec_.meta; }
+
+  // Opens segment i's file if not yet open. Files are opened lazily so a 10,000-part object
+  // costs one fd per segment actually read.
+  Result<int> fd(std::size_t i) {
+    if (fds_[i] < 0) {
+      const std::string path = files_->blob_path(rec_.segments[i].blob);
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        const int err = errno;
+        if (err == ENOENT) return Status(Errc::corrupt, "blob file missing: " + path);
+        return errno_status(err, "open " + path);
+      }
+      fds_[i] = fd;
+    }
+    return fds_[i];
+  }
+
+  Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) override {
+    const std::uint64_t size = rec_.meta.size;
+    if (offset >= size || dst.empty()) return std::size_t{0};
+    std::size_t done = 0;
+    std::size_t i = segment_at(offset);
+    while (done < dst.size() && offset < size) {
+      const Segment& s = rec_.segments[i];
+      const std::uint64_t in_seg = offset - starts_[i];
+      if (in_seg >= s.size) {
+        ++i;
+        continue;
+      }
+      auto f = fd(i);
+      if (!f.ok()) return f.status();
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(dst.size() - done, s.size - in_seg));
+      const ssize_t n = ::pread(*f, dst.data() + done, want, static_cast<off_t>(in_seg));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno_status(errno, "pread blob");
+      }
+      if (n == 0) return Status(Errc::corrupt, "blob file shorter than its metadata");
+      done += static_cast<std::size_t>(n);
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return done;
+  }
+
+  Result<std::vector<Extent>> extents(std::uint64_t offset, std::uint64_t length) override {
+    const std::uint64_t size = rec_.meta.size;
+    if (offset > size || length > size - offset) {
+      return Status(Errc::invalid_range, "The requested range is not satisfiable");
+    }
+    std::vector<Extent> out;
+    if (length == 0) return out;
+    std::size_t i = segment_at(offset);
+    while (length > 0) {
+      const Segment& s = rec_.segments[i];
+      const std::uint64_t in_seg = offset - starts_[i];
+      if (in_seg < s.size) {
+        auto f = fd(i);
+        if (!f.ok()) return f.status();
+        const std::uint64_t n = std::min(length, s.size - in_seg);
+        out.push_back(Extent{*f, in_seg, n});
+        offset += n;
+        length -= n;
+      }
+      ++i;
+    }
+    return out;
+  }
+
+ private:
+  // The index of the segment holding byte `offset` (< size).
+  std::size_t segment_at(std::uint64_t offset) const {
+    auto it = std::upper_bound(starts_.begin(), starts_.end(), offset);
+    return static_cast<std::size_t>(it - starts_.begin()) - 1;
+  }
+
+  std::shared_ptr<BlobFiles> files_;
+  ObjectRecord rec_;
+  std::vector<std::uint64_t> starts_;
+  std::vector<int> fds_;
+};
+
+// --- store --------------------------------------------------------------------------------------
+
+class LocalStore final : public ObjectStore {
+ public:
+  static Result<std::unique_ptr<ObjectStore>> open(const LocalStoreOptions& options);
+  ~LocalStore() override {
+    db_.reset();
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+  }
+
+  Status create_bucket(const BucketInfo& info) override;
+  Status delete_bucket(std::string_view bucket) override;
+  Result<BucketInfo> head_bucket(std::string_view bucket) override;
+  Result<std::vector<BucketInfo>> list_buckets() override;
+
+  Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) override;
+  Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
+                                   std::unique_ptr<BlobWriter> data,
+                                   const WriteCondition& cond) override;
+  Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
+                                  std::string_view expected_etag) override;
+  Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override;
+  Result<std::unique_ptr<ObjectReader>> open_object(std::string_view bucket,
+                                                    std::string_view key) override;
+  Status delete_object(std::string_view bucket, std::string_view key) override;
+  Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) override;
+
+  Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) override;
+  Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
+                                std::string_view upload_id) override;
+  Result<PartInfo> commit_part(std::string_view bucket, std::string_view key,
+                               std::string_view upload_id, PartInfo info,
+                               std::unique_ptr<BlobWriter> data) override;
+  Result<std::vector<PartInfo>> list_parts(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id,
+                                           std::uint32_t part_number_marker,
+                                           std::uint32_t max_parts) override;
+  Result<ObjectMeta> complete_upload(std::string_view bucket, std::string_view upload_id,
+                                     ObjectMeta meta, const std::vector<CompletePartRef>& parts,
+                                     const WriteCondition& cond) override;
+  Status abort_upload(std::string_view bucket, std::string_view key,
+                      std::string_view upload_id) override;
+  Result<ListUploadsResult> list_uploads(std::string_view bucket,
+                                         const ListUploadsQuery& q) override;
+
+ private:
+  // A write transaction that also drops the gc entries of blobs already unlinked. If it is not
+  // committed, those ids go back to the queue for the next one.
+  class WriteTxn {
+   public:
+    WriteTxn(Txn txn, std::shared_ptr<BlobFiles> files, std::vector<BlobId> dropped)
+        : txn(std::move(txn)), files_(std::move(files)), dropped_(std::move(dropped)) {}
+    WriteTxn(WriteTxn&&) = default;
+    ~WriteTxn() {
+      if (!committed_ && files_) files_->return_unlinked(dropped_);
+    }
+    Status commit() {
+      Status st = txn.commit();
+      committed_ = st.ok();
+      return st;
+    }
+    Txn txn;
+
+   private:
+    std::shared_ptr<BlobFiles> files_;
+    std::vector<BlobId> dropped_;
+    bool committed_ = false;
+  };
+
+  LocalStore(LocalStoreOptions options, int lock_fd, std::unique_ptr<MetaDb> db,
+             std::shared_ptr<BlobFiles> files)
+      : options_(std::move(options)),
+        lock_fd_(lock_fd),
+        db_(std::move(db)),
+        files_(std::move(files)) {}
+
+  Result<WriteTxn> begin_write_txn();
+  Status recover();
+  Status require_bucket(const Txn& txn, std::string_view bucket) const;
+  Result<std::optional<ObjectRecord>> get_object(const Txn& txn, std::string_view bucket,
+                                                 std::string_view key) const;
+  Result<UploadInfo> get_upload_in(const Txn& txn, std::string_view bucket, std::string_view key,
+                                   std::string_view upload_id) const;
+  // Removes the upload and its parts inside txn; appends the parts' blobs to doomed (except
+  // those in keep).
+  Status drop_upload(WriteTxn& w, std::string_view bucket, std::string_view upload_id,
+                     const std::unordered_set<BlobId, BlobIdHash>& keep,
+                     std::vector<BlobId>& doomed);
+  Status mark_gc(WriteTxn& w, const std::vector<BlobId>& ids);
+  Result<LocalBlobWriter*> own_writer(BlobWriter* w) const;
+
+  LocalStoreOptions options_;
+  int lock_fd_ = -1;
+  std::unique_ptr<MetaDb> db_;
+  std::shared_ptr<BlobFiles> files_;
+};
+
+Result<std::unique_ptr<ObjectStore>> LocalStore::open(const LocalStoreOptions& options) {
+  if (options.data_dir.empty()) return Status(Errc::invalid_argument, "data_dir is empty");
+  const std::string& root = options.data_dir;
+  OBJDIRECT_RETURN_IF_ERROR(make_dir(root));
+  const std::string lock_path = root + "/LOCK";
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return errno_status(errno, "open " + lock_path);
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(lock_fd);
+    if (err == EWOULDBLOCK) {
+      return Status(Errc::unavailable, "data directory is in use by another process: " + root);
+    }
+    return errno_status(err, "flock " + lock_path);
+  }
+  auto fail = [&](Status st) -> Result<std::unique_ptr<ObjectStore>> {
+    ::close(lock_fd);
+    return st;
+  };
+  for (const std::string& d : {root + "/blobs", root + "/tmp"}) {
+    if (Status st = make_dir(d); !st.ok()) return fail(st);
+  }
+  auto db = MetaDb::open({root + "/meta", options.lmdb_map_size_bytes, options.fsync});
+  if (!db.ok()) return fail(db.status());
+  auto files = std::make_shared<BlobFiles>(root, options.fsync);
+  std::unique_ptr<LocalStore> store(
+      new LocalStore(options, lock_fd, std::move(*db), std::move(files)));
+  OBJDIRECT_RETURN_IF_ERROR(store->recover());  // the store owns lock_fd now
+  return std::unique_ptr<ObjectStore>(std::move(store));
+}
+
+// Startup recovery (no reader or writer exists yet):
+//  1. tmp/ holds only data of writes that never committed: delete it all.
+//  2. Blobs named in `gc` were replaced or deleted by committed transactions: delete them.
+//  3. Blobs no object or part references were renamed into blobs/ by a commit that crashed
+//     before its LMDB transaction: delete them.
+//  4. Drop all gc entries in one transaction.
+Status LocalStore::recover() {
+  const std::string tmp = options_.data_dir + "/tmp";
+  auto tmp_names = list_dir(tmp);
+  if (!tmp_names.ok()) return tmp_names.status();
+  for (const std::string& n : *tmp_names) ::unlink((tmp + "/" + n).c_str());
+
+  std::unordered_set<BlobId, BlobIdHash> live;
+  std::vector<BlobId> gc_ids;
+  {
+    auto txn = Txn::begin(*db_, false);
+    if (!txn.ok()) return txn.status();
+    for (MDB_dbi dbi : {db_->objects, db_->object_groups}) {
+      auto c = Cursor::open(*txn, dbi);
+      if (!c.ok()) return c.status();
+      std::string_view k, v;
+      for (auto r = c->seek("", "", &k, &v);; r = c->next("", &k, &v)) {
+        if (!r.ok()) return r.status();
+        if (!*r) break;
+        if (v.empty()) continue;  // group marker
+        auto rec = decode_object(v);
+        if (!rec.ok()) return rec.status();
+        for (const Segment& s : rec->segments) live.insert(s.blob);
+      }
+    }
+    auto c = Cursor::open(*txn, db_->parts);
+    if (!c.ok()) return c.status();
+    std::string_view k, v;
+    for (auto r = c->seek("", "", &k, &v);; r = c->next("", &k, &v)) {
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      auto part = decode_part(v);
+      if (!part.ok()) return part.status();
+      if (part->info.size > 0) live.insert(part->blob);
+    }
+    auto g = Cursor::open(*txn, db_->gc);
+    if (!g.ok()) return g.status();
+    for (auto r = g->seek("", "", &k, &v);; r = g->next("", &k, &v)) {
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      BlobId id;
+      if (k.size() == id.bytes.size()) {
+        std::memcpy(id.bytes.data(), k.data(), k.size());
+        gc_ids.push_back(id);
+      }
+    }
+  }
+  auto fanout = list_dir(options_.data_dir + "/blobs");
+  if (!fanout.ok()) return fanout.status();
+  for (const std::string& sub : *fanout) {
+    const std::string d = options_.data_dir + "/blobs/" + sub;
+    struct stat st;
+    if (::lstat(d.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      ::unlink(d.c_str());  // a stray file where only fan-out directories belong
+      continue;
+    }
+    auto names = list_dir(d);
+    if (!names.ok()) return names.status();
+    for (const std::string& n : *names) {
+      auto id = BlobId::from_hex(n);
+      if (id.ok() && live.contains(*id)) continue;
+      // Unreferenced blob (or a stray file): nothing can reach it.
+      if (::unlink((d + "/" + n).c_str()) != 0 && errno != ENOENT) {
+        return errno_status(errno, "unlink orphan blob " + n);
+      }
+    }
+  }
+  if (!gc_ids.empty()) {
+    auto txn = Txn::begin(*db_, true);
+    if (!txn.ok()) return txn.status();
+    for (const BlobId& id : gc_ids) {
+      auto d = txn->del(db_->gc, blob_key(id));
+      if (!d.ok()) return d.status();
+    }
+    OBJDIRECT_RETURN_IF_ERROR(txn->commit());
+  }
+  return Status();
+}
+
+Result<LocalStore::WriteTxn> LocalStore::begin_write_txn() {
+  auto txn = Txn::begin(*db_, true);
+  if (!txn.ok()) return txn.status();
+  WriteTxn w(std::move(*txn), files_, files_->take_unlinked());
+  return w;
+}
+
+Status LocalStore::mark_gc(WriteTxn& w, const std::vector<BlobId>& ids) {
+  for (const BlobId& id : ids) OBJDIRECT_RETURN_IF_ERROR(w.txn.put(db_->gc, blob_key(id), ""));
+  return Status();
+}
+
+Status LocalStore::require_bucket(const Txn& txn, std::string_view bucket) const {
+  auto b = txn.get(db_->buckets, bucket);
+  if (!b.ok()) return b.status();
+  if (!b->has_value()) return no_such_bucket();
+  return Status();
+}
+
+Result<std::optional<ObjectRecord>> LocalStore::get_object(const Txn& txn, std::string_view bucket,
+                                                           std::string_view key) const {
+  auto v = key_tree::get(txn, *db_, bucket, key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return std::optional<ObjectRecord>();
+  auto rec = decode_object(**v);
+  if (!rec.ok()) return rec.status();
+  return std::optional<ObjectRecord>(std::move(*rec));
+}
+
+Result<LocalBlobWriter*> LocalStore::own_writer(BlobWriter* w) const {
+  auto* lw = dynamic_cast<LocalBlobWriter*>(w);
+  if (lw == nullptr || lw->files() != files_.get()) {
+    return Status(Errc::invalid_argument, "blob writer does not belong to this store");
+  }
+  return lw;
+}
+
+// --- buckets ---
+
+Status LocalStore::create_bucket(const BucketInfo& info) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_bucket(info.name));
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  auto cur = w->txn.get(db_->buckets, info.name);
+  if (!cur.ok()) return cur.status();
+  if (cur->has_value()) {
+    auto existing = decode_bucket(**cur);
+    if (!existing.ok()) return existing.status();
+    if (existing->owner == info.owner) {
+      return Status(Errc::bucket_already_owned_by_you,
+                    "Your previous request to create the named bucket succeeded and you "
+                    "already own it.");
+    }
+    return Status(Errc::bucket_already_exists, "The requested bucket name is not available.");
+  }
+  BucketInfo stored = info;
+  if (stored.ctime_ns == 0) stored.ctime_ns = now_ns();
+  OBJDIRECT_RETURN_IF_ERROR(w->txn.put(db_->buckets, info.name, encode_bucket(stored)));
+  return w->commit();
+}
+
+Status LocalStore::delete_bucket(std::string_view bucket) {
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+  auto empty = key_tree::empty(w->txn, *db_, bucket);
+  if (!empty.ok()) return empty.status();
+  if (!*empty) {
+    return Status(Errc::bucket_not_empty, "The bucket you tried to delete is not empty.");
+  }
+  // Abort leftover multipart uploads.
+  std::vector<std::string> ids;
+  {
+    auto c = Cursor::open(w->txn, db_->uploads);
+    if (!c.ok()) return c.status();
+    const std::string prefix = bucket_prefix(bucket);
+    std::string_view k;
+    for (auto r = c->seek(prefix, prefix, &k, nullptr);; r = c->next(prefix, &k, nullptr)) {
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      ids.emplace_back(k.substr(prefix.size()));
+    }
+  }
+  std::vector<BlobId> doomed;
+  for (const std::string& id : ids) {
+    OBJDIRECT_RETURN_IF_ERROR(drop_upload(*w, bucket, id, {}, doomed));
+  }
+  OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+  auto d = w->txn.del(db_->buckets, bucket);
+  if (!d.ok()) return d.status();
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  files_->release(doomed);
+  return Status();
+}
+
+Result<BucketInfo> LocalStore::head_bucket(std::string_view bucket) {
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  auto b = txn->get(db_->buckets, bucket);
+  if (!b.ok()) return b.status();
+  if (!b->has_value()) return no_such_bucket();
+  return decode_bucket(**b);
+}
+
+Result<std::vector<BucketInfo>> LocalStore::list_buckets() {
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  auto c = Cursor::open(*txn, db_->buckets);
+  if (!c.ok()) return c.status();
+  std::vector<BucketInfo> out;
+  std::string_view v;
+  for (auto r = c->seek("", "", nullptr, &v);; r = c->next("", nullptr, &v)) {
+    if (!r.ok()) return r.status();
+    if (!*r) break;
+    auto b = decode_bucket(v);
+    if (!b.ok()) return b.status();
+    out.push_back(std::move(*b));
+  }
+  return out;
+}
+
+// --- objects ---
+
+Result<std::unique_ptr<BlobWriter>> LocalStore::begin_write(std::string_view bucket) {
+  {
+    auto txn = Txn::begin(*db_, false);
+    if (!txn.ok()) return txn.status();
+    OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
+  }
+  return std::unique_ptr<BlobWriter>(std::make_unique<LocalBlobWriter>(files_));
+}
+
+Result<ObjectMeta> LocalStore::commit_object(std::string_view bucket, ObjectMeta meta,
+                                             std::unique_ptr<BlobWriter> data,
+                                             const WriteCondition& cond) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
+  auto writer = own_writer(data.get());
+  if (!writer.ok()) return writer.status();
+  if (meta.size != (*writer)->size()) {
+    return Status(Errc::invalid_argument, "object size does not match the bytes written");
+  }
+  auto seg = (*writer)->finalize();
+  if (!seg.ok()) return seg.status();
+  ObjectRecord rec;
+  if (seg->has_value()) rec.segments.push_back(**seg);
+  // From here the blob sits in blobs/; unless the transaction commits, remove it again.
+  auto discard_new = [&] {
+    for (const Segment& s : rec.segments) files_->discard(s.blob);
+  };
+
+  std::vector<BlobId> doomed;
+  Status st = [&]() -> Status {
+    auto w = begin_write_txn();
+    if (!w.ok()) return w.status();
+    OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+    auto cur = get_object(w->txn, bucket, meta.key);
+    if (!cur.ok()) return cur.status();
+    OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, *cur));
+    if (cur->has_value()) {
+      for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
+    }
+    meta.mtime_ns = now_ns();
+    rec.meta = meta;
+    OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
+    OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+    return w->commit();
+  }();
+  if (!st.ok()) {
+    discard_new();
+    return st;
+  }
+  files_->release(doomed);
+  return meta;
+}
+
+Result<ObjectMeta> LocalStore::replace_meta(std::string_view bucket, ObjectMeta meta,
+                                            std::string_view expected_etag) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+  auto cur = get_object(w->txn, bucket, meta.key);
+  if (!cur.ok()) return cur.status();
+  if (!cur->has_value()) return no_such_key();
+  ObjectRecord rec = std::move(**cur);
+  if (rec.meta.etag != expected_etag) {
+    return Status(Errc::precondition_failed,
+                  "At least one of the pre-conditions you specified did not hold");
+  }
+  // The bytes do not change: size and segments stay; parts and ETag stay unless given.
+  meta.size = rec.meta.size;
+  if (meta.parts.empty()) meta.parts = std::move(rec.meta.parts);
+  if (meta.etag.empty()) meta.etag = rec.meta.etag;
+  meta.mtime_ns = now_ns();
+  rec.meta = meta;
+  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  return meta;
+}
+
+Result<ObjectMeta> LocalStore::head_object(std::string_view bucket, std::string_view key) {
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
+  auto cur = get_object(*txn, bucket, key);
+  if (!cur.ok()) return cur.status();
+  if (!cur->has_value()) return no_such_key();
+  return std::move((*cur)->meta);
+}
+
+Result<std::unique_ptr<ObjectReader>> LocalStore::open_object(std::string_view bucket,
+                                                              std::string_view key) {
+  // Pins make a blob outlive any commit that replaces it while this reader exists. The retry
+  // covers a blob unlinked between the metadata read and the first open(), which pins rule out
+  // in this process but a damaged directory might not.
+  constexpr int attempts_max = 3;
+  for (int attempt = 0; attempt < attempts_max; ++attempt) {
+    ObjectRecord rec;
+    {
+      std::lock_guard lock(files_->pin_mutex());
+      auto txn = Txn::begin(*db_, false);
+      if (!txn.ok()) return txn.status();
+      OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
+      auto cur = get_object(*txn, bucket, key);
+      if (!cur.ok()) return cur.status();
+      if (!cur->has_value()) return no_such_key();
+      rec = std::move(**cur);
+      files_->pin_locked(rec.segments);
+    }
+    auto reader = std::make_unique<LocalObjectReader>(files_, std::move(rec));
+    if (reader->meta().size > 0) {
+      auto fd = reader->fd(0);
+      if (!fd.ok()) {
+        if (fd.code() == Errc::corrupt) continue;  // ENOENT: re-read the metadata
+        return fd.status();
+      }
+    }
+    return std::unique_ptr<ObjectReader>(std::move(reader));
+  }
+  return Status(Errc::io_error, "object data vanished while opening it");
+}
+
+Status LocalStore::delete_object(std::string_view bucket, std::string_view key) {
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+  auto cur = get_object(w->txn, bucket, key);
+  if (!cur.ok()) return cur.status();
+  if (!cur->has_value()) return Status();
+  std::vector<BlobId> doomed;
+  for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
+  auto e = key_tree::erase(w->txn, *db_, bucket, key);
+  if (!e.ok()) return e.status();
+  OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  files_->release(doomed);
+  return Status();
+}
+
+// Listing model: the entries are the keys under the prefix without a delimiter after it, plus
+// the distinct common prefixes (prefix .. first delimiter, inclusive); entries are in byte order
+// and those <= start_after are skipped. A common prefix is skipped as a whole by seeking to its
+// successor, so a listing costs O(entries returned) seeks, not O(keys below them).
+Result<ListResult> LocalStore::list_objects(std::string_view bucket, const ListQuery& q) {
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
+  ListResult out;
+  const std::uint32_t max_keys = std::min(q.max_keys, limits::list_keys_max);
+  if (max_keys == 0) return out;
+  KeyTreeIterator it(*txn, *db_, std::string(bucket));
+  OBJDIRECT_RETURN_IF_ERROR(it.seek(std::max<std::string_view>(q.prefix, q.start_after)));
+  std::uint32_t count = 0;
+  while (it.valid()) {
+    const std::string& key = it.key();
+    if (!key.starts_with(q.prefix)) break;
+    std::size_t cut = std::string::npos;
+    if (!q.delimiter.empty()) cut = key.find(q.delimiter, q.prefix.size());
+    if (cut != std::string::npos) {
+      std::string cp = key.substr(0, cut + q.delimiter.size());
+      if (cp > q.start_after) {
+        if (count == max_keys) {
+          out.truncated = true;
+          break;
+        }
+        out.common_prefixes.push_back(cp);
+        out.next_marker = cp;
+        ++count;
+      }
+      const std::string next = prefix_successor(std::move(cp));
+      if (next.empty()) break;
+      OBJDIRECT_RETURN_IF_ERROR(it.seek(next));
+      continue;
+    }
+    if (key > q.start_after) {
+      if (count == max_keys) {
+        out.truncated = true;
+        break;
+      }
+      auto rec = decode_object(it.value());
+      if (!rec.ok()) return rec.status();
+      out.objects.push_back(std::move(rec->meta));
+      out.next_marker = key;
+      ++count;
+    }
+    OBJDIRECT_RETURN_IF_ERROR(it.next());
+  }
+  if (!out.truncated) out.next_marker.clear();
+  return out;
+}
+
+// --- multipart ---
+
+Result<UploadInfo> LocalStore::get_upload_in(const Txn& txn, std::string_view bucket,
+                                             std::string_view key,
+                                             std::string_view upload_id) const {
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(txn, bucket));
+  auto v = txn.get(db_->uploads, upload_key(bucket, upload_id));
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return no_such_upload();
+  auto info = decode_upload(**v);
+  if (!info.ok()) return info.status();
+  if (info->key != key) return no_such_upload();
+  return info;
+}
+
+Result<std::string> LocalStore::create_upload(std::string_view bucket, const UploadInfo& info) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_key(info.key));
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+  UploadInfo stored = info;
+  stored.upload_id = BlobId::random().hex();
+  if (stored.initiated_ns == 0) stored.initiated_ns = now_ns();
+  OBJDIRECT_RETURN_IF_ERROR(
+      w->txn.put(db_->uploads, upload_key(bucket, stored.upload_id), encode_upload(stored)));
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  return stored.upload_id;
+}
+
+Result<UploadInfo> LocalStore::get_upload(std::string_view bucket, std::string_view key,
+                                          std::string_view upload_id) {
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  return get_upload_in(*txn, bucket, key, upload_id);
+}
+
+Result<PartInfo> LocalStore::commit_part(std::string_view bucket, std::string_view key,
+                                         std::string_view upload_id, PartInfo info,
+                                         std::unique_ptr<BlobWriter> data) {
+  if (info.part_number < 1 || info.part_number > limits::parts_max) {
+    return Status(Errc::invalid_argument, "Part number must be an integer between 1 and 10000");
+  }
+  auto writer = own_writer(data.get());
+  if (!writer.ok()) return writer.status();
+  if (info.size != (*writer)->size()) {
+    return Status(Errc::invalid_argument, "part size does not match the bytes written");
+  }
+  auto seg = (*writer)->finalize();
+  if (!seg.ok()) return seg.status();
+  PartRecord rec;
+  if (seg->has_value()) rec.blob = (*seg)->blob;
+
+  std::vector<BlobId> doomed;
+  Status st = [&]() -> Status {
+    auto w = begin_write_txn();
+    if (!w.ok()) return w.status();
+    auto up = get_upload_in(w->txn, bucket, key, upload_id);
+    if (!up.ok()) return up.status();
+    const std::string pk = part_key(upload_id, info.part_number);
+    auto old = w->txn.get(db_->parts, pk);
+    if (!old.ok()) return old.status();
+    if (old->has_value()) {
+      auto prev = decode_part(**old);
+      if (!prev.ok()) return prev.status();
+      if (prev->info.size > 0) doomed.push_back(prev->blob);
+    }
+    info.mtime_ns = now_ns();
+    rec.info = info;
+    OBJDIRECT_RETURN_IF_ERROR(w->txn.put(db_->parts, pk, encode_part(rec)));
+    OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+    return w->commit();
+  }();
+  if (!st.ok()) {
+    if (seg->has_value()) files_->discard(rec.blob);
+    return st;
+  }
+  files_->release(doomed);
+  return info;
+}
+
+Result<std::vector<PartInfo>> LocalStore::list_parts(std::string_view bucket, std::string_view key,
+                                                     std::string_view upload_id,
+                                                     std::uint32_t part_number_marker,
+                                                     std::uint32_t max_parts) {
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  auto up = get_upload_in(*txn, bucket, key, upload_id);
+  if (!up.ok()) return up.status();
+  std::vector<PartInfo> out;
+  if (part_number_marker >= limits::parts_max || max_parts == 0) return out;
+  auto c = Cursor::open(*txn, db_->parts);
+  if (!c.ok()) return c.status();
+  std::string_view v;
+  for (auto r = c->seek(part_key(upload_id, part_number_marker + 1), upload_id, nullptr, &v);;
+       r = c->next(upload_id, nullptr, &v)) {
+    if (!r.ok()) return r.status();
+    if (!*r || out.size() >= max_parts) break;
+    auto p = decode_part(v);
+    if (!p.ok()) return p.status();
+    out.push_back(std::move(p->info));
+  }
+  return out;
+}
+
+Status LocalStore::drop_upload(WriteTxn& w, std::string_view bucket, std::string_view upload_id,
+                               const std::unordered_set<BlobId, BlobIdHash>& keep,
+                               std::vector<BlobId>& doomed) {
+  std::vector<std::string> keys;
+  {
+    auto c = Cursor::open(w.txn, db_->parts);
+    if (!c.ok()) return c.status();
+    std::string_view k, v;
+    for (auto r = c->seek(upload_id, upload_id, &k, &v);; r = c->next(upload_id, &k, &v)) {
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      auto p = decode_part(v);
+      if (!p.ok()) return p.status();
+      if (p->info.size > 0 && !keep.contains(p->blob)) doomed.push_back(p->blob);
+      keys.emplace_back(k);
+    }
+  }
+  for (const std::string& k : keys) {
+    auto d = w.txn.del(db_->parts, k);
+    if (!d.ok()) return d.status();
+  }
+  auto d = w.txn.del(db_->uploads, upload_key(bucket, upload_id));
+  if (!d.ok()) return d.status();
+  return Status();
+}
+
+Result<ObjectMeta> LocalStore::complete_upload(std::string_view bucket, std::string_view upload_id,
+                                               ObjectMeta meta,
+                                               const std::vector<CompletePartRef>& parts,
+                                               const WriteCondition& cond) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
+  if (parts.empty()) {
+    return Status(Errc::invalid_request, "You must specify at least one part");
+  }
+  std::vector<BlobId> doomed;
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  auto up = get_upload_in(w->txn, bucket, meta.key, upload_id);
+  if (!up.ok()) return up.status();
+  auto cur = get_object(w->txn, bucket, meta.key);
+  if (!cur.ok()) return cur.status();
+  OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, *cur));
+
+  ObjectRecord rec;
+  std::unordered_set<BlobId, BlobIdHash> keep;
+  std::uint64_t total = 0;
+  std::uint32_t prev = 0;
+  for (const CompletePartRef& ref : parts) {
+    if (ref.part_number <= prev) {
+      return Status(Errc::invalid_part_order,
+                    "The list of parts was not in ascending order. Parts must be ordered by "
+                    "part number.");
+    }
+    prev = ref.part_number;
+    auto v = w->txn.get(db_->parts, part_key(upload_id, ref.part_number));
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) {
+      return Status(Errc::invalid_part, "One or more of the specified parts could not be found: " +
+                                            std::to_string(ref.part_number));
+    }
+    auto p = decode_part(**v);
+    if (!p.ok()) return p.status();
+    if (p->info.etag != ref.etag) {
+      return Status(Errc::invalid_part,
+                    "The ETag of part " + std::to_string(ref.part_number) + " does not match");
+    }
+    total += p->info.size;
+    if (p->info.size > 0) {
+      rec.segments.push_back(Segment{p->blob, p->info.size});
+      keep.insert(p->blob);
+    }
+  }
+  if (meta.size != total) {
+    return Status(Errc::invalid_argument, "object size does not match the sum of its parts");
+  }
+  OBJDIRECT_RETURN_IF_ERROR(drop_upload(*w, bucket, upload_id, keep, doomed));
+  if (cur->has_value()) {
+    for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
+  }
+  meta.mtime_ns = now_ns();
+  rec.meta = meta;
+  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
+  OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  files_->release(doomed);
+  return meta;
+}
+
+Status LocalStore::abort_upload(std::string_view bucket, std::string_view key,
+                                std::string_view upload_id) {
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  auto up = get_upload_in(w->txn, bucket, key, upload_id);
+  if (!up.ok()) return up.status();
+  std::vector<BlobId> doomed;
+  OBJDIRECT_RETURN_IF_ERROR(drop_upload(*w, bucket, upload_id, {}, doomed));
+  OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  files_->release(doomed);
+  return Status();
+}
+
+// In-progress uploads are few, so this reads all of the bucket's uploads and sorts them in
+// memory (O(uploads in bucket)); see docs/storage.md.
+Result<ListUploadsResult> LocalStore::list_uploads(std::string_view bucket,
+                                                   const ListUploadsQuery& q) {
+  std::vector<UploadInfo> all;
+  {
+    auto txn = Txn::begin(*db_, false);
+    if (!txn.ok()) return txn.status();
+    OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
+    auto c = Cursor::open(*txn, db_->uploads);
+    if (!c.ok()) return c.status();
+    const std::string prefix = bucket_prefix(bucket);
+    std::string_view v;
+    for (auto r = c->seek(prefix, prefix, nullptr, &v);; r = c->next(prefix, nullptr, &v)) {
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      auto u = decode_upload(v);
+      if (!u.ok()) return u.status();
+      if (u->key.starts_with(q.prefix)) all.push_back(std::move(*u));
+    }
+  }
+  auto order = [](const UploadInfo& u) { return std::tie(u.key, u.initiated_ns, u.upload_id); };
+  std::sort(all.begin(), all.end(),
+            [&](const UploadInfo& a, const UploadInfo& b) { return order(a) < order(b); });
+
+  // The marker upload's initiation time places upload_id_marker within its key.
+  std::int64_t marker_ns = 0;
+  for (const UploadInfo& u : all) {
+    if (u.key == q.key_marker && u.upload_id == q.upload_id_marker) marker_ns = u.initiated_ns;
+  }
+  auto after_marker = [&](const UploadInfo& u) {
+    if (q.key_marker.empty()) return true;
+    if (u.key != q.key_marker) return u.key > q.key_marker;
+    if (q.upload_id_marker.empty()) return false;
+    return std::tie(u.initiated_ns, u.upload_id) > std::tie(marker_ns, q.upload_id_marker);
+  };
+
+  ListUploadsResult out;
+  const std::uint32_t max = std::min(q.max_uploads, limits::list_keys_max);
+  std::uint32_t count = 0;
+  for (const UploadInfo& u : all) {
+    std::size_t cut = std::string::npos;
+    if (!q.delimiter.empty()) cut = u.key.find(q.delimiter, q.prefix.size());
+    if (cut != std::string::npos) {
+      std::string cp = u.key.substr(0, cut + q.delimiter.size());
+      if (cp <= q.key_marker ||
+          (!out.common_prefixes.empty() && out.common_prefixes.back() == cp)) {
+        continue;
+      }
+      if (count == max) {
+        out.truncated = true;
+        break;
+      }
+      out.next_key_marker = cp;
+      out.next_upload_id_marker.clear();
+      out.common_prefixes.push_back(std::move(cp));
+      ++count;
+      continue;
+    }
+    if (!after_marker(u)) continue;
+    if (count == max) {
+      out.truncated = true;
+      break;
+    }
+    out.next_key_marker = u.key;
+    out.next_upload_id_marker = u.upload_id;
+    out.uploads.push_back(u);
+    ++count;
+  }
+  if (!out.truncated) {
+    out.next_key_marker.clear();
+    out.next_upload_id_marker.clear();
+  }
+  return out;
+}
+
+}  // namespace local
+
+Result<std::unique_ptr<ObjectStore>> open_local_store(const LocalStoreOptions& options) {
+  return local::LocalStore::open(options);
+}
+
+}  // namespace objdirect::storage

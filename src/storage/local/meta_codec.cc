@@ -1,0 +1,383 @@
+#include "storage/local/meta_codec.hpp"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+namespace objdirect::storage::local {
+namespace {
+
+constexpr std::size_t header_bytes = 6;  // version, kind, u32 body length
+
+// Appends little-endian fixed-width integers and length-prefixed strings.
+class Encoder {
+ public:
+  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void raw(const std::uint8_t* p, std::size_t n) {
+    out_.append(reinterpret_cast<const char*>(p), n);
+  }
+  void checksums(const ChecksumMap& m) {
+    u32(static_cast<std::uint32_t>(m.size()));
+    for (const auto& [k, v] : m) {
+      str(k);
+      str(v);
+    }
+  }
+  // Fields of ObjectMeta other than `parts`, shared by object and upload records.
+  void meta_fields(const ObjectMeta& m) {
+    str(m.key);
+    u64(m.size);
+    str(m.etag);
+    i64(m.mtime_ns);
+    str(m.content_type);
+    str(m.content_encoding);
+    str(m.content_disposition);
+    str(m.content_language);
+    str(m.cache_control);
+    str(m.expires);
+    str(m.owner);
+    u32(static_cast<std::uint32_t>(m.user_meta.size()));
+    for (const auto& [k, v] : m.user_meta) {
+      str(k);
+      str(v);
+    }
+    checksums(m.checksums);
+  }
+  void part_info(const PartInfo& p) {
+    u32(p.part_number);
+    u64(p.size);
+    str(p.etag);
+    i64(p.mtime_ns);
+    checksums(p.checksums);
+  }
+
+  // Prepends the record header once the body is complete.
+  std::string finish(RecordKind kind) {
+    std::string rec;
+    rec.reserve(header_bytes + out_.size());
+    rec.push_back(static_cast<char>(meta_format_version));
+    rec.push_back(static_cast<char>(kind));
+    const auto n = static_cast<std::uint32_t>(out_.size());
+    for (int i = 0; i < 4; ++i) rec.push_back(static_cast<char>(n >> (8 * i)));
+    rec.append(out_);
+    return rec;
+  }
+
+ private:
+  std::string out_;
+};
+
+// Bounds-checked reader. The first failure is sticky: later reads return zero values, and
+// status() reports the first problem, so parsing code stays linear without early returns.
+class Decoder {
+ public:
+  explicit Decoder(std::string_view in) : in_(in) {}
+
+  bool ok() const { return error_ == nullptr; }
+  std::size_t remaining() const { return in_.size() - pos_; }
+
+  void fail(const char* what) {
+    if (error_ == nullptr) error_ = what;
+    pos_ = in_.size();
+  }
+  Status status() const {
+    if (error_ == nullptr) return Status();
+    return Status(Errc::corrupt, std::string("metadata record: ") + error_);
+  }
+
+  std::uint8_t u8() {
+    if (remaining() < 1) {
+      fail("truncated integer");
+      return 0;
+    }
+    return static_cast<std::uint8_t>(in_[pos_++]);
+  }
+  std::uint32_t u32() {
+    if (remaining() < 4) {
+      fail("truncated integer");
+      return 0;
+    }
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= std::uint32_t{static_cast<std::uint8_t>(in_[pos_++])} << (8 * i);
+    return v;
+  }
+  std::uint64_t u64() {
+    if (remaining() < 8) {
+      fail("truncated integer");
+      return 0;
+    }
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= std::uint64_t{static_cast<std::uint8_t>(in_[pos_++])} << (8 * i);
+    return v;
+  }
+  std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
+  std::string str() {
+    const std::uint32_t n = u32();
+    if (n > remaining()) {
+      fail("string length beyond record");
+      return {};
+    }
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  // A count of elements that each take at least min_bytes; rejects counts the remaining input
+  // cannot hold, so a hostile count never drives a large allocation.
+  std::uint32_t count(std::size_t min_bytes) {
+    const std::uint32_t n = u32();
+    if (n > remaining() / min_bytes) {
+      fail("element count beyond record");
+      return 0;
+    }
+    return n;
+  }
+  void raw(std::uint8_t* dst, std::size_t n) {
+    if (remaining() < n) {
+      fail("truncated bytes");
+      std::memset(dst, 0, n);
+      return;
+    }
+    std::memcpy(dst, in_.data() + pos_, n);
+    pos_ += n;
+  }
+  ChecksumMap checksums() {
+    ChecksumMap m;
+    const std::uint32_t n = count(8);
+    for (std::uint32_t i = 0; i < n && ok(); ++i) {
+      std::string k = str();
+      std::string v = str();
+      // Strictly ascending names keep the encoding canonical (a map cannot hold duplicates).
+      if (!m.empty() && !(m.rbegin()->first < k)) {
+        fail("checksum names not strictly ascending");
+        break;
+      }
+      m.emplace_hint(m.end(), std::move(k), std::move(v));
+    }
+    return m;
+  }
+  void meta_fields(ObjectMeta& m) {
+    m.key = str();
+    m.size = u64();
+    m.etag = str();
+    m.mtime_ns = i64();
+    m.content_type = str();
+    m.content_encoding = str();
+    m.content_disposition = str();
+    m.content_language = str();
+    m.cache_control = str();
+    m.expires = str();
+    m.owner = str();
+    const std::uint32_t n = count(8);
+    m.user_meta.reserve(n);
+    for (std::uint32_t i = 0; i < n && ok(); ++i) {
+      std::string k = str();
+      std::string v = str();
+      m.user_meta.emplace_back(std::move(k), std::move(v));
+    }
+    m.checksums = checksums();
+  }
+  PartInfo part_info() {
+    PartInfo p;
+    p.part_number = u32();
+    p.size = u64();
+    p.etag = str();
+    p.mtime_ns = i64();
+    p.checksums = checksums();
+    return p;
+  }
+
+  // Checks the header and narrows the decoder to the body.
+  void header(RecordKind kind) {
+    if (in_.size() < header_bytes) return fail("shorter than the record header");
+    const std::uint8_t version = u8();
+    if (version != meta_format_version) return fail("unsupported format version");
+    if (u8() != static_cast<std::uint8_t>(kind)) return fail("unexpected record kind");
+    if (u32() != remaining()) return fail("body length does not match record size");
+  }
+  void end() {
+    if (ok() && remaining() != 0) fail("trailing bytes");
+  }
+
+ private:
+  std::string_view in_;
+  std::size_t pos_ = 0;
+  const char* error_ = nullptr;
+};
+
+constexpr std::size_t part_min_bytes = 4 + 8 + 4 + 8 + 4;
+constexpr std::size_t segment_bytes = 16 + 8;
+
+}  // namespace
+
+std::string BlobId::hex() const {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s(32, '0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    s[2 * i] = digits[bytes[i] >> 4];
+    s[2 * i + 1] = digits[bytes[i] & 0xf];
+  }
+  return s;
+}
+
+Result<BlobId> BlobId::from_hex(std::string_view hex) {
+  if (hex.size() != 32) return Status(Errc::invalid_argument, "blob id must be 32 hex digits");
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  BlobId id;
+  for (std::size_t i = 0; i < 16; ++i) {
+    const int hi = nibble(hex[2 * i]);
+    const int lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return Status(Errc::invalid_argument, "blob id must be lowercase hex");
+    id.bytes[i] = static_cast<std::uint8_t>(hi << 4 | lo);
+  }
+  return id;
+}
+
+BlobId BlobId::random() {
+  BlobId id;
+  std::size_t got = 0;
+  while (got < id.bytes.size()) {
+    const ssize_t n = getrandom(id.bytes.data() + got, id.bytes.size() - got, 0);
+    if (n < 0) {
+      // getrandom only fails before the pool is initialised or on EINTR; both are transient.
+      if (errno == EINTR || errno == EAGAIN) continue;
+      std::abort();
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return id;
+}
+
+std::size_t BlobIdHash::operator()(const BlobId& id) const noexcept {
+  std::uint64_t h;
+  std::memcpy(&h, id.bytes.data(), sizeof h);  // already uniformly random
+  return static_cast<std::size_t>(h);
+}
+
+std::string encode_object(const ObjectRecord& rec) {
+  Encoder e;
+  e.meta_fields(rec.meta);
+  e.u32(static_cast<std::uint32_t>(rec.meta.parts.size()));
+  for (const PartInfo& p : rec.meta.parts) e.part_info(p);
+  e.u32(static_cast<std::uint32_t>(rec.segments.size()));
+  for (const Segment& s : rec.segments) {
+    e.raw(s.blob.bytes.data(), s.blob.bytes.size());
+    e.u64(s.size);
+  }
+  return e.finish(RecordKind::object);
+}
+
+Result<ObjectRecord> decode_object(std::string_view bytes) {
+  Decoder d(bytes);
+  d.header(RecordKind::object);
+  ObjectRecord rec;
+  d.meta_fields(rec.meta);
+  const std::uint32_t n_parts = d.count(part_min_bytes);
+  rec.meta.parts.reserve(n_parts);
+  for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) rec.meta.parts.push_back(d.part_info());
+  const std::uint32_t n_segments = d.count(segment_bytes);
+  rec.segments.resize(n_segments);
+  std::uint64_t total = 0;
+  for (Segment& s : rec.segments) {
+    d.raw(s.blob.bytes.data(), s.blob.bytes.size());
+    s.size = d.u64();
+    if (s.size > std::numeric_limits<std::uint64_t>::max() - total)
+      d.fail("segment sizes overflow");
+    total += s.size;
+  }
+  d.end();
+  if (d.ok() && total != rec.meta.size) d.fail("segment sizes do not add up to the object size");
+  if (!d.ok()) return d.status();
+  return rec;
+}
+
+std::string encode_bucket(const BucketInfo& info) {
+  Encoder e;
+  e.str(info.name);
+  e.i64(info.ctime_ns);
+  e.str(info.owner);
+  e.str(info.region);
+  return e.finish(RecordKind::bucket);
+}
+
+Result<BucketInfo> decode_bucket(std::string_view bytes) {
+  Decoder d(bytes);
+  d.header(RecordKind::bucket);
+  BucketInfo info;
+  info.name = d.str();
+  info.ctime_ns = d.i64();
+  info.owner = d.str();
+  info.region = d.str();
+  d.end();
+  if (!d.ok()) return d.status();
+  return info;
+}
+
+std::string encode_upload(const UploadInfo& info) {
+  Encoder e;
+  e.str(info.key);
+  e.str(info.upload_id);
+  e.i64(info.initiated_ns);
+  e.str(info.checksum_algorithm);
+  e.meta_fields(info.meta_template);
+  e.u32(static_cast<std::uint32_t>(info.meta_template.parts.size()));
+  for (const PartInfo& p : info.meta_template.parts) e.part_info(p);
+  return e.finish(RecordKind::upload);
+}
+
+Result<UploadInfo> decode_upload(std::string_view bytes) {
+  Decoder d(bytes);
+  d.header(RecordKind::upload);
+  UploadInfo info;
+  info.key = d.str();
+  info.upload_id = d.str();
+  info.initiated_ns = d.i64();
+  info.checksum_algorithm = d.str();
+  d.meta_fields(info.meta_template);
+  const std::uint32_t n_parts = d.count(part_min_bytes);
+  info.meta_template.parts.reserve(n_parts);
+  for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) {
+    info.meta_template.parts.push_back(d.part_info());
+  }
+  d.end();
+  if (!d.ok()) return d.status();
+  return info;
+}
+
+std::string encode_part(const PartRecord& rec) {
+  Encoder e;
+  e.part_info(rec.info);
+  e.raw(rec.blob.bytes.data(), rec.blob.bytes.size());
+  return e.finish(RecordKind::part);
+}
+
+Result<PartRecord> decode_part(std::string_view bytes) {
+  Decoder d(bytes);
+  d.header(RecordKind::part);
+  PartRecord rec;
+  rec.info = d.part_info();
+  d.raw(rec.blob.bytes.data(), rec.blob.bytes.size());
+  d.end();
+  if (!d.ok()) return d.status();
+  return rec;
+}
+
+}  // namespace objdirect::storage::local

@@ -1,0 +1,86 @@
+// Byte encoding of the records that storage/local keeps in LMDB (objects, buckets, uploads,
+// parts). The format is documented in docs/metadata_format.md: every record is
+//   u8 version | u8 kind | u32 body_bytes (LE) | body
+// with little-endian fixed-width integers and u32-length-prefixed strings.
+//
+// Encoding is canonical: decode(b) succeeding implies encode(decode(b)) == b. Decoding is total:
+// any byte string yields either a record or Errc::corrupt, never a crash, an over-read, or an
+// allocation larger than the input allows.
+//
+// Thread safety: stateless free functions; safe to call concurrently.
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.hpp"
+#include "storage/object_store.hpp"
+
+namespace objdirect::storage::local {
+
+// The name of one data file: 128 random bits, spelled as 32 lowercase hex digits on disk.
+struct BlobId {
+  std::array<std::uint8_t, 16> bytes{};
+
+  // "0123...ef" (32 characters).
+  std::string hex() const;
+  // Parses exactly 32 lowercase hex digits; invalid_argument otherwise.
+  static Result<BlobId> from_hex(std::string_view hex);
+  // 128 bits from the kernel's CSPRNG (getrandom).
+  static BlobId random();
+
+  auto operator<=>(const BlobId&) const = default;
+};
+
+struct BlobIdHash {
+  std::size_t operator()(const BlobId& id) const noexcept;
+};
+
+// One contiguous piece of an object's bytes: the whole of one blob file.
+struct Segment {
+  BlobId blob;
+  std::uint64_t size = 0;
+
+  bool operator==(const Segment&) const = default;
+};
+
+// The value stored for an object: its metadata plus where its bytes are. A single-PUT object has
+// one segment (none when empty); a multipart object has one segment per part, in order.
+struct ObjectRecord {
+  ObjectMeta meta;
+  std::vector<Segment> segments;
+
+  bool operator==(const ObjectRecord&) const = default;
+};
+
+// The value stored for one uploaded part.
+struct PartRecord {
+  PartInfo info;
+  BlobId blob;
+
+  bool operator==(const PartRecord&) const = default;
+};
+
+// Record kinds (the second byte of every record).
+enum class RecordKind : std::uint8_t { object = 1, bucket = 2, upload = 3, part = 4 };
+
+inline constexpr std::uint8_t meta_format_version = 1;
+
+std::string encode_object(const ObjectRecord& rec);
+std::string encode_bucket(const BucketInfo& info);
+std::string encode_upload(const UploadInfo& info);
+std::string encode_part(const PartRecord& rec);
+
+// Each returns Errc::corrupt (with a message naming the problem) for any malformed input:
+// wrong version or kind, truncated field, length or count beyond the input, trailing bytes, or
+// segment sizes that do not add up to meta.size.
+Result<ObjectRecord> decode_object(std::string_view bytes);
+Result<BucketInfo> decode_bucket(std::string_view bytes);
+Result<UploadInfo> decode_upload(std::string_view bytes);
+Result<PartRecord> decode_part(std::string_view bytes);
+
+}  // namespace objdirect::storage::local

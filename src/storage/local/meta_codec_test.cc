@@ -1,0 +1,162 @@
+#include "storage/local/meta_codec.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace objdirect::storage::local {
+namespace {
+
+ObjectRecord sample_object() {
+  ObjectRecord rec;
+  rec.meta.key = std::string("dir/\xff\x00key with spaces/../\xc3\xa9", 25);
+  rec.meta.size = 12;
+  rec.meta.etag = "0123456789abcdef0123456789abcdef-2";
+  rec.meta.mtime_ns = 1'700'000'000'123'456'789;
+  rec.meta.content_type = "application/octet-stream";
+  rec.meta.content_encoding = "gzip";
+  rec.meta.content_disposition = "attachment";
+  rec.meta.content_language = "en";
+  rec.meta.cache_control = "no-cache";
+  rec.meta.expires = "Wed, 21 Oct 2015 07:28:00 GMT";
+  rec.meta.user_meta = {{"b", "2"}, {"a", "\xe2\x82\xac"}, {"a", "dup"}};
+  rec.meta.checksums = {{"CRC32C", "AAAAAA==-2"}, {"SHA256", "x"}};
+  rec.meta.owner = "AKIA";
+  PartInfo p1{1, 5, "aa", -3, {{"CRC32C", "p1"}}};
+  PartInfo p2{2, 7, "bb", 4, {}};
+  rec.meta.parts = {p1, p2};
+  rec.segments = {{BlobId::random(), 5}, {BlobId::random(), 7}};
+  return rec;
+}
+
+UploadInfo sample_upload() {
+  UploadInfo u;
+  u.key = "some/key";
+  u.upload_id = "0123456789abcdef0123456789abcdef";
+  u.initiated_ns = 42;
+  u.checksum_algorithm = "CRC32C";
+  u.meta_template = sample_object().meta;
+  u.meta_template.parts.clear();
+  return u;
+}
+
+TEST(BlobId, HexRoundTrip) {
+  const BlobId id = BlobId::random();
+  const std::string hex = id.hex();
+  ASSERT_EQ(hex.size(), 32u);
+  auto back = BlobId::from_hex(hex);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, id);
+  EXPECT_NE(BlobId::random(), id);
+  EXPECT_FALSE(BlobId::from_hex("0123").ok());
+  EXPECT_FALSE(BlobId::from_hex(std::string(31, '0') + "G").ok());
+  EXPECT_FALSE(BlobId::from_hex(std::string(31, '0') + "A").ok());  // uppercase is not canonical
+}
+
+TEST(MetaCodec, ObjectRoundTrip) {
+  const ObjectRecord rec = sample_object();
+  const std::string bytes = encode_object(rec);
+  EXPECT_EQ(bytes[0], 1);  // version
+  EXPECT_EQ(bytes[1], static_cast<char>(RecordKind::object));
+  auto back = decode_object(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, rec);
+  EXPECT_EQ(encode_object(*back), bytes);
+}
+
+TEST(MetaCodec, EmptyObjectRoundTrip) {
+  ObjectRecord rec;
+  auto back = decode_object(encode_object(rec));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, rec);
+}
+
+TEST(MetaCodec, BucketUploadPartRoundTrip) {
+  BucketInfo b{"bucket.name-1", 99, "owner", "us-east-1"};
+  auto b2 = decode_bucket(encode_bucket(b));
+  ASSERT_TRUE(b2.ok());
+  EXPECT_EQ(*b2, b);
+
+  const UploadInfo u = sample_upload();
+  auto u2 = decode_upload(encode_upload(u));
+  ASSERT_TRUE(u2.ok());
+  EXPECT_EQ(*u2, u);
+
+  PartRecord p{{10000, 5ull << 30, "etag", 7, {{"CRC64NVME", "abc"}}}, BlobId::random()};
+  auto p2 = decode_part(encode_part(p));
+  ASSERT_TRUE(p2.ok());
+  EXPECT_EQ(*p2, p);
+}
+
+TEST(MetaCodec, RejectsWrongKindVersionAndFraming) {
+  const std::string obj = encode_object(sample_object());
+  EXPECT_EQ(decode_bucket(obj).code(), Errc::corrupt);  // kind mismatch
+  std::string v2 = obj;
+  v2[0] = 2;
+  EXPECT_EQ(decode_object(v2).code(), Errc::corrupt);
+  EXPECT_EQ(decode_object(obj + "x").code(), Errc::corrupt);  // length prefix disagrees
+  EXPECT_EQ(decode_object("").code(), Errc::corrupt);
+  // Every strict prefix of a valid record is rejected.
+  for (std::size_t n = 0; n < obj.size(); ++n) {
+    EXPECT_FALSE(decode_object(obj.substr(0, n)).ok()) << n;
+  }
+}
+
+TEST(MetaCodec, RejectsSegmentsNotMatchingSize) {
+  ObjectRecord rec = sample_object();
+  rec.meta.size = 13;
+  auto r = decode_object(encode_object(rec));
+  EXPECT_EQ(r.code(), Errc::corrupt);
+}
+
+TEST(MetaCodec, RejectsHugeCountWithoutAllocating) {
+  // A bucket-kind header followed by a string length of 4 GiB - 1.
+  std::string b = {1, 2, 4, 0, 0, 0, '\xff', '\xff', '\xff', '\xff'};
+  EXPECT_EQ(decode_bucket(b).code(), Errc::corrupt);
+  // An object whose user-metadata count claims 2^32-1 pairs.
+  ObjectRecord rec;
+  std::string bytes = encode_object(rec);
+  // Layout: header(6) + 11 strings/ints of the empty meta; find the user_meta count by encoding
+  // an object with one pair and diffing is fragile, so patch the count field directly: it sits
+  // after key(4) size(8) etag(4) mtime(8) 7 strings(28) = 52 body bytes.
+  const std::size_t at = 6 + 52;
+  for (int i = 0; i < 4; ++i) bytes[at + i] = '\xff';
+  EXPECT_EQ(decode_object(bytes).code(), Errc::corrupt);
+}
+
+TEST(MetaCodec, RejectsUnsortedChecksums) {
+  ObjectRecord rec;
+  rec.meta.checksums = {{"A", "1"}, {"B", "2"}};
+  std::string bytes = encode_object(rec);
+  const auto pos = bytes.find('A');
+  ASSERT_NE(pos, std::string::npos);
+  bytes[pos] = 'C';  // names now "C", "B": not ascending
+  EXPECT_EQ(decode_object(bytes).code(), Errc::corrupt);
+}
+
+// Writes the seed corpus for the fuzzer when OBJDIRECT_WRITE_META_SEEDS names a directory; the
+// checked-in src/storage/local/fuzz_corpus/ was produced this way.
+TEST(MetaCodec, WriteSeedsWhenAsked) {
+  const char* dir = std::getenv("OBJDIRECT_WRITE_META_SEEDS");
+  if (dir == nullptr) GTEST_SKIP() << "set OBJDIRECT_WRITE_META_SEEDS=<dir> to regenerate seeds";
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(std::string(dir) + "/" + name, std::ios::binary) << bytes;
+  };
+  write("object_multipart", encode_object(sample_object()));
+  write("object_empty", encode_object(ObjectRecord{}));
+  ObjectRecord single;
+  single.meta.key = "k";
+  single.meta.size = 3;
+  single.meta.etag = "e";
+  single.segments = {{BlobId::random(), 3}};
+  write("object_single", encode_object(single));
+  write("bucket", encode_bucket(BucketInfo{"b", 1, "o", "r"}));
+  write("upload", encode_upload(sample_upload()));
+  write("part", encode_part(PartRecord{{3, 9, "e", 1, {{"CRC32", "x"}}}, BlobId::random()}));
+}
+
+}  // namespace
+}  // namespace objdirect::storage::local
