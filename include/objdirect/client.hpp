@@ -1,0 +1,233 @@
+// libobjdirect: the ObjDirect S3 client for C++.
+//
+// One Client talks to one S3 endpoint. Data calls (get, put and their async and batch forms) move
+// bytes straight between the caller's buffer and the server: over RDMA when a fabric is available
+// and the server accepts the x-amz-rdma-token, otherwise over HTTP with the body read into (or
+// written from) the caller's buffer without intermediate copies. Control calls (head, list,
+// delete_object, create_bucket, delete_bucket) are plain HTTP.
+//
+// There is no size cap. Objects larger than ClientConfig::part_size_bytes are moved in parts, up
+// to ClientConfig::concurrency at a time: downloads as Range GETs pinned to one version of the
+// object with If-Match on its ETag (an overwrite during the download fails the call with
+// precondition_failed instead of mixing versions), uploads as a multipart upload (parallel
+// UploadPart, then CompleteMultipartUpload; AbortMultipartUpload on failure).
+//
+// Every data call reports how the bytes travelled (TransferResult::path): rdma, http (RDMA was not
+// attempted: fabric "none", or none available), or http_fallback (RDMA was attempted and the
+// server declined, with the server's or the client's reason).
+//
+// Errors: every call returns Status/Result (no exceptions). Codes are the objdirect::Errc table:
+// S3 errors are mapped back from the XML <Code> (no_such_key, no_such_bucket, access_denied,
+// precondition_failed, ...); a server that cannot be reached is Errc::unavailable; a stalled
+// connection is Errc::timeout; a malformed reply is Errc::io_error.
+//
+// Thread safety: a Client is thread-safe; any number of threads may call any method at once. The
+// caller must keep buffers alive and untouched until the call (or its future) completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace objdirect {
+
+// How the bytes of a data call travelled.
+enum class TransferPath : std::uint8_t {
+  rdma,           // every byte moved over the fabric
+  http,           // RDMA was not attempted (fabric "none", or no fabric could be opened)
+  http_fallback,  // RDMA was attempted; the server declined or failed, bytes went over HTTP
+};
+// "rdma", "http", "http-fallback".
+std::string_view path_name(TransferPath path) noexcept;
+
+struct ClientConfig {
+  // "http://host:port" (path-style addressing; https is not supported yet).
+  std::string endpoint;
+  std::string region = "us-east-1";
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;  // sent as x-amz-security-token when not empty
+  std::string profile;        // the profile that load() used ("default" when none named)
+  // "auto" | "libfabric:tcp" | "libfabric:shm" | "ucx" | "none". auto picks the first fabric the
+  // server offers (x-amz-rdma-fabrics) that opens here, trying shm, tcp, ucx in that order.
+  std::string fabric = "auto";
+  std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
+  std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
+  std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
+  std::uint32_t connect_timeout_ms = 10'000;
+  // Longest wait for any progress on a connection (a header, a body chunk, an RDMA reply).
+  std::uint32_t io_timeout_ms = 120'000;
+  std::uint32_t token_lifetime_s = 300;  // expiry of each x-amz-rdma-token, 1..3600
+  // Registration cache bounds (per fabric): least recently used unpinned entries are dropped.
+  std::uint32_t registrations_max = 256;
+  std::uint64_t registered_bytes_max = 64ull << 30;
+
+  // Defaults from the environment and the AWS shared files:
+  //  - endpoint: AWS_ENDPOINT_URL, else endpoint_url in the profile's config section;
+  //  - credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the
+  //    profile in the credentials file (AWS_SHARED_CREDENTIALS_FILE, default
+  //    ~/.aws/credentials, section [name]), else the config file (AWS_CONFIG_FILE, default
+  //    ~/.aws/config, section [profile name] or [default]). When `profile` is given explicitly
+  //    the profile's keys win over the environment's (as with `aws --profile`);
+  //  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1";
+  //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
+  // Also honoured: OBJDIRECT_FABRIC (fabric). Missing files are fine.
+  // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile found in neither
+  // file while at least one file exists... or when a file cannot be parsed (line given).
+  static Result<ClientConfig> load(std::string_view profile = {});
+};
+
+// A byte range of an object: `length` bytes from `offset`.
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+struct TransferResult {
+  std::uint64_t bytes = 0;  // bytes moved (written into dst for get, read from src for put)
+  std::string etag;         // unquoted; multipart uploads end in "-N"
+  TransferPath path = TransferPath::http;
+  std::string fabric;             // "libfabric:shm", ... ; empty when RDMA was not attempted
+  std::string reason;             // why RDMA was not used or was declined; empty for rdma
+  std::uint64_t object_size = 0;  // whole object size as the server reported it
+  std::uint32_t requests = 0;     // HTTP requests this call made
+};
+
+struct ObjectInfo {
+  std::uint64_t size = 0;
+  std::string etag;           // unquoted
+  std::string last_modified;  // HTTP date, as the server sent it
+  std::string content_type;
+};
+
+struct ListOptions {
+  std::string prefix;
+  std::string delimiter;
+  std::string continuation_token;  // from a previous ListPage
+  std::uint32_t max_keys = 1000;
+};
+
+struct ListEntry {
+  std::string key;
+  std::uint64_t size = 0;
+  std::string etag;
+  std::string last_modified;  // ISO 8601, as in the XML
+};
+
+struct ListPage {
+  std::vector<ListEntry> objects;
+  std::vector<std::string> common_prefixes;
+  bool is_truncated = false;
+  std::string next_continuation_token;  // pass in ListOptions to get the next page
+};
+
+// A registered memory range. Registration makes RDMA transfers into or out of the range skip the
+// per-call registration; calls on any sub-span of it find it. Ownership: the handle does not own
+// the memory, which must outlive the handle. Copies share the registration; it is released when
+// the last copy goes (and in-flight transfers keep it alive until they end).
+// Thread safety: immutable; safe to share.
+class MemoryHandle {
+ public:
+  MemoryHandle() = default;
+  void* data() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return size_; }
+  bool valid() const noexcept { return ptr_ != nullptr; }
+  std::span<std::byte> span() const noexcept { return {static_cast<std::byte*>(ptr_), size_}; }
+  // Fabrics the range is registered with ("libfabric:shm", ...); empty when RDMA is off.
+  std::vector<std::string> fabrics() const;
+
+  struct Pin;  // implementation detail
+
+ private:
+  friend class Client;
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+  std::shared_ptr<Pin> pin_;
+};
+
+struct GetRequest {
+  std::string bucket;
+  std::string key;
+  std::span<std::byte> dst;
+  std::optional<ByteRange> range;
+};
+
+struct PutRequest {
+  std::string bucket;
+  std::string key;
+  std::span<const std::byte> src;
+};
+
+class Client {
+ public:
+  // Validates the config and opens nothing yet: connections and fabrics open on first use.
+  // Errors: invalid_argument (empty or non-http endpoint, zero concurrency or part size, token
+  // lifetime outside 1..3600, unknown fabric name).
+  static Result<std::unique_ptr<Client>> create(ClientConfig config);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const ClientConfig& config() const noexcept;
+
+  // Registers [ptr, ptr+len) with the client's fabric (opening it if needed) through a bounded
+  // LRU cache. With fabric "none" (or no fabric available) this succeeds and registers nothing.
+  // Errors: invalid_argument (null or empty), transport_error (the provider refused).
+  Result<MemoryHandle> register_memory(void* ptr, std::size_t len);
+
+  // Reads an object (or `range` of it) into dst. Without a range the object must fit in dst
+  // (else invalid_argument, "buffer too small"); with a range, dst must hold range->length
+  // bytes, and a range reaching past the end is cut at the end (bytes says how many landed).
+  // Errors: no_such_bucket, no_such_key, invalid_range (range starts at or after the end),
+  // precondition_failed (object replaced mid-download), access_denied, unavailable, timeout,
+  // io_error, rdma_transfer_failed.
+  Result<TransferResult> get(std::string_view bucket, std::string_view key,
+                             std::span<std::byte> dst, std::optional<ByteRange> range = {});
+  Result<TransferResult> get(std::string_view bucket, std::string_view key, const MemoryHandle& dst,
+                             std::optional<ByteRange> range = {});
+
+  // Writes src as the object (replacing it). Single PUT up to part_size_bytes, multipart above.
+  // Errors: no_such_bucket, access_denied, entity_too_large, unavailable, timeout, io_error,
+  // rdma_transfer_failed; a failed multipart upload is aborted before returning.
+  Result<TransferResult> put(std::string_view bucket, std::string_view key,
+                             std::span<const std::byte> src);
+
+  // The same on a thread of their own; the buffers must stay valid until the future is ready.
+  std::future<Result<TransferResult>> get_async(std::string bucket, std::string key,
+                                                std::span<std::byte> dst,
+                                                std::optional<ByteRange> range = {});
+  std::future<Result<TransferResult>> put_async(std::string bucket, std::string key,
+                                                std::span<const std::byte> src);
+
+  // Many objects, up to `concurrency` at once; one result per request, in order.
+  std::vector<Result<TransferResult>> get_many(std::span<const GetRequest> requests);
+  std::vector<Result<TransferResult>> put_many(std::span<const PutRequest> requests);
+
+  // HeadObject. Errors: no_such_key (also for a missing bucket: HEAD has no body to tell),
+  // access_denied, unavailable, timeout.
+  Result<ObjectInfo> head(std::string_view bucket, std::string_view key);
+  // One page of ListObjectsV2. Errors: no_such_bucket, access_denied, unavailable, io_error.
+  Result<ListPage> list(std::string_view bucket, const ListOptions& options = {});
+  // DeleteObject (a missing key is not an error in S3).
+  Status delete_object(std::string_view bucket, std::string_view key);
+  // Errors: bucket_already_owned_by_you, bucket_already_exists, invalid_bucket_name.
+  Status create_bucket(std::string_view bucket);
+  // Errors: no_such_bucket, bucket_not_empty.
+  Status delete_bucket(std::string_view bucket);
+
+  struct Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace objdirect

@@ -1,0 +1,115 @@
+/* libobjdirect C API: the ObjDirect S3 client for C and for foreign-function bindings.
+ *
+ * A thin layer over objdirect::Client (include/objdirect/client.hpp), which documents the
+ * transfer behaviour in full: objects larger than the part size move as parallel Range GETs
+ * pinned with If-Match / as multipart uploads; each data call reports whether the bytes went
+ * over RDMA, HTTP, or HTTP after the server declined RDMA.
+ *
+ * Errors: every function that can fail returns an int status: 0 (OD_OK) on success, otherwise
+ * one of the OD_E* codes below, and records the code and a message for the calling thread,
+ * readable with od_last_error() / od_last_error_message() until the thread's next failing call.
+ *
+ * Ownership: handles returned by od_*_create / od_register are owned by the caller and freed
+ * with the matching destroy / deregister call. Strings passed in are copied; strings returned
+ * inside result structs are fixed-size arrays owned by the struct.
+ *
+ * Thread safety: an od_client may be used from many threads at once; the last-error state is
+ * per thread. A buffer must stay valid and untouched until the call using it returns.
+ */
+#ifndef OBJDIRECT_OBJDIRECT_H
+#define OBJDIRECT_OBJDIRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. */
+enum {
+  OD_OK = 0,
+  OD_EINVAL = 1,       /* bad argument (also: buffer too small for the object) */
+  OD_ENOTFOUND = 2,    /* no such bucket or key */
+  OD_EACCESS = 3,      /* access denied, bad signature, unknown access key */
+  OD_EUNREACHABLE = 4, /* the endpoint cannot be reached */
+  OD_ETIMEDOUT = 5,    /* no progress within the I/O timeout */
+  OD_ECONFLICT = 6,    /* bucket exists / not empty / object changed (precondition failed) */
+  OD_ERANGE = 7,       /* range starts at or after the end of the object */
+  OD_EIO = 8,          /* broken connection, malformed reply, RDMA failure, other errors */
+};
+
+/* Transfer paths (od_result.path). */
+enum { OD_PATH_RDMA = 0, OD_PATH_HTTP = 1, OD_PATH_HTTP_FALLBACK = 2 };
+
+/* Client settings. Zero / NULL fields take the defaults of objdirect::ClientConfig::load():
+ * the environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...) and ~/.aws files. */
+typedef struct od_config {
+  const char* endpoint; /* "http://host:port" */
+  const char* region;   /* default "us-east-1" */
+  const char* access_key;
+  const char* secret_key;
+  const char* session_token;
+  const char* profile;      /* AWS profile to read defaults from */
+  const char* fabric;       /* "auto" | "libfabric:tcp" | "libfabric:shm" | "ucx" | "none" */
+  uint64_t part_size_bytes; /* default 8 MiB */
+  uint32_t concurrency;     /* default 8 */
+} od_config;
+
+typedef struct od_result {
+  uint64_t bytes;       /* bytes moved */
+  uint64_t object_size; /* whole object size */
+  int path;             /* OD_PATH_* */
+  char etag[128];       /* unquoted, NUL-terminated (truncated if longer) */
+  char fabric[32];      /* "libfabric:shm", ...; empty when RDMA was not attempted */
+  char reason[256];     /* why RDMA was not used; empty for RDMA */
+} od_result;
+
+typedef struct od_object_info {
+  uint64_t size;
+  char etag[128];
+  char last_modified[64];
+} od_object_info;
+
+typedef struct od_client od_client; /* opaque */
+typedef struct od_memory od_memory; /* opaque registration */
+
+/* Creates a client; *out is set on success. cfg may be NULL (all defaults).
+ * Errors: OD_EINVAL (no endpoint, bad settings, unknown profile). */
+int od_client_create(const od_config* cfg, od_client** out);
+/* Destroys a client (NULL is ignored). Registrations made with it must be released first. */
+void od_client_destroy(od_client* client);
+
+/* Registers [ptr, ptr+len) for RDMA (see objdirect::Client::register_memory); *out is set.
+ * Errors: OD_EINVAL, OD_EIO (the provider refused). */
+int od_register(od_client* client, void* ptr, size_t len, od_memory** out);
+/* Releases a registration (NULL is ignored). */
+void od_deregister(od_memory* mem);
+
+/* Reads bucket/key into buf[0..len). length == 0 means the whole object (which must fit);
+ * otherwise `length` bytes from `offset`. result may be NULL.
+ * Errors: OD_ENOTFOUND, OD_EACCESS, OD_EINVAL, OD_ERANGE, OD_ECONFLICT, OD_EUNREACHABLE,
+ * OD_ETIMEDOUT, OD_EIO. */
+int od_get(od_client* client, const char* bucket, const char* key, void* buf, size_t len,
+           uint64_t offset, uint64_t length, od_result* result);
+/* Writes buf[0..len) as bucket/key. result may be NULL. Errors as od_get. */
+int od_put(od_client* client, const char* bucket, const char* key, const void* buf, size_t len,
+           od_result* result);
+/* HeadObject. Errors: OD_ENOTFOUND, OD_EACCESS, OD_EUNREACHABLE, OD_ETIMEDOUT, OD_EIO. */
+int od_head(od_client* client, const char* bucket, const char* key, od_object_info* info);
+/* DeleteObject (deleting a missing key succeeds). */
+int od_delete(od_client* client, const char* bucket, const char* key);
+/* CreateBucket / DeleteBucket. */
+int od_create_bucket(od_client* client, const char* bucket);
+int od_delete_bucket(od_client* client, const char* bucket);
+
+/* The calling thread's last error: its OD_E* code (OD_OK if none) and message ("" if none).
+ * The message pointer stays valid until the thread's next od_* call. */
+int od_last_error(void);
+const char* od_last_error_message(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OBJDIRECT_OBJDIRECT_H */

@@ -1,0 +1,731 @@
+// objdirect::Client: planning, the RDMA-or-HTTP decision per request, and the S3 operations.
+#include "objdirect/client.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <mutex>
+#include <pugixml.hpp>
+#include <thread>
+
+#include "client/http_client.hpp"
+#include "client/planner.hpp"
+#include "client/rdma.hpp"
+#include "common/limits.hpp"
+#include "common/uri.hpp"
+
+namespace objdirect {
+
+using client::HttpClient;
+using client::HttpRequest;
+using client::HttpResponse;
+using client::Piece;
+
+std::string_view path_name(TransferPath path) noexcept {
+  switch (path) {
+    case TransferPath::rdma:
+      return "rdma";
+    case TransferPath::http:
+      return "http";
+    case TransferPath::http_fallback:
+      return "http-fallback";
+  }
+  return "http";
+}
+
+struct MemoryHandle::Pin {
+  std::vector<std::string> fabrics;
+  std::shared_ptr<void> hold;  // the fabric's pinned registration, if any
+};
+
+std::vector<std::string> MemoryHandle::fabrics() const {
+  return pin_ ? pin_->fabrics : std::vector<std::string>{};
+}
+
+namespace {
+
+std::string unquote(std::string_view etag) {
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
+
+bool parse_u64(std::string_view s, std::uint64_t& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool is_loopback(std::string_view host) {
+  return host == "localhost" || host.starts_with("127.") || host == "::1";
+}
+
+// How one request (or a whole call) moved its bytes; merged over the pieces of a call.
+struct PathInfo {
+  bool attempted = false;  // a token was sent at least once
+  bool fell_back = false;  // some bytes went over HTTP after an attempt
+  bool plain = false;      // some bytes went over HTTP without an attempt
+  std::string fabric;
+  std::string reason;
+
+  void merge(const PathInfo& o) {
+    attempted = attempted || o.attempted;
+    fell_back = fell_back || o.fell_back;
+    plain = plain || o.plain;
+    if (fabric.empty()) fabric = o.fabric;
+    if (reason.empty()) reason = o.reason;
+  }
+  void fill(TransferResult& r) const {
+    r.fabric = fabric;
+    r.reason = reason;
+    if (fell_back) {
+      r.path = TransferPath::http_fallback;
+    } else if (attempted && !plain) {
+      r.path = TransferPath::rdma;
+    } else {
+      r.path = attempted ? TransferPath::http_fallback : TransferPath::http;
+    }
+  }
+};
+
+// Runs fn(0..n-1) on up to `width` threads (the caller's included). After the first error no
+// new index starts; that error is returned.
+template <class Fn>
+Status run_parallel(std::size_t n, std::uint32_t width, Fn&& fn) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first;
+  auto worker = [&] {
+    for (;;) {
+      if (failed.load()) return;
+      std::size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      Status st = fn(i);
+      if (!st.ok()) {
+        std::lock_guard lk(mu);
+        if (first.ok()) first = st;
+        failed = true;
+      }
+    }
+  };
+  std::size_t threads = std::min<std::size_t>(n, std::max<std::uint32_t>(width, 1));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  return first;
+}
+
+const char* kKnownFabrics[] = {"libfabric:shm", "libfabric:tcp", "ucx"};
+
+}  // namespace
+
+struct Client::Impl {
+  ClientConfig cfg;
+  client::Endpoint endpoint;
+  std::unique_ptr<HttpClient> http;
+
+  // RDMA state, settled on first use.
+  std::mutex fabric_mu;
+  bool fabric_settled = false;
+  std::shared_ptr<client::Fabric> fabric;  // null: HTTP only
+  std::string no_rdma_reason;              // why fabric is null (or was disabled)
+
+  // --- RDMA decision ------------------------------------------------------------------------
+  std::vector<std::string> server_fabrics(bool& known) {
+    known = false;
+    HttpRequest req{"GET", "/?rdma-capabilities", {}, {}, false};
+    auto r = http->execute(req);
+    if (!r.ok()) return {};
+    auto h = r->header("x-amz-rdma-fabrics");
+    if (!h) return {};
+    known = true;
+    std::vector<std::string> out;
+    std::string_view v = *h;
+    while (!v.empty()) {
+      auto comma = v.find(',');
+      std::string_view item = v.substr(0, comma);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      if (!item.empty()) out.emplace_back(item);
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+    return out;
+  }
+
+  void settle_fabric() {
+    fabric_settled = true;
+    if (cfg.fabric == "none") {
+      no_rdma_reason = "fabric none";
+      return;
+    }
+    if (!client::fabrics_built_in()) {
+      no_rdma_reason = "built without the RDMA transport";
+      return;
+    }
+    client::FabricOptions fo{cfg.registrations_max, cfg.registered_bytes_max};
+    std::vector<std::string> candidates;
+    if (cfg.fabric == "auto") {
+      bool known = false;
+      auto offered = server_fabrics(known);
+      for (const char* f : kKnownFabrics) {
+        if (known && std::find(offered.begin(), offered.end(), f) == offered.end()) continue;
+        // Shared memory reaches only a server on this host.
+        if (std::string_view(f) == "libfabric:shm" && !is_loopback(endpoint.host)) continue;
+        candidates.emplace_back(f);
+      }
+      if (candidates.empty()) {
+        no_rdma_reason = "server offers no fabric this client can use";
+        return;
+      }
+    } else {
+      candidates.push_back(cfg.fabric);
+    }
+    std::string errors;
+    for (const auto& name : candidates) {
+      auto f = client::open_fabric(name, fo);
+      if (f.ok()) {
+        fabric = std::move(*f);
+        return;
+      }
+      if (!errors.empty()) errors += "; ";
+      errors += f.status().message();
+    }
+    no_rdma_reason = "no fabric opened: " + errors;
+  }
+
+  std::shared_ptr<client::Fabric> current_fabric(std::string& reason) {
+    std::lock_guard lk(fabric_mu);
+    if (!fabric_settled) settle_fabric();
+    if (!fabric) reason = no_rdma_reason;
+    return fabric;
+  }
+
+  // The server showed it does not know the protocol: stop proposing tokens.
+  void disable_rdma(std::string reason) {
+    std::lock_guard lk(fabric_mu);
+    fabric.reset();
+    no_rdma_reason = "RDMA disabled: " + std::move(reason);
+  }
+
+  // Token for `buf`, or empty with info.reason set.
+  std::string try_token(std::span<const std::byte> buf, PathInfo& info,
+                        std::shared_ptr<void>& hold) {
+    if (buf.empty()) {
+      info.reason = "empty transfer";
+      return {};
+    }
+    auto f = current_fabric(info.reason);
+    if (!f) return {};
+    auto t = f->make_token(buf, cfg.token_lifetime_s, hold);
+    info.fabric = f->name();
+    if (!t.ok()) {
+      info.reason = "no token: " + t.status().message();
+      return {};
+    }
+    info.attempted = true;
+    return std::move(*t);
+  }
+
+  // --- one GET request --------------------------------------------------------------------------
+  struct GetOutcome {
+    HttpResponse resp;
+    std::uint64_t bytes = 0;
+    PathInfo info;
+  };
+
+  Result<GetOutcome> get_one(const std::string& target, std::optional<Piece> range,
+                             std::span<std::byte> dst, const std::string& if_match) {
+    GetOutcome out;
+    HttpRequest req;
+    req.method = "GET";
+    req.target = target;
+    if (range)
+      req.headers.emplace_back("range", client::range_header(range->offset, range->length));
+    if (!if_match.empty()) req.headers.emplace_back("if-match", "\"" + if_match + "\"");
+    std::shared_ptr<void> hold;
+    std::string token = try_token(dst, out.info, hold);
+    if (!token.empty()) {
+      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
+      auto r = http->execute(req, dst);
+      if (!r.ok()) return r.status();
+      if (!r->ok()) {
+        Status st = client::status_from_response(*r);
+        if (st.code() != Errc::invalid_rdma_token && st.code() != Errc::rdma_transfer_failed &&
+            st.code() != Errc::rdma_declined) {
+          return st;
+        }
+        // The server refused the token itself: ask again without one.
+        out.info.fell_back = true;
+        out.info.reason = "server refused the token: " + st.message();
+        req.headers.pop_back();
+      } else {
+        auto reply = r->header("x-amz-rdma-reply");
+        if (reply && (*reply == "200" || *reply == "206" || *reply == "204")) {
+          auto moved = r->header("x-amz-rdma-bytes-transferred");
+          std::uint64_t n = 0;
+          if (*reply != "204" && (!moved || !parse_u64(*moved, n))) {
+            return Status(Errc::io_error,
+                          "RDMA reply without a valid x-amz-rdma-bytes-transferred");
+          }
+          if (n > dst.size()) {
+            return Status(Errc::io_error, "server reports more RDMA bytes than the buffer holds");
+          }
+          out.bytes = n;
+          out.resp = std::move(*r);
+          return out;
+        }
+        out.info.fell_back = true;
+        out.info.reason =
+            reply ? "server declined RDMA (x-amz-rdma-reply: " + std::string(*reply) + ")"
+                  : "server ignored x-amz-rdma-token (no x-amz-rdma-reply)";
+        out.bytes = r->sink_bytes;
+        out.resp = std::move(*r);
+        return out;
+      }
+    } else {
+      out.info.plain = true;
+    }
+    auto r = http->execute(req, dst);
+    if (!r.ok()) return r.status();
+    if (!r->ok()) return client::status_from_response(*r);
+    out.bytes = r->sink_bytes;
+    out.resp = std::move(*r);
+    return out;
+  }
+
+  // --- one PUT / UploadPart request -------------------------------------------------------------
+  struct PutOutcome {
+    std::string etag;
+    PathInfo info;
+    std::uint32_t requests = 0;
+  };
+
+  Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src) {
+    PutOutcome out;
+    std::shared_ptr<void> hold;
+    std::string token = try_token(src, out.info, hold);
+    if (!token.empty()) {
+      HttpRequest req;
+      req.method = "PUT";
+      req.target = target;
+      req.send_content_length = true;
+      req.headers.emplace_back("x-amz-content-sha256", std::string(sigv4::kUnsignedPayload));
+      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
+      auto r = http->execute(req);
+      ++out.requests;
+      if (!r.ok()) return r.status();
+      auto reply = r->header("x-amz-rdma-reply");
+      if (r->ok() && reply && *reply == "200") {
+        out.etag = unquote(r->header("etag").value_or(""));
+        return out;
+      }
+      out.info.fell_back = true;
+      if (r->ok() && !reply) {
+        // A server that does not know the protocol stored an empty object (or part): the body
+        // PUT below replaces it, and no more tokens go to this server.
+        out.info.reason =
+            "server ignored x-amz-rdma-token (no x-amz-rdma-reply); re-sent with body";
+        disable_rdma("server ignored x-amz-rdma-token");
+      } else if (r->ok()) {
+        out.info.reason = "server answered x-amz-rdma-reply: " + std::string(*reply);
+      } else {
+        Status st = client::status_from_response(*r);
+        bool rdma_error = (reply && *reply == "501") || st.code() == Errc::rdma_declined ||
+                          st.code() == Errc::invalid_rdma_token ||
+                          st.code() == Errc::rdma_transfer_failed ||
+                          st.code() == Errc::not_implemented;
+        if (!rdma_error) return st;
+        out.info.reason = "server declined RDMA: " + st.message();
+      }
+    } else {
+      out.info.plain = true;
+    }
+    HttpRequest req;
+    req.method = "PUT";
+    req.target = target;
+    req.send_content_length = true;
+    req.body = src;
+    auto r = http->execute(req);
+    ++out.requests;
+    if (!r.ok()) return r.status();
+    if (!r->ok()) return client::status_from_response(*r);
+    out.etag = unquote(r->header("etag").value_or(""));
+    return out;
+  }
+
+  Result<std::string> xml_call(const std::string& method, const std::string& target,
+                               std::string body = {}) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.send_content_length = method == "POST" || method == "PUT";
+    req.body = std::as_bytes(std::span(body.data(), body.size()));
+    if (!body.empty()) req.headers.emplace_back("content-type", "application/xml");
+    auto r = http->execute(req);
+    if (!r.ok()) return r.status();
+    if (!r->ok()) return client::status_from_response(*r);
+    return std::move(r->body);
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
+  if (config.endpoint.empty()) {
+    return Status(Errc::invalid_argument,
+                  "no endpoint: set AWS_ENDPOINT_URL, endpoint_url in ~/.aws/config, or pass one");
+  }
+  auto ep = client::parse_endpoint(config.endpoint);
+  if (!ep.ok()) return ep.status();
+  if (config.part_size_bytes == 0) return Status(Errc::invalid_argument, "part size must be > 0");
+  if (config.concurrency == 0) return Status(Errc::invalid_argument, "concurrency must be > 0");
+  if (config.token_lifetime_s == 0 || config.token_lifetime_s > limits::token_lifetime_max_s) {
+    return Status(Errc::invalid_argument, "token lifetime must be 1..3600 s");
+  }
+  const std::string& f = config.fabric;
+  if (f != "auto" && f != "none" && f != "libfabric:tcp" && f != "libfabric:shm" && f != "ucx") {
+    return Status(Errc::invalid_argument,
+                  "unknown fabric '" + f + "' (auto, libfabric:tcp, libfabric:shm, ucx, none)");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = std::move(config);
+  impl->endpoint = std::move(*ep);
+  client::HttpOptions ho;
+  ho.endpoint = impl->endpoint;
+  ho.credentials = {impl->cfg.access_key, impl->cfg.secret_key};
+  ho.session_token = impl->cfg.session_token;
+  ho.region = impl->cfg.region;
+  ho.connections_max = std::max<std::uint32_t>(impl->cfg.connections_max, 1);
+  ho.connect_timeout = std::chrono::milliseconds(impl->cfg.connect_timeout_ms);
+  ho.io_timeout = std::chrono::milliseconds(impl->cfg.io_timeout_ms);
+  impl->http = std::make_unique<HttpClient>(std::move(ho));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+const ClientConfig& Client::config() const noexcept {
+  return impl_->cfg;
+}
+
+Result<MemoryHandle> Client::register_memory(void* ptr, std::size_t len) {
+  if (ptr == nullptr || len == 0) {
+    return Status(Errc::invalid_argument, "register_memory needs a non-empty buffer");
+  }
+  MemoryHandle h;
+  h.ptr_ = ptr;
+  h.size_ = len;
+  h.pin_ = std::make_shared<MemoryHandle::Pin>();
+  std::string reason;
+  if (auto f = impl_->current_fabric(reason)) {
+    auto pinned = f->pin(ptr, len);
+    if (!pinned.ok()) return pinned.status();
+    h.pin_->hold = std::move(*pinned);
+    h.pin_->fabrics.push_back(f->name());
+  }
+  return h;
+}
+
+Result<TransferResult> Client::get(std::string_view bucket, std::string_view key,
+                                   const MemoryHandle& dst, std::optional<ByteRange> range) {
+  return get(bucket, key, dst.span(), range);
+}
+
+Result<TransferResult> Client::get(std::string_view bucket, std::string_view key,
+                                   std::span<std::byte> dst, std::optional<ByteRange> range) {
+  const std::string target = client::object_target(bucket, key);
+  const std::uint64_t part = impl_->cfg.part_size_bytes;
+  TransferResult res;
+  PathInfo info;
+
+  std::optional<Piece> first;
+  if (range) {
+    if (range->length == 0) {
+      res.reason = "empty range";
+      return res;
+    }
+    if (dst.size() < range->length) {
+      return Status(Errc::invalid_argument,
+                    "buffer of " + std::to_string(dst.size()) + " bytes is smaller than the range");
+    }
+    first = Piece{range->offset, std::min(range->length, part), 0, 0};
+  } else if (dst.size() > part) {
+    first = Piece{0, part, 0, 0};
+  }
+
+  // First request: learns the size and the ETag that pins the remaining parts.
+  auto o = impl_->get_one(target, first, first ? dst.subspan(0, first->length) : dst, "");
+  ++res.requests;
+  if (!o.ok() && o.code() == Errc::invalid_range && !range) {
+    // A ranged GET of an empty object: fetch it whole.
+    first.reset();
+    o = impl_->get_one(target, std::nullopt, dst, "");
+    ++res.requests;
+  }
+  if (!o.ok()) {
+    if (o.code() == Errc::invalid_argument && !first) {
+      return Status(Errc::invalid_argument, "buffer of " + std::to_string(dst.size()) +
+                                                " bytes is too small for the object");
+    }
+    return o.status();
+  }
+  info.merge(o->info);
+  res.etag = unquote(o->resp.header("etag").value_or(""));
+  std::uint64_t got = o->bytes;
+  std::uint64_t total = 0;
+  if (o->resp.status == 206) {
+    auto cr = client::parse_content_range(o->resp.header("content-range").value_or(""));
+    if (!cr) return Status(Errc::io_error, "206 reply without a valid Content-Range");
+    total = cr->total;
+    if (cr->last - cr->first + 1 != got) {
+      return Status(Errc::io_error, "reply carried " + std::to_string(got) +
+                                        " bytes for a range of " +
+                                        std::to_string(cr->last - cr->first + 1));
+    }
+  } else {
+    // 200: the whole object arrived (the server may ignore Range).
+    total = got;
+    if (range && range->offset > 0) {
+      return Status(Errc::io_error, "server ignored the Range header");
+    }
+  }
+  res.object_size = total;
+
+  std::uint64_t start = first ? first->offset + got : got;
+  std::uint64_t end;
+  if (range) {
+    end = std::min(range->offset + range->length, total);
+  } else {
+    end = total;
+    if (total > dst.size()) {
+      return Status(Errc::invalid_argument, "buffer of " + std::to_string(dst.size()) +
+                                                " bytes is too small for the " +
+                                                std::to_string(total) + "-byte object");
+    }
+  }
+  if (start < end) {
+    if (res.etag.empty()) return Status(Errc::io_error, "no ETag to pin a multi-part download");
+    const std::uint64_t base = range ? range->offset : 0;
+    auto pieces = client::split_range(start, end - start, part, start - base);
+    std::vector<PathInfo> infos(pieces.size());
+    std::atomic<std::uint64_t> bytes{0};
+    Status st = run_parallel(pieces.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
+      const Piece& p = pieces[i];
+      auto r = impl_->get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag);
+      if (!r.ok()) return r.status();
+      if (r->bytes != p.length) {
+        return Status(Errc::io_error, "part at " + std::to_string(p.offset) + " carried " +
+                                          std::to_string(r->bytes) + " of " +
+                                          std::to_string(p.length) + " bytes");
+      }
+      infos[i] = std::move(r->info);
+      bytes += r->bytes;
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    for (const auto& i : infos) info.merge(i);
+    got += bytes.load();
+    res.requests += static_cast<std::uint32_t>(pieces.size());
+  }
+  res.bytes = got;
+  info.fill(res);
+  return res;
+}
+
+Result<TransferResult> Client::put(std::string_view bucket, std::string_view key,
+                                   std::span<const std::byte> src) {
+  const std::string target = client::object_target(bucket, key);
+  auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes);
+  if (!plan.ok()) return plan.status();
+  TransferResult res;
+  res.object_size = src.size();
+  PathInfo info;
+  if (!plan->multipart) {
+    auto o = impl_->put_one(target, src);
+    if (!o.ok()) return o.status();
+    res.bytes = src.size();
+    res.etag = o->etag;
+    res.requests = o->requests;
+    o->info.fill(res);
+    return res;
+  }
+
+  auto created = impl_->xml_call("POST", target + "?uploads");
+  ++res.requests;
+  if (!created.ok()) return created.status();
+  std::string upload_id;
+  {
+    pugi::xml_document doc;
+    if (doc.load_buffer(created->data(), created->size())) {
+      upload_id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
+    }
+  }
+  if (upload_id.empty())
+    return Status(Errc::io_error, "CreateMultipartUpload reply has no UploadId");
+  const std::string uid = uri_encode(upload_id, true);
+  auto abort = [&] { (void)impl_->xml_call("DELETE", target + "?uploadId=" + uid); };
+
+  const auto& parts = plan->parts;
+  std::vector<std::string> etags(parts.size());
+  std::vector<PathInfo> infos(parts.size());
+  std::atomic<std::uint32_t> requests{0};
+  Status st = run_parallel(parts.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
+    const Piece& p = parts[i];
+    auto o =
+        impl_->put_one(target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
+                       src.subspan(p.offset, p.length));
+    if (!o.ok()) return o.status();
+    requests += o->requests;
+    if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
+    etags[i] = std::move(o->etag);
+    infos[i] = std::move(o->info);
+    return Status::Ok();
+  });
+  res.requests += requests.load();
+  if (!st.ok()) {
+    abort();
+    return st;
+  }
+  std::string xml = "<CompleteMultipartUpload>";
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    xml += "<Part><PartNumber>" + std::to_string(parts[i].part_number) + "</PartNumber><ETag>\"" +
+           etags[i] + "\"</ETag></Part>";
+  }
+  xml += "</CompleteMultipartUpload>";
+  auto done = impl_->xml_call("POST", target + "?uploadId=" + uid, std::move(xml));
+  ++res.requests;
+  if (!done.ok()) {
+    abort();
+    return done.status();
+  }
+  pugi::xml_document doc;
+  if (!doc.load_buffer(done->data(), done->size())) {
+    abort();
+    return Status(Errc::io_error, "CompleteMultipartUpload reply is not XML");
+  }
+  if (auto err = doc.child("Error")) {
+    // S3 may report a failed completion inside a 200 reply.
+    abort();
+    return Status(from_s3_code(err.child_value("Code")), err.child_value("Message"));
+  }
+  res.etag = unquote(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+  res.bytes = src.size();
+  for (const auto& i : infos) info.merge(i);
+  info.fill(res);
+  return res;
+}
+
+std::future<Result<TransferResult>> Client::get_async(std::string bucket, std::string key,
+                                                      std::span<std::byte> dst,
+                                                      std::optional<ByteRange> range) {
+  return std::async(std::launch::async, [this, bucket = std::move(bucket), key = std::move(key),
+                                         dst, range] { return get(bucket, key, dst, range); });
+}
+
+std::future<Result<TransferResult>> Client::put_async(std::string bucket, std::string key,
+                                                      std::span<const std::byte> src) {
+  return std::async(std::launch::async, [this, bucket = std::move(bucket), key = std::move(key),
+                                         src] { return put(bucket, key, src); });
+}
+
+std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest> requests) {
+  std::vector<Result<TransferResult>> out(requests.size(), Status(Errc::internal, "not started"));
+  (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
+    const auto& r = requests[i];
+    out[i] = get(r.bucket, r.key, r.dst, r.range);
+    return Status::Ok();
+  });
+  return out;
+}
+
+std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest> requests) {
+  std::vector<Result<TransferResult>> out(requests.size(), Status(Errc::internal, "not started"));
+  (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
+    const auto& r = requests[i];
+    out[i] = put(r.bucket, r.key, r.src);
+    return Status::Ok();
+  });
+  return out;
+}
+
+Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {
+  HttpRequest req;
+  req.method = "HEAD";
+  req.target = client::object_target(bucket, key);
+  auto r = impl_->http->execute(req);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) {
+    Status st = client::status_from_response(*r);
+    if (r->status == 404)
+      return Status(Errc::no_such_key,
+                    "no such object s3://" + std::string(bucket) + "/" + std::string(key));
+    return st;
+  }
+  ObjectInfo info;
+  if (!parse_u64(r->header("content-length").value_or(""), info.size)) {
+    return Status(Errc::io_error, "HEAD reply without Content-Length");
+  }
+  info.etag = unquote(r->header("etag").value_or(""));
+  info.last_modified = std::string(r->header("last-modified").value_or(""));
+  info.content_type = std::string(r->header("content-type").value_or(""));
+  return info;
+}
+
+Result<ListPage> Client::list(std::string_view bucket, const ListOptions& o) {
+  std::string target = client::object_target(bucket, "") + "?list-type=2";
+  if (!o.prefix.empty()) target += "&prefix=" + uri_encode(o.prefix, true);
+  if (!o.delimiter.empty()) target += "&delimiter=" + uri_encode(o.delimiter, true);
+  if (!o.continuation_token.empty()) {
+    target += "&continuation-token=" + uri_encode(o.continuation_token, true);
+  }
+  target += "&max-keys=" + std::to_string(o.max_keys);
+  auto body = impl_->xml_call("GET", target);
+  if (!body.ok()) return body.status();
+  pugi::xml_document doc;
+  if (!doc.load_buffer(body->data(), body->size())) {
+    return Status(Errc::io_error, "ListObjectsV2 reply is not XML");
+  }
+  auto root = doc.child("ListBucketResult");
+  if (!root) return Status(Errc::io_error, "ListObjectsV2 reply has no ListBucketResult");
+  ListPage page;
+  for (auto c : root.children("Contents")) {
+    ListEntry e;
+    e.key = c.child_value("Key");
+    (void)parse_u64(c.child_value("Size"), e.size);
+    e.etag = unquote(c.child_value("ETag"));
+    e.last_modified = c.child_value("LastModified");
+    page.objects.push_back(std::move(e));
+  }
+  for (auto p : root.children("CommonPrefixes"))
+    page.common_prefixes.emplace_back(p.child_value("Prefix"));
+  page.is_truncated = std::string_view(root.child_value("IsTruncated")) == "true";
+  page.next_continuation_token = root.child_value("NextContinuationToken");
+  return page;
+}
+
+Status Client::delete_object(std::string_view bucket, std::string_view key) {
+  auto r = impl_->xml_call("DELETE", client::object_target(bucket, key));
+  return r.status();
+}
+
+Status Client::create_bucket(std::string_view bucket) {
+  std::string body;
+  if (impl_->cfg.region != "us-east-1") {
+    body = "<CreateBucketConfiguration><LocationConstraint>" + impl_->cfg.region +
+           "</LocationConstraint></CreateBucketConfiguration>";
+  }
+  auto r = impl_->xml_call("PUT", client::object_target(bucket, ""), std::move(body));
+  return r.status();
+}
+
+Status Client::delete_bucket(std::string_view bucket) {
+  auto r = impl_->xml_call("DELETE", client::object_target(bucket, ""));
+  return r.status();
+}
+
+}  // namespace objdirect

@@ -1,0 +1,163 @@
+// ClientConfig::load: the environment and the AWS shared config/credentials files.
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "objdirect/client.hpp"
+
+namespace objdirect {
+
+namespace {
+
+using Section = std::map<std::string, std::string>;
+using IniFile = std::map<std::string, Section>;
+
+std::string trim(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+std::string home_dir() {
+  if (const char* h = env("HOME")) return h;
+  if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) return pw->pw_dir;
+  return ".";
+}
+
+// The INI dialect of the AWS files: [section], key = value, '#' or ';' comment lines. Indented
+// lines continue a nested block ("s3 =\n  addressing_style = path") and are skipped: nothing we
+// read lives in one. nullopt-like result: missing file -> found=false, no error.
+Result<IniFile> read_ini(const std::string& path, bool& found) {
+  IniFile ini;
+  std::ifstream in(path);
+  found = static_cast<bool>(in);
+  if (!found) return ini;
+  std::string line;
+  std::string section;
+  bool in_section = false;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && (line[0] == ' ' || line[0] == '\t')) {
+      if (trim(line).empty()) continue;
+      continue;  // nested block entry
+    }
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (t[0] == '[') {
+      if (t.back() != ']') {
+        return Status(Errc::invalid_argument,
+                      path + ":" + std::to_string(lineno) + ": unterminated section header");
+      }
+      section = trim(std::string_view(t).substr(1, t.size() - 2));
+      ini[section];
+      in_section = true;
+      continue;
+    }
+    auto eq = t.find('=');
+    if (eq == std::string::npos || !in_section) {
+      return Status(Errc::invalid_argument,
+                    path + ":" + std::to_string(lineno) + ": expected 'key = value'");
+    }
+    ini[section][trim(std::string_view(t).substr(0, eq))] =
+        trim(std::string_view(t).substr(eq + 1));
+  }
+  return ini;
+}
+
+const Section* find_section(const IniFile& f, const std::string& name) {
+  auto it = f.find(name);
+  return it == f.end() ? nullptr : &it->second;
+}
+
+std::string value_of(const Section* s, const char* key) {
+  if (!s) return {};
+  auto it = s->find(key);
+  return it == s->end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
+  ClientConfig c;
+  bool explicit_profile = !profile_arg.empty();
+  std::string profile(profile_arg);
+  if (profile.empty()) {
+    if (const char* p = env("AWS_PROFILE")) {
+      profile = p;
+      explicit_profile = true;
+    } else {
+      profile = "default";
+    }
+  }
+  c.profile = profile;
+
+  std::string home = home_dir();
+  std::string cred_path = env("AWS_SHARED_CREDENTIALS_FILE") ? env("AWS_SHARED_CREDENTIALS_FILE")
+                                                             : home + "/.aws/credentials";
+  std::string conf_path = env("AWS_CONFIG_FILE") ? env("AWS_CONFIG_FILE") : home + "/.aws/config";
+  bool cred_found = false, conf_found = false;
+  auto creds = read_ini(cred_path, cred_found);
+  if (!creds.ok()) return creds.status();
+  auto conf = read_ini(conf_path, conf_found);
+  if (!conf.ok()) return conf.status();
+
+  const Section* cs = find_section(*creds, profile);
+  const Section* fs = profile == "default" ? find_section(*conf, "default")
+                                           : find_section(*conf, "profile " + profile);
+  if (!fs && profile != "default") fs = find_section(*conf, profile);  // tolerated spelling
+  if (explicit_profile && profile != "default" && !cs && !fs) {
+    return Status(Errc::invalid_argument,
+                  "profile '" + profile + "' not found in " + cred_path + " or " + conf_path);
+  }
+
+  // Profile keys: the credentials file first, then the config file.
+  std::string p_ak = value_of(cs, "aws_access_key_id");
+  std::string p_sk = value_of(cs, "aws_secret_access_key");
+  std::string p_st = value_of(cs, "aws_session_token");
+  if (p_ak.empty()) {
+    p_ak = value_of(fs, "aws_access_key_id");
+    p_sk = value_of(fs, "aws_secret_access_key");
+    p_st = value_of(fs, "aws_session_token");
+  }
+  const char* e_ak = env("AWS_ACCESS_KEY_ID");
+  const char* e_sk = env("AWS_SECRET_ACCESS_KEY");
+  bool env_keys = e_ak && e_sk;
+  if (env_keys && !(explicit_profile && !p_ak.empty())) {
+    c.access_key = e_ak;
+    c.secret_key = e_sk;
+    if (const char* st = env("AWS_SESSION_TOKEN")) c.session_token = st;
+  } else {
+    c.access_key = p_ak;
+    c.secret_key = p_sk;
+    c.session_token = p_st;
+  }
+
+  if (const char* r = env("AWS_REGION")) {
+    c.region = r;
+  } else if (const char* r2 = env("AWS_DEFAULT_REGION")) {
+    c.region = r2;
+  } else if (std::string r3 = value_of(fs, "region"); !r3.empty()) {
+    c.region = r3;
+  }
+
+  if (const char* e = env("AWS_ENDPOINT_URL")) {
+    c.endpoint = e;
+  } else {
+    c.endpoint = value_of(fs, "endpoint_url");
+  }
+  if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
+  return c;
+}
+
+}  // namespace objdirect

@@ -1,0 +1,131 @@
+// ClientConfig::load against a temporary HOME and a controlled environment.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "objdirect/client.hpp"
+
+namespace objdirect {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kVars[] = {"AWS_ENDPOINT_URL",  "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                       "AWS_SESSION_TOKEN", "AWS_REGION",        "AWS_DEFAULT_REGION",
+                       "AWS_PROFILE",       "AWS_CONFIG_FILE",   "AWS_SHARED_CREDENTIALS_FILE",
+                       "OBJDIRECT_FABRIC"};
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) unsetenv(v);
+    home_ = fs::temp_directory_path() / ("od-config-test-" + std::to_string(getpid()));
+    fs::remove_all(home_);
+    fs::create_directories(home_ / ".aws");
+    setenv("HOME", home_.c_str(), 1);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) unsetenv(v);
+    fs::remove_all(home_);
+  }
+  void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+  fs::path home_;
+};
+
+TEST_F(ConfigTest, NothingSetGivesDefaults) {
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->profile, "default");
+  EXPECT_EQ(c->region, "us-east-1");
+  EXPECT_TRUE(c->endpoint.empty());
+  EXPECT_TRUE(c->access_key.empty());
+  EXPECT_EQ(c->fabric, "auto");
+  EXPECT_EQ(c->part_size_bytes, 8u << 20);
+  EXPECT_EQ(c->concurrency, 8u);
+}
+
+TEST_F(ConfigTest, EnvironmentOnly) {
+  setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000", 1);
+  setenv("AWS_ACCESS_KEY_ID", "AK", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "SK", 1);
+  setenv("AWS_SESSION_TOKEN", "TOK", 1);
+  setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
+  setenv("OBJDIRECT_FABRIC", "none", 1);
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(c->access_key, "AK");
+  EXPECT_EQ(c->secret_key, "SK");
+  EXPECT_EQ(c->session_token, "TOK");
+  EXPECT_EQ(c->region, "eu-west-1");
+  EXPECT_EQ(c->fabric, "none");
+  setenv("AWS_REGION", "ap-south-1", 1);  // AWS_REGION beats AWS_DEFAULT_REGION
+  EXPECT_EQ(ClientConfig::load()->region, "ap-south-1");
+}
+
+TEST_F(ConfigTest, DefaultProfileFromFiles) {
+  write(home_ / ".aws/credentials",
+        "# comment\n[default]\naws_access_key_id = FILEAK\naws_secret_access_key=FILESK\n");
+  write(home_ / ".aws/config",
+        "[default]\nregion = us-west-2\nendpoint_url = http://10.0.0.1:9000\ns3 =\n  "
+        "addressing_style = path\n");
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->access_key, "FILEAK");
+  EXPECT_EQ(c->secret_key, "FILESK");
+  EXPECT_EQ(c->region, "us-west-2");
+  EXPECT_EQ(c->endpoint, "http://10.0.0.1:9000");
+}
+
+TEST_F(ConfigTest, NamedProfileUsesProfileSectionInConfig) {
+  write(home_ / ".aws/credentials",
+        "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n"
+        "[work]\naws_access_key_id = W\naws_secret_access_key = WS\n");
+  write(home_ / ".aws/config", "[default]\nregion = r-default\n[profile work]\nregion = r-work\n");
+  auto c = ClientConfig::load("work");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->profile, "work");
+  EXPECT_EQ(c->access_key, "W");
+  EXPECT_EQ(c->region, "r-work");
+  setenv("AWS_PROFILE", "work", 1);
+  EXPECT_EQ(ClientConfig::load()->access_key, "W");
+}
+
+TEST_F(ConfigTest, EnvironmentKeysBeatDefaultProfileButNotExplicitOne) {
+  write(home_ / ".aws/credentials",
+        "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n"
+        "[work]\naws_access_key_id = W\naws_secret_access_key = WS\n");
+  setenv("AWS_ACCESS_KEY_ID", "E", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "ES", 1);
+  EXPECT_EQ(ClientConfig::load()->access_key, "E");
+  EXPECT_EQ(ClientConfig::load("work")->access_key, "W");
+}
+
+TEST_F(ConfigTest, KeysInConfigFileAndFileOverrides) {
+  fs::path conf = home_ / "other-config";
+  write(conf,
+        "[profile p]\naws_access_key_id = CK\naws_secret_access_key = CS\n"
+        "aws_session_token = CT\n");
+  setenv("AWS_CONFIG_FILE", conf.c_str(), 1);
+  setenv("AWS_SHARED_CREDENTIALS_FILE", (home_ / "missing").c_str(), 1);
+  auto c = ClientConfig::load("p");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->access_key, "CK");
+  EXPECT_EQ(c->session_token, "CT");
+}
+
+TEST_F(ConfigTest, UnknownProfileAndMalformedFileAreErrors) {
+  write(home_ / ".aws/credentials", "[default]\naws_access_key_id = D\n");
+  EXPECT_EQ(ClientConfig::load("nope").code(), Errc::invalid_argument);
+  write(home_ / ".aws/config", "[default\nregion = x\n");
+  auto c = ClientConfig::load();
+  EXPECT_EQ(c.code(), Errc::invalid_argument);
+  EXPECT_NE(c.status().message().find(":1:"), std::string::npos) << c.status().message();
+}
+
+}  // namespace
+}  // namespace objdirect

@@ -1,0 +1,412 @@
+#include "client/http_client.hpp"
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <cstring>
+#include <pugixml.hpp>
+
+#include "common/checksum.hpp"
+#include "common/time.hpp"
+#include "common/uri.hpp"
+
+namespace objdirect::client {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+// One keep-alive connection. Each has its own single-threaded io_context: the owning thread runs
+// it for the duration of one operation, which gives synchronous calls with deadlines
+// (beast::tcp_stream closes the socket when expires_after passes).
+struct HttpClient::Connection {
+  asio::io_context ioc{1};
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+  bool reused = false;
+};
+
+namespace {
+
+// Runs one asynchronous operation to completion on the connection's io_context.
+template <class Start>
+beast::error_code run_op(HttpClient::Connection& c, std::chrono::milliseconds timeout,
+                         std::size_t& n, Start&& start) {
+  beast::error_code ec = asio::error::would_block;
+  n = 0;
+  c.stream.expires_after(timeout);
+  start([&](beast::error_code e, std::size_t k) {
+    ec = e;
+    n = k;
+  });
+  c.ioc.restart();
+  c.ioc.run();
+  return ec;
+}
+
+Status io_status(const beast::error_code& ec, std::string_view what) {
+  if (ec == beast::error::timeout) {
+    return Status(Errc::timeout, std::string(what) + ": no progress within the I/O timeout");
+  }
+  return Status(Errc::io_error, std::string(what) + ": " + ec.message());
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+}  // namespace
+
+Result<Endpoint> parse_endpoint(std::string_view url) {
+  constexpr std::string_view scheme = "http://";
+  if (!url.starts_with(scheme)) {
+    return Status(Errc::invalid_argument,
+                  "endpoint must be http://HOST[:PORT] (https is not "
+                  "supported yet), got '" +
+                      std::string(url) + "'");
+  }
+  std::string_view rest = url.substr(scheme.size());
+  while (rest.ends_with('/')) rest.remove_suffix(1);
+  if (rest.empty() || rest.find('/') != std::string_view::npos) {
+    return Status(
+        Errc::invalid_argument,
+        "endpoint must be http://HOST[:PORT] without a path, got '" + std::string(url) + "'");
+  }
+  Endpoint e;
+  e.host_header = std::string(rest);
+  std::string_view host = rest;
+  std::string_view port = "80";
+  if (rest.front() == '[') {
+    auto close = rest.find(']');
+    if (close == std::string_view::npos) {
+      return Status(Errc::invalid_argument, "bad IPv6 endpoint '" + std::string(url) + "'");
+    }
+    host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return Status(Errc::invalid_argument, "bad endpoint port");
+      port = rest.substr(close + 2);
+    }
+  } else if (auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty() || port.empty() ||
+      !std::all_of(port.begin(), port.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+    return Status(Errc::invalid_argument, "bad endpoint '" + std::string(url) + "'");
+  }
+  e.host = std::string(host);
+  e.port = std::string(port);
+  return e;
+}
+
+std::optional<std::string_view> HttpResponse::header(std::string_view lower_name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == lower_name) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+std::string object_target(std::string_view bucket, std::string_view key) {
+  std::string t = "/" + uri_encode(bucket, true);
+  if (!key.empty()) t += "/" + uri_encode(key, false);
+  return t;
+}
+
+HttpClient::HttpClient(HttpOptions options) : opts_(std::move(options)) {
+  if (opts_.connections_max == 0) opts_.connections_max = 1;
+}
+
+HttpClient::~HttpClient() = default;
+
+std::size_t HttpClient::connections_open() const {
+  std::lock_guard lk(mu_);
+  return open_;
+}
+
+Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) {
+  {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      if (!fresh && !idle_.empty()) {
+        auto c = std::move(idle_.back());
+        idle_.pop_back();
+        return c;
+      }
+      if (fresh && !idle_.empty() && open_ >= opts_.connections_max) {
+        idle_.pop_back();  // make room for a new one
+        --open_;
+      }
+      if (open_ < opts_.connections_max) {
+        ++open_;
+        break;
+      }
+      cv_.wait(lk);
+    }
+  }
+  auto c = std::make_unique<Connection>();
+  auto fail = [&](Status st) -> Result<std::unique_ptr<Connection>> {
+    std::lock_guard lk(mu_);
+    --open_;
+    cv_.notify_one();
+    return st;
+  };
+  beast::error_code ec;
+  tcp::resolver resolver(c->ioc);
+  auto results = resolver.resolve(opts_.endpoint.host, opts_.endpoint.port, ec);
+  if (ec) {
+    return fail(
+        Status(Errc::unavailable, "cannot resolve " + opts_.endpoint.host + ": " + ec.message()));
+  }
+  ec = asio::error::would_block;
+  c->stream.expires_after(opts_.connect_timeout);
+  c->stream.async_connect(results, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+  c->ioc.restart();
+  c->ioc.run();
+  if (ec) {
+    return fail(Status(Errc::unavailable,
+                       "cannot connect to " + opts_.endpoint.host_header + ": " + ec.message()));
+  }
+  c->stream.socket().set_option(tcp::no_delay(true), ec);
+  return c;
+}
+
+void HttpClient::release(std::unique_ptr<Connection> c, bool reusable) {
+  std::lock_guard lk(mu_);
+  if (reusable) {
+    c->reused = true;
+    idle_.push_back(std::move(c));
+  } else {
+    --open_;
+  }
+  cv_.notify_one();
+}
+
+Result<HttpResponse> HttpClient::execute(const HttpRequest& req,
+                                         std::optional<std::span<std::byte>> sink) {
+  for (int attempt = 0;; ++attempt) {
+    auto conn = acquire(attempt > 0);
+    if (!conn.ok()) return conn.status();
+    bool reply_started = false, reusable = false;
+    bool was_reused = (*conn)->reused;
+    auto r = execute_once(**conn, req, sink, reply_started, reusable);
+    release(std::move(*conn), r.ok() && reusable);
+    if (r.ok() || reply_started || !was_reused || attempt > 0) return r;
+  }
+}
+
+Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& req,
+                                              std::optional<std::span<std::byte>> sink,
+                                              bool& reply_started, bool& reusable) {
+  reply_started = false;
+  reusable = false;
+  const auto now = std::chrono::system_clock::now();
+
+  // --- sign ---
+  sigv4::RequestView view;
+  view.method = req.method;
+  view.target = req.target;
+  view.headers.reserve(req.headers.size() + 5);
+  view.headers.emplace_back("host", opts_.endpoint.host_header);
+  view.headers.emplace_back("x-amz-date", amz_date(now));
+  bool has_hash = false;
+  for (const auto& h : req.headers) has_hash = has_hash || h.first == "x-amz-content-sha256";
+  if (!has_hash) {
+    std::string hash;
+    if (req.body.size() <= limits::client_hashed_body_bytes_max) {
+      hash = sha256_hex(
+          std::string_view(reinterpret_cast<const char*>(req.body.data()), req.body.size()));
+    } else {
+      hash = std::string(sigv4::kUnsignedPayload);
+    }
+    view.headers.emplace_back("x-amz-content-sha256", std::move(hash));
+  }
+  if (!opts_.session_token.empty()) {
+    view.headers.emplace_back("x-amz-security-token", opts_.session_token);
+  }
+  for (const auto& h : req.headers) view.headers.push_back(h);
+  std::string authorization = sigv4::sign(view, opts_.credentials, opts_.region, "s3", now);
+
+  // --- write ---
+  bhttp::request<bhttp::buffer_body> msg;
+  msg.method_string(req.method);
+  msg.target(req.target);
+  msg.version(11);
+  for (const auto& [k, v] : view.headers) msg.set(k, v);
+  msg.set(bhttp::field::authorization, authorization);
+  msg.keep_alive(true);
+  if (!req.body.empty() || req.send_content_length) msg.content_length(req.body.size());
+  msg.body().data =
+      req.body.empty() ? nullptr : const_cast<void*>(static_cast<const void*>(req.body.data()));
+  msg.body().size = req.body.size();
+  msg.body().more = false;
+
+  bhttp::request_serializer<bhttp::buffer_body> sr(msg);
+  std::size_t n = 0;
+  while (!sr.is_done()) {
+    auto ec = run_op(c, opts_.io_timeout, n,
+                     [&](auto h) { bhttp::async_write_some(c.stream, sr, std::move(h)); });
+    if (ec) return io_status(ec, "sending request");
+  }
+
+  // --- read the header ---
+  bhttp::response_parser<bhttp::buffer_body> p;
+  p.header_limit(static_cast<std::uint32_t>(limits::client_response_header_bytes_max));
+  p.body_limit(boost::none);
+  if (req.method == "HEAD") p.skip(true);
+  auto ec = run_op(c, opts_.io_timeout, n,
+                   [&](auto h) { bhttp::async_read_header(c.stream, c.buffer, p, std::move(h)); });
+  reply_started = p.got_some();
+  if (ec) return io_status(ec, "reading response header");
+
+  HttpResponse r;
+  r.status = static_cast<int>(p.get().result_int());
+  for (const auto& f : p.get())
+    r.headers.emplace_back(lower(f.name_string()), std::string(f.value()));
+  const bool to_sink = sink.has_value() && r.ok();
+
+  // --- read the body ---
+  if (!p.is_done() && p.content_length() && !p.chunked()) {
+    // Known length: take what the header read already buffered, then read from the socket
+    // straight into the destination.
+    const std::uint64_t len = *p.content_length();
+    std::byte* dest = nullptr;
+    if (to_sink) {
+      if (len > sink->size()) {
+        return Status(Errc::invalid_argument, "response body of " + std::to_string(len) +
+                                                  " bytes is larger than the " +
+                                                  std::to_string(sink->size()) + "-byte buffer");
+      }
+      dest = sink->data();
+    } else {
+      if (len > limits::client_response_body_bytes_max) {
+        return Status(Errc::io_error, "response body of " + std::to_string(len) +
+                                          " bytes exceeds the client's limit");
+      }
+      r.body.resize(len);
+      dest = reinterpret_cast<std::byte*>(r.body.data());
+    }
+    std::uint64_t got = std::min<std::uint64_t>(c.buffer.size(), len);
+    if (got > 0) {
+      std::memcpy(dest, c.buffer.data().data(), got);
+      c.buffer.consume(got);
+    }
+    while (got < len) {
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(len - got, 64u << 20));
+      ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+        c.stream.async_read_some(asio::buffer(dest + got, want), std::move(h));
+      });
+      if (ec) return io_status(ec, "reading response body");
+      got += n;
+    }
+    if (to_sink) r.sink_bytes = len;
+    reusable = p.get().keep_alive() && c.buffer.size() == 0;
+    return r;
+  }
+
+  // Chunked or delimited by close: let the parser frame it.
+  std::vector<std::byte> chunk;
+  std::uint64_t got = 0;
+  while (!p.is_done()) {
+    std::byte* dest;
+    std::size_t room;
+    if (to_sink) {
+      if (got == sink->size()) {
+        return Status(Errc::invalid_argument, "response body is larger than the " +
+                                                  std::to_string(sink->size()) + "-byte buffer");
+      }
+      dest = sink->data() + got;
+      room = static_cast<std::size_t>(std::min<std::uint64_t>(sink->size() - got, 64u << 20));
+    } else {
+      if (chunk.empty()) chunk.resize(64 * 1024);
+      dest = chunk.data();
+      room = chunk.size();
+    }
+    p.get().body().data = dest;
+    p.get().body().size = room;
+    ec = run_op(c, opts_.io_timeout, n,
+                [&](auto h) { bhttp::async_read(c.stream, c.buffer, p, std::move(h)); });
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec == bhttp::error::end_of_stream && p.is_done()) ec = {};
+    if (ec) return io_status(ec, "reading response body");
+    const std::size_t wrote = room - p.get().body().size;
+    if (!to_sink) {
+      if (r.body.size() + wrote > limits::client_response_body_bytes_max) {
+        return Status(Errc::io_error, "response body exceeds the client's limit");
+      }
+      r.body.append(reinterpret_cast<const char*>(dest), wrote);
+    }
+    got += wrote;
+  }
+  if (to_sink) r.sink_bytes = got;
+  reusable = p.get().keep_alive();
+  return r;
+}
+
+Status status_from_response(const HttpResponse& r) {
+  std::string code, message;
+  if (!r.body.empty()) {
+    pugi::xml_document doc;
+    if (doc.load_buffer(r.body.data(), r.body.size())) {
+      auto e = doc.child("Error");
+      code = e.child_value("Code");
+      message = e.child_value("Message");
+    }
+  }
+  Errc errc;
+  if (!code.empty()) {
+    errc = from_s3_code(code);
+  } else {
+    switch (r.status) {
+      case 304:
+        errc = Errc::not_modified;
+        break;
+      case 400:
+        errc = Errc::invalid_request;
+        break;
+      case 403:
+        errc = Errc::access_denied;
+        break;
+      case 404:
+        errc = Errc::no_such_key;
+        break;
+      case 405:
+        errc = Errc::method_not_allowed;
+        break;
+      case 409:
+        errc = Errc::conditional_conflict;
+        break;
+      case 411:
+        errc = Errc::missing_content_length;
+        break;
+      case 412:
+        errc = Errc::precondition_failed;
+        break;
+      case 416:
+        errc = Errc::invalid_range;
+        break;
+      case 501:
+        errc = Errc::not_implemented;
+        break;
+      case 503:
+        errc = Errc::unavailable;
+        break;
+      default:
+        errc = Errc::internal;
+        break;
+    }
+  }
+  if (message.empty()) {
+    message = "HTTP " + std::to_string(r.status);
+    if (!code.empty()) message += " " + code;
+  }
+  return Status(errc, std::move(message));
+}
+
+}  // namespace objdirect::client

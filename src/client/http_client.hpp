@@ -1,0 +1,123 @@
+// The client's HTTP layer: signed S3 requests over a bounded pool of keep-alive connections.
+//
+// Boost.Beast, synchronous from the caller's point of view (each connection runs its own
+// io_context so that every read and write has a deadline). Response bodies with a
+// Content-Length are read from the socket straight into the caller's buffer (no copy through a
+// parser buffer); request bodies are written from the caller's buffer. TCP_NODELAY is set on
+// every connection (without it a small request on a kept-alive connection stalls ~40 ms).
+//
+// Signing: every header of the request (host, x-amz-date, x-amz-content-sha256,
+// x-amz-security-token and whatever the caller adds, x-amz-rdma-token included) is in SigV4's
+// SignedHeaders. The payload hash is the real SHA-256 for bodies up to
+// limits::client_hashed_body_bytes_max, UNSIGNED-PAYLOAD above.
+//
+// Thread safety: HttpClient is thread-safe; each execute() holds one connection for its
+// duration, and callers block in acquire when connections_max are busy.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "auth/sigv4.hpp"
+#include "common/status.hpp"
+
+namespace objdirect::limits {
+inline constexpr std::size_t client_hashed_body_bytes_max = 64 * 1024;
+// Largest response header section and largest non-data body (XML, error) the client accepts.
+inline constexpr std::size_t client_response_header_bytes_max = 64 * 1024;
+inline constexpr std::size_t client_response_body_bytes_max = 16 * 1024 * 1024;
+}  // namespace objdirect::limits
+
+namespace objdirect::client {
+
+struct Endpoint {
+  std::string host;         // "127.0.0.1", "[::1]" unbracketed: "::1"
+  std::string port;         // "80" when absent
+  std::string host_header;  // as in the URL: "127.0.0.1:9000"
+};
+// Parses "http://host[:port][/]". Errors: invalid_argument (https, other schemes, a path).
+Result<Endpoint> parse_endpoint(std::string_view url);
+
+struct HttpRequest {
+  std::string method;  // "GET", "PUT", ...
+  std::string target;  // encoded path and query: "/bucket/key?partNumber=1&uploadId=x"
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case names, all signed
+  std::span<const std::byte> body;
+  // Send Content-Length even when the body is empty (PUT/POST).
+  bool send_content_length = false;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
+  std::string body;              // bodies that were not read into the sink (errors, XML)
+  std::uint64_t sink_bytes = 0;  // body bytes placed into the sink
+  bool ok() const noexcept { return status >= 200 && status < 300; }
+  std::optional<std::string_view> header(std::string_view lower_name) const;
+};
+
+struct HttpOptions {
+  Endpoint endpoint;
+  sigv4::Credentials credentials;
+  std::string session_token;
+  std::string region;
+  std::uint32_t connections_max = 64;
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds io_timeout{120'000};
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpOptions options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Signs and sends `req`, then reads the reply. A 2xx body goes into `sink` when one is given
+  // (a body longer than the sink is invalid_argument "... larger than the buffer"); every
+  // other body goes into HttpResponse::body (at most client_response_body_bytes_max). A request
+  // that fails on a reused keep-alive connection before any reply byte arrived is retried once
+  // on a new connection (the server may have closed it while idle).
+  // HTTP error statuses are not errors here: the caller reads HttpResponse::status.
+  // Errors: unavailable (cannot resolve or connect), timeout (no progress for io_timeout),
+  // io_error (connection broken, malformed reply).
+  Result<HttpResponse> execute(const HttpRequest& req,
+                               std::optional<std::span<std::byte>> sink = std::nullopt);
+
+  // Open connections (idle plus busy), for tests.
+  std::size_t connections_open() const;
+
+  struct Connection;
+
+ private:
+  Result<std::unique_ptr<Connection>> acquire(bool fresh);
+  void release(std::unique_ptr<Connection> c, bool reusable);
+  Result<HttpResponse> execute_once(Connection& c, const HttpRequest& req,
+                                    std::optional<std::span<std::byte>> sink, bool& reply_started,
+                                    bool& reusable);
+
+  HttpOptions opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::size_t open_ = 0;
+};
+
+// The Status of a non-2xx reply: from the S3 XML <Code>/<Message> when present, else from the
+// HTTP status (404 -> no_such_key, 403 -> access_denied, 412 -> precondition_failed, ...).
+Status status_from_response(const HttpResponse& r);
+
+// "/bucket/key" with the key percent-encoded (slashes kept); an empty key gives "/bucket".
+std::string object_target(std::string_view bucket, std::string_view key);
+
+}  // namespace objdirect::client

@@ -1,0 +1,202 @@
+// The C API (include/objdirect/objdirect.h) over objdirect::Client. Status -> OD_E* happens here
+// and nowhere else.
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "objdirect/client.hpp"
+#include "objdirect/objdirect.h"
+
+struct od_client {
+  std::unique_ptr<objdirect::Client> client;
+};
+
+struct od_memory {
+  objdirect::MemoryHandle handle;
+};
+
+namespace {
+
+thread_local int g_last_code = OD_OK;
+thread_local std::string g_last_message;
+
+int code_of(objdirect::Errc e) {
+  using objdirect::Errc;
+  switch (e) {
+    case Errc::ok:
+      return OD_OK;
+    case Errc::invalid_argument:
+    case Errc::invalid_bucket_name:
+    case Errc::key_too_long:
+    case Errc::entity_too_large:
+      return OD_EINVAL;
+    case Errc::no_such_bucket:
+    case Errc::no_such_key:
+    case Errc::no_such_upload:
+      return OD_ENOTFOUND;
+    case Errc::access_denied:
+    case Errc::signature_does_not_match:
+    case Errc::invalid_access_key_id:
+    case Errc::request_time_too_skewed:
+    case Errc::expired_token:
+      return OD_EACCESS;
+    case Errc::unavailable:
+      return OD_EUNREACHABLE;
+    case Errc::timeout:
+      return OD_ETIMEDOUT;
+    case Errc::bucket_already_exists:
+    case Errc::bucket_already_owned_by_you:
+    case Errc::bucket_not_empty:
+    case Errc::precondition_failed:
+    case Errc::conditional_conflict:
+      return OD_ECONFLICT;
+    case Errc::invalid_range:
+      return OD_ERANGE;
+    default:
+      return OD_EIO;
+  }
+}
+
+int fail(const objdirect::Status& st) {
+  g_last_code = code_of(st.code());
+  g_last_message = st.message();
+  return g_last_code;
+}
+
+int fail(int code, const char* message) {
+  g_last_code = code;
+  g_last_message = message;
+  return code;
+}
+
+int ok() {
+  g_last_code = OD_OK;
+  g_last_message.clear();
+  return OD_OK;
+}
+
+void copy_str(char* dst, std::size_t cap, std::string_view s) {
+  std::size_t n = std::min(cap - 1, s.size());
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+
+void fill(od_result* out, const objdirect::TransferResult& r) {
+  if (!out) return;
+  std::memset(out, 0, sizeof(*out));
+  out->bytes = r.bytes;
+  out->object_size = r.object_size;
+  out->path = r.path == objdirect::TransferPath::rdma   ? OD_PATH_RDMA
+              : r.path == objdirect::TransferPath::http ? OD_PATH_HTTP
+                                                        : OD_PATH_HTTP_FALLBACK;
+  copy_str(out->etag, sizeof(out->etag), r.etag);
+  copy_str(out->fabric, sizeof(out->fabric), r.fabric);
+  copy_str(out->reason, sizeof(out->reason), r.reason);
+}
+
+}  // namespace
+
+extern "C" {
+
+int od_client_create(const od_config* cfg, od_client** out) {
+  if (!out) return fail(OD_EINVAL, "od_client_create: out is NULL");
+  *out = nullptr;
+  auto loaded = objdirect::ClientConfig::load(cfg && cfg->profile ? cfg->profile : "");
+  if (!loaded.ok()) return fail(loaded.status());
+  objdirect::ClientConfig c = std::move(*loaded);
+  if (cfg) {
+    if (cfg->endpoint) c.endpoint = cfg->endpoint;
+    if (cfg->region) c.region = cfg->region;
+    if (cfg->access_key) c.access_key = cfg->access_key;
+    if (cfg->secret_key) c.secret_key = cfg->secret_key;
+    if (cfg->session_token) c.session_token = cfg->session_token;
+    if (cfg->fabric) c.fabric = cfg->fabric;
+    if (cfg->part_size_bytes) c.part_size_bytes = cfg->part_size_bytes;
+    if (cfg->concurrency) c.concurrency = cfg->concurrency;
+  }
+  auto client = objdirect::Client::create(std::move(c));
+  if (!client.ok()) return fail(client.status());
+  auto* h = new (std::nothrow) od_client{std::move(*client)};
+  if (!h) return fail(OD_EIO, "out of memory");
+  *out = h;
+  return ok();
+}
+
+void od_client_destroy(od_client* client) {
+  delete client;
+}
+
+int od_register(od_client* client, void* ptr, size_t len, od_memory** out) {
+  if (!client || !out) return fail(OD_EINVAL, "od_register: NULL argument");
+  *out = nullptr;
+  auto h = client->client->register_memory(ptr, len);
+  if (!h.ok()) return fail(h.status());
+  *out = new od_memory{std::move(*h)};
+  return ok();
+}
+
+void od_deregister(od_memory* mem) {
+  delete mem;
+}
+
+int od_get(od_client* client, const char* bucket, const char* key, void* buf, size_t len,
+           uint64_t offset, uint64_t length, od_result* result) {
+  if (!client || !bucket || !key || (!buf && len)) return fail(OD_EINVAL, "od_get: NULL argument");
+  std::optional<objdirect::ByteRange> range;
+  if (length) range = objdirect::ByteRange{offset, length};
+  auto r = client->client->get(bucket, key, std::span(static_cast<std::byte*>(buf), len), range);
+  if (!r.ok()) return fail(r.status());
+  fill(result, *r);
+  return ok();
+}
+
+int od_put(od_client* client, const char* bucket, const char* key, const void* buf, size_t len,
+           od_result* result) {
+  if (!client || !bucket || !key || (!buf && len)) return fail(OD_EINVAL, "od_put: NULL argument");
+  auto r = client->client->put(bucket, key, std::span(static_cast<const std::byte*>(buf), len));
+  if (!r.ok()) return fail(r.status());
+  fill(result, *r);
+  return ok();
+}
+
+int od_head(od_client* client, const char* bucket, const char* key, od_object_info* info) {
+  if (!client || !bucket || !key) return fail(OD_EINVAL, "od_head: NULL argument");
+  auto r = client->client->head(bucket, key);
+  if (!r.ok()) return fail(r.status());
+  if (info) {
+    std::memset(info, 0, sizeof(*info));
+    info->size = r->size;
+    copy_str(info->etag, sizeof(info->etag), r->etag);
+    copy_str(info->last_modified, sizeof(info->last_modified), r->last_modified);
+  }
+  return ok();
+}
+
+int od_delete(od_client* client, const char* bucket, const char* key) {
+  if (!client || !bucket || !key) return fail(OD_EINVAL, "od_delete: NULL argument");
+  auto st = client->client->delete_object(bucket, key);
+  return st.ok() ? ok() : fail(st);
+}
+
+int od_create_bucket(od_client* client, const char* bucket) {
+  if (!client || !bucket) return fail(OD_EINVAL, "od_create_bucket: NULL argument");
+  auto st = client->client->create_bucket(bucket);
+  return st.ok() ? ok() : fail(st);
+}
+
+int od_delete_bucket(od_client* client, const char* bucket) {
+  if (!client || !bucket) return fail(OD_EINVAL, "od_delete_bucket: NULL argument");
+  auto st = client->client->delete_bucket(bucket);
+  return st.ok() ? ok() : fail(st);
+}
+
+int od_last_error(void) {
+  return g_last_code;
+}
+
+const char* od_last_error_message(void) {
+  return g_last_message.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,105 @@
+// The client's fabric: a transport::Transport (progress thread on), the registration cache, and
+// the OD1 token for one request's buffer.
+#include "client/rdma.hpp"
+
+#include <openssl/rand.h>
+
+#include <chrono>
+
+#include "client/registration_cache.hpp"
+#include "token/token.hpp"
+#include "transport/transport.hpp"
+
+namespace objdirect::client {
+
+namespace {
+
+class TransportFabric final : public Fabric {
+ public:
+  TransportFabric(std::string name, std::unique_ptr<transport::Transport> t, const FabricOptions& o)
+      : name_(std::move(name)),
+        transport_(std::move(t)),
+        // Registrations on tcp and shm pin nothing (the provider maps the virtual range at
+        // transfer time), so a cached one cannot go stale when the user frees and reuses the
+        // memory; on other providers only user registrations (pins) are kept.
+        cache_unregistered_(name_ == "libfabric:tcp" || name_ == "libfabric:shm"),
+        cache_(std::make_shared<RegistrationCache<transport::MemoryRegion>>(
+            [t = transport_.get()](void* p, std::size_t n) {
+              return t->register_memory(p, n, transport::MemoryType::host);
+            },
+            o.registrations_max, o.registered_bytes_max)),
+        endpoint_(transport_->local_address()) {}
+
+  ~TransportFabric() override = default;
+
+  const std::string& name() const override { return name_; }
+
+  Result<std::string> make_token(std::span<const std::byte> buf, std::uint32_t lifetime_s,
+                                 std::shared_ptr<void>& hold) override {
+    if (buf.empty()) return Status(Errc::invalid_argument, "empty buffer");
+    void* p = const_cast<std::byte*>(buf.data());
+    auto hit = cache_->acquire(p, buf.size(), cache_unregistered_);
+    if (!hit.ok()) return hit.status();
+    const auto& caps = transport_->caps();
+    token::Token t;
+    t.backend = caps.backend;
+    t.provider = caps.provider;
+    t.addressing = caps.addressing;
+    t.memory_type = token::MemoryType::host;
+    t.total_length = buf.size();
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+    t.expires_unix_s = static_cast<std::uint64_t>(now) + lifetime_s;
+    if (RAND_bytes(t.nonce.data(), static_cast<int>(t.nonce.size())) != 1) {
+      return Status(Errc::internal, "RAND_bytes failed");
+    }
+    t.endpoint = endpoint_;
+    const std::size_t offset = reinterpret_cast<std::uintptr_t>(p) - hit->base;
+    t.segments.push_back(hit->reg->remote_segment(offset, buf.size()));
+    OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
+    hold = hit->reg;
+    return token::encode(t);
+  }
+
+  Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) override {
+    auto hit = cache_->pin(ptr, len);
+    if (!hit.ok()) return hit.status();
+    struct Pinned {
+      std::shared_ptr<RegistrationCache<transport::MemoryRegion>> cache;
+      std::uintptr_t base;
+      std::shared_ptr<transport::MemoryRegion> reg;
+      ~Pinned() { cache->unpin(base); }
+    };
+    return std::shared_ptr<void>(std::make_shared<Pinned>(Pinned{cache_, hit->base, hit->reg}));
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<transport::Transport> transport_;
+  bool cache_unregistered_;
+  std::shared_ptr<RegistrationCache<transport::MemoryRegion>> cache_;
+  std::string endpoint_;
+};
+
+}  // namespace
+
+bool fabrics_built_in() noexcept {
+  return true;
+}
+
+Result<std::unique_ptr<Fabric>> open_fabric(std::string_view name, const FabricOptions& options) {
+  if (name != "libfabric:tcp" && name != "libfabric:shm" && name != "ucx") {
+    return Status(Errc::invalid_argument, "unknown fabric '" + std::string(name) + "'");
+  }
+  transport::Config tc;
+  tc.fabric = std::string(name);
+  tc.progress_thread = true;
+  auto t = transport::create_transport(tc);
+  if (!t.ok()) {
+    return Status(Errc::unavailable, std::string(name) + ": " + t.status().message());
+  }
+  return std::unique_ptr<Fabric>(new TransportFabric(std::string(name), std::move(*t), options));
+}
+
+}  // namespace objdirect::client

@@ -1,0 +1,15 @@
+// The client built without src/transport: no fabric ever opens, every transfer uses HTTP.
+#include "client/rdma.hpp"
+
+namespace objdirect::client {
+
+bool fabrics_built_in() noexcept {
+  return false;
+}
+
+Result<std::unique_ptr<Fabric>> open_fabric(std::string_view name, const FabricOptions&) {
+  return Status(Errc::unavailable,
+                "fabric " + std::string(name) + " unavailable: built without the RDMA transport");
+}
+
+}  // namespace objdirect::client
