@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 namespace objdirect::s3 {
 namespace {
@@ -31,7 +33,7 @@ Conditions inm(std::string v) {
 
 // Dates go through common/time.hpp's parse_http_date; these pin that all three HTTP-date forms
 // work as conditions and that junk is ignored rather than failing the request.
-TEST(Conditional, AllThreeDateFormats) {
+TEST(S3Conditional, AllThreeDateFormats) {
   for (const char* at : {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
                          "Sun Nov  6 08:49:37 1994"}) {
     Conditions c;
@@ -52,7 +54,7 @@ TEST(Conditional, AllThreeDateFormats) {
   }
 }
 
-TEST(Conditional, UnparsableDatesAreIgnored) {
+TEST(S3Conditional, UnparsableDatesAreIgnored) {
   for (const char* junk :
        {"yesterday", "GMT", "1994-11-06T08:49:36Z", "784111776", "Sun, 31 Nov 1994 08:49:36 GMT",
         "Sun, 06 Nov 1994 25:49:36 GMT", "Sun, 06 Nov 1994 08:49:36"}) {
@@ -65,11 +67,11 @@ TEST(Conditional, UnparsableDatesAreIgnored) {
   }
 }
 
-TEST(Conditional, NoConditions) {
+TEST(S3Conditional, NoConditions) {
   EXPECT_EQ(eval({}), Errc::ok);
 }
 
-TEST(Conditional, IfMatch) {
+TEST(S3Conditional, IfMatch) {
   EXPECT_EQ(eval(im("\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::ok);
   EXPECT_EQ(eval(im("d41d8cd98f00b204e9800998ecf8427e")), Errc::ok);  // bare, as S3 accepts
   EXPECT_EQ(eval(im("*")), Errc::ok);
@@ -90,13 +92,13 @@ TEST(Conditional, IfMatch) {
   EXPECT_EQ(eval(im("  ")), Errc::ok);
 }
 
-TEST(Conditional, IfMatchMessageIsNotEmpty) {
+TEST(S3Conditional, IfMatchMessageIsNotEmpty) {
   const Status st = evaluate_read(im("\"x\""), kEtag, kMtimeNs);
   EXPECT_EQ(http_status(st.code()), 412);
   EXPECT_FALSE(st.message().empty());
 }
 
-TEST(Conditional, IfNoneMatch) {
+TEST(S3Conditional, IfNoneMatch) {
   EXPECT_EQ(eval(inm("\"d41d8cd98f00b204e9800998ecf8427e\"")), Errc::not_modified);
   EXPECT_EQ(eval(inm("d41d8cd98f00b204e9800998ecf8427e")), Errc::not_modified);
   // Weak comparison: W/ is ignored.
@@ -109,17 +111,17 @@ TEST(Conditional, IfNoneMatch) {
   EXPECT_EQ(eval(inm("")), Errc::ok);
 }
 
-TEST(Conditional, EtagArgumentMayBeQuoted) {
+TEST(S3Conditional, EtagArgumentMayBeQuoted) {
   EXPECT_TRUE(evaluate_read(im("\"abc\""), "\"abc\"", kMtimeNs).ok());
   EXPECT_TRUE(evaluate_read(im("\"abc-3\""), "abc-3", kMtimeNs).ok());
 }
 
-TEST(Conditional, EtagWithCommaInsideQuotes) {
+TEST(S3Conditional, EtagWithCommaInsideQuotes) {
   EXPECT_TRUE(evaluate_read(im("\"a,b\""), "a,b", kMtimeNs).ok());
   EXPECT_EQ(evaluate_read(im("\"a\",\"b\""), "a,b", kMtimeNs).code(), Errc::precondition_failed);
 }
 
-TEST(Conditional, IfModifiedSince) {
+TEST(S3Conditional, IfModifiedSince) {
   Conditions c;
   c.if_modified_since = kBefore;  // modified after the date
   EXPECT_EQ(eval(c), Errc::ok);
@@ -133,7 +135,7 @@ TEST(Conditional, IfModifiedSince) {
   EXPECT_EQ(eval(c), Errc::ok);
 }
 
-TEST(Conditional, IfUnmodifiedSince) {
+TEST(S3Conditional, IfUnmodifiedSince) {
   Conditions c;
   c.if_unmodified_since = kBefore;
   EXPECT_EQ(eval(c), Errc::precondition_failed);
@@ -146,7 +148,7 @@ TEST(Conditional, IfUnmodifiedSince) {
 }
 
 // S3 documents: If-Match true + If-Unmodified-Since false -> 200.
-TEST(Conditional, IfMatchTrueOverridesIfUnmodifiedSince) {
+TEST(S3Conditional, IfMatchTrueOverridesIfUnmodifiedSince) {
   Conditions c = im(std::string("\"") + kEtag + "\"");
   c.if_unmodified_since = kBefore;
   EXPECT_EQ(eval(c), Errc::ok);
@@ -157,7 +159,7 @@ TEST(Conditional, IfMatchTrueOverridesIfUnmodifiedSince) {
 }
 
 // S3 documents: If-None-Match false + If-Modified-Since true -> 304.
-TEST(Conditional, IfNoneMatchTakesPrecedenceOverIfModifiedSince) {
+TEST(S3Conditional, IfNoneMatchTakesPrecedenceOverIfModifiedSince) {
   Conditions c = inm(std::string("\"") + kEtag + "\"");  // matches: condition false
   c.if_modified_since = kBefore;                         // modified since: condition true
   EXPECT_EQ(eval(c), Errc::not_modified);
@@ -166,7 +168,7 @@ TEST(Conditional, IfNoneMatchTakesPrecedenceOverIfModifiedSince) {
   EXPECT_EQ(eval(c), Errc::ok);
 }
 
-TEST(Conditional, IfMatchMismatchBeatsIfNoneMatch) {
+TEST(S3Conditional, IfMatchMismatchBeatsIfNoneMatch) {
   Conditions c = im("\"other\"");
   c.if_none_match = std::string("\"") + kEtag + "\"";
   EXPECT_EQ(eval(c), Errc::precondition_failed);
@@ -176,7 +178,7 @@ TEST(Conditional, IfMatchMismatchBeatsIfNoneMatch) {
   EXPECT_EQ(eval(c), Errc::ok);
 }
 
-TEST(Conditional, IfUnmodifiedSinceFailureBeatsIfModifiedSince) {
+TEST(S3Conditional, IfUnmodifiedSinceFailureBeatsIfModifiedSince) {
   Conditions c;
   c.if_unmodified_since = kBefore;  // fails
   c.if_modified_since = kAfter;     // would be 304
@@ -187,7 +189,7 @@ TEST(Conditional, IfUnmodifiedSinceFailureBeatsIfModifiedSince) {
 
 // Every combination of the four headers, each absent / true / false, against a reference model
 // written straight from RFC 9110 section 13.2.2.
-TEST(Conditional, AllCombinationsMatchReferenceModel) {
+TEST(S3Conditional, AllCombinationsMatchReferenceModel) {
   enum State { kAbsent, kTrue, kFalse };
   for (int a = 0; a < 3; ++a) {
     for (int b = 0; b < 3; ++b) {
@@ -213,7 +215,7 @@ TEST(Conditional, AllCombinationsMatchReferenceModel) {
   }
 }
 
-TEST(Conditional, PreEpochMtimeRoundsDown) {
+TEST(S3Conditional, PreEpochMtimeRoundsDown) {
   Conditions c;
   c.if_unmodified_since = "Wed, 31 Dec 1969 23:59:59 GMT";  // -1
   EXPECT_TRUE(evaluate_read(c, kEtag, -1).ok());            // -1 ns is in second -1
@@ -223,7 +225,7 @@ TEST(Conditional, PreEpochMtimeRoundsDown) {
 
 using Kind = WriteConditionSpec::Kind;
 
-TEST(WriteConditions, None) {
+TEST(S3WriteConditions, None) {
   auto r = parse_write_conditions(std::nullopt, std::nullopt);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->kind, Kind::none);
@@ -232,7 +234,7 @@ TEST(WriteConditions, None) {
   EXPECT_EQ(r->kind, Kind::none);
 }
 
-TEST(WriteConditions, IfNoneMatchStar) {
+TEST(S3WriteConditions, IfNoneMatchStar) {
   auto r = parse_write_conditions(std::nullopt, std::string("*"));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->kind, Kind::must_be_absent);
@@ -241,7 +243,7 @@ TEST(WriteConditions, IfNoneMatchStar) {
   EXPECT_EQ(r->kind, Kind::must_be_absent);
 }
 
-TEST(WriteConditions, IfNoneMatchEtagIsNotImplemented) {
+TEST(S3WriteConditions, IfNoneMatchEtagIsNotImplemented) {
   for (const char* v : {"\"abc\"", "abc", "W/\"abc\"", "*, \"a\"", "**"}) {
     const auto r = parse_write_conditions(std::nullopt, std::string(v));
     EXPECT_EQ(r.code(), Errc::not_implemented) << v;
@@ -249,7 +251,7 @@ TEST(WriteConditions, IfNoneMatchEtagIsNotImplemented) {
   }
 }
 
-TEST(WriteConditions, IfMatchEtag) {
+TEST(S3WriteConditions, IfMatchEtag) {
   for (const char* v : {"\"abc\"", "abc", " \"abc\" ", "\"abc\","}) {
     const auto r = parse_write_conditions(std::string(v), std::nullopt);
     ASSERT_TRUE(r.ok()) << v << ": " << r.status().to_string();
@@ -262,7 +264,7 @@ TEST(WriteConditions, IfMatchEtag) {
   EXPECT_EQ(r->etag, "9b2cf535f27731c974343645a3985328-3");
 }
 
-TEST(WriteConditions, IfMatchRejections) {
+TEST(S3WriteConditions, IfMatchRejections) {
   for (const char* v : {"*", "W/\"abc\"", "\"a\", \"b\"", "\"abc", "\"a\"junk"}) {
     EXPECT_EQ(parse_write_conditions(std::string(v), std::nullopt).code(), Errc::not_implemented)
         << v;
@@ -271,12 +273,12 @@ TEST(WriteConditions, IfMatchRejections) {
             Errc::invalid_argument);
 }
 
-TEST(WriteConditions, BothHeaders) {
+TEST(S3WriteConditions, BothHeaders) {
   EXPECT_EQ(parse_write_conditions(std::string("\"abc\""), std::string("*")).code(),
             Errc::not_implemented);
 }
 
-TEST(UnquoteEtag, Strips) {
+TEST(S3UnquoteEtag, Strips) {
   EXPECT_EQ(unquote_etag("\"abc\""), "abc");
   EXPECT_EQ(unquote_etag("W/\"abc\""), "abc");
   EXPECT_EQ(unquote_etag("abc"), "abc");
@@ -286,6 +288,50 @@ TEST(UnquoteEtag, Strips) {
   EXPECT_EQ(unquote_etag(""), "");
   EXPECT_EQ(unquote_etag("\"abc"), "\"abc");
   EXPECT_EQ(unquote_etag("\"a\"b\""), "a\"b");
+}
+
+}  // namespace
+}  // namespace objdirect::s3
+
+namespace objdirect::s3 {
+bool conditional_fuzz_one(const std::uint8_t* data, std::size_t size);  // conditional_fuzz.cc
+namespace {
+
+TEST(S3ConditionalFuzz, ReplayInvariants) {
+  const std::vector<std::string> fields = {"-",
+                                           "",
+                                           "*",
+                                           "\"abc\"",
+                                           "W/\"abc\"",
+                                           "abc",
+                                           "\"a\", \"b\"",
+                                           "\"unterminated",
+                                           "Sun, 06 Nov 1994 08:49:37 GMT",
+                                           "Sunday, 06-Nov-94 08:49:37 GMT",
+                                           "Sun Nov  6 08:49:37 1994",
+                                           "garbage",
+                                           " * ",
+                                           "\"abc-3\""};
+  std::mt19937_64 rng(7);
+  int checked = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string in(8, '\0');
+    const std::int64_t mtime_ns =
+        static_cast<std::int64_t>(784111777 + static_cast<int>(rng() % 5) - 2) * 1'000'000'000;
+    for (int b = 0; b < 8; ++b)
+      in[b] = static_cast<char>(static_cast<std::uint64_t>(mtime_ns) >> (8 * b));
+    for (int f = 0; f < 5; ++f) {
+      if (f) in += '\n';
+      std::string v = fields[rng() % fields.size()];
+      if (rng() % 4 == 0 && !v.empty()) v[rng() % v.size()] = static_cast<char>(rng() % 128);
+      if (f == 4 && v == "-") v = "abc";
+      in += v;
+    }
+    ASSERT_TRUE(conditional_fuzz_one(reinterpret_cast<const std::uint8_t*>(in.data()), in.size()))
+        << testing::PrintToString(in);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4000);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 namespace objdirect::s3 {
 namespace {
 
-TEST(BucketName, AcceptsValidNames) {
+TEST(S3BucketName, AcceptsValidNames) {
   for (const char* n :
        {"abc", "my-bucket", "my.bucket.name", "a1b2c3", "123", "0-0",
         "bucket-with-63-chars-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1.2.3", "1.2.3.4.5",
@@ -18,7 +18,7 @@ TEST(BucketName, AcceptsValidNames) {
             63u);
 }
 
-TEST(BucketName, RejectsLength) {
+TEST(S3BucketName, RejectsLength) {
   EXPECT_EQ(validate_bucket_name("").code(), Errc::invalid_bucket_name);
   EXPECT_EQ(validate_bucket_name("ab").code(), Errc::invalid_bucket_name);
   EXPECT_EQ(validate_bucket_name(std::string(64, 'a')).code(), Errc::invalid_bucket_name);
@@ -26,7 +26,7 @@ TEST(BucketName, RejectsLength) {
   EXPECT_NE(validate_bucket_name("ab").message().find("between 3 and 63"), std::string::npos);
 }
 
-TEST(BucketName, RejectsCharacters) {
+TEST(S3BucketName, RejectsCharacters) {
   for (const char* n :
        {"MyBucket", "my_bucket", "my bucket", "bucket!", "b\xc3\xa9\x63", "a/b", "abc\n"}) {
     EXPECT_EQ(validate_bucket_name(n).code(), Errc::invalid_bucket_name) << n;
@@ -34,7 +34,7 @@ TEST(BucketName, RejectsCharacters) {
   EXPECT_EQ(validate_bucket_name(std::string("ab\0c", 4)).code(), Errc::invalid_bucket_name);
 }
 
-TEST(BucketName, RejectsBadEnds) {
+TEST(S3BucketName, RejectsBadEnds) {
   for (const char* n : {"-abc", "abc-", ".abc", "abc.", "-a-"}) {
     const Status st = validate_bucket_name(n);
     EXPECT_EQ(st.code(), Errc::invalid_bucket_name) << n;
@@ -42,12 +42,12 @@ TEST(BucketName, RejectsBadEnds) {
   }
 }
 
-TEST(BucketName, RejectsAdjacentDots) {
+TEST(S3BucketName, RejectsAdjacentDots) {
   EXPECT_EQ(validate_bucket_name("my..bucket").code(), Errc::invalid_bucket_name);
   EXPECT_NE(validate_bucket_name("my..bucket").message().find("adjacent dots"), std::string::npos);
 }
 
-TEST(BucketName, RejectsIpAddresses) {
+TEST(S3BucketName, RejectsIpAddresses) {
   for (const char* n : {"192.168.5.4", "1.2.3.4", "999.999.999.999", "0.0.0.0"}) {
     const Status st = validate_bucket_name(n);
     EXPECT_EQ(st.code(), Errc::invalid_bucket_name) << n;
@@ -55,7 +55,7 @@ TEST(BucketName, RejectsIpAddresses) {
   }
 }
 
-TEST(BucketName, RejectsReservedPrefixesAndSuffixes) {
+TEST(S3BucketName, RejectsReservedPrefixesAndSuffixes) {
   for (const char* n : {"xn--bucket", "sthree-bucket", "amzn-s3-demo-bucket"}) {
     EXPECT_EQ(validate_bucket_name(n).code(), Errc::invalid_bucket_name) << n;
   }
@@ -65,13 +65,13 @@ TEST(BucketName, RejectsReservedPrefixesAndSuffixes) {
   }
 }
 
-TEST(BucketName, MessageEchoIsBounded) {
+TEST(S3BucketName, MessageEchoIsBounded) {
   const Status st = validate_bucket_name(std::string(100000, 'A'));
   EXPECT_EQ(st.code(), Errc::invalid_bucket_name);
   EXPECT_LT(st.message().size(), 300u);
 }
 
-TEST(ObjectKey, AcceptsValidKeys) {
+TEST(S3ObjectKey, AcceptsValidKeys) {
   for (const char* k :
        {"a", "0", "1e3", " ", "dir/sub/file.txt", "a b+c%20d", "//", "..", "\xc3\xa9t\xc3\xa9",
         "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x01\x7f", "tab\there"}) {
@@ -87,7 +87,7 @@ TEST(ObjectKey, AcceptsValidKeys) {
   EXPECT_EQ(validate_object_key(euro + "x").code(), Errc::key_too_long);
 }
 
-TEST(ObjectKey, RejectsEmptyAndTooLong) {
+TEST(S3ObjectKey, RejectsEmptyAndTooLong) {
   EXPECT_EQ(validate_object_key("").code(), Errc::invalid_argument);
   const Status st = validate_object_key(std::string(1025, 'k'));
   EXPECT_EQ(st.code(), Errc::key_too_long);
@@ -95,14 +95,14 @@ TEST(ObjectKey, RejectsEmptyAndTooLong) {
   EXPECT_EQ(validate_object_key(std::string(1 << 20, 'k')).code(), Errc::key_too_long);
 }
 
-TEST(ObjectKey, RejectsNul) {
+TEST(S3ObjectKey, RejectsNul) {
   const Status st = validate_object_key(std::string("a\0b", 3));
   EXPECT_EQ(st.code(), Errc::invalid_argument);
   EXPECT_NE(st.message().find("NUL"), std::string::npos);
   EXPECT_EQ(validate_object_key(std::string(1, '\0')).code(), Errc::invalid_argument);
 }
 
-TEST(ObjectKey, RejectsInvalidUtf8) {
+TEST(S3ObjectKey, RejectsInvalidUtf8) {
   for (const char* k : {
            "\x80",              // lone continuation byte
            "a\xc3",             // truncated 2-byte sequence
@@ -124,7 +124,7 @@ TEST(ObjectKey, RejectsInvalidUtf8) {
   }
 }
 
-TEST(Utf8, Boundaries) {
+TEST(S3Utf8, Boundaries) {
   EXPECT_TRUE(is_valid_utf8(""));
   EXPECT_TRUE(is_valid_utf8("\xc2\x80"));          // U+0080
   EXPECT_TRUE(is_valid_utf8("\xdf\xbf"));          // U+07FF

@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <pugixml.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "common/limits.hpp"
 
@@ -36,7 +38,7 @@ double elapsed_ms(F&& f) {
 
 // ---- CompleteMultipartUpload --------------------------------------------------------------------
 
-TEST(CompleteMultipart, ParsesPartsWithNamespace) {
+TEST(S3CompleteMultipart, ParsesPartsWithNamespace) {
   const std::string body = std::string("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n") +
                            "<CompleteMultipartUpload xmlns=\"" + kNs + "\">\n" +
                            "  <Part>\n    <ETag>\"a54357aff0632cce46d942af68356b38\"</ETag>\n"
@@ -59,7 +61,7 @@ TEST(CompleteMultipart, ParsesPartsWithNamespace) {
   EXPECT_EQ((*r)[1].checksums[1], (std::pair<std::string, std::string>("SHA256", "abc=")));
 }
 
-TEST(CompleteMultipart, NamespaceAgnostic) {
+TEST(S3CompleteMultipart, NamespaceAgnostic) {
   for (const std::string& body :
        {std::string("<CompleteMultipartUpload><Part><PartNumber>3</PartNumber><ETag>e</ETag>"
                     "</Part></CompleteMultipartUpload>"),
@@ -77,7 +79,7 @@ TEST(CompleteMultipart, NamespaceAgnostic) {
   }
 }
 
-TEST(CompleteMultipart, KeepsDocumentOrderAndDuplicates) {
+TEST(S3CompleteMultipart, KeepsDocumentOrderAndDuplicates) {
   auto r = parse_complete_multipart(
       "<CompleteMultipartUpload><Part><PartNumber>5</PartNumber><ETag>a</ETag></Part>"
       "<Part><PartNumber>2</PartNumber><ETag>b</ETag></Part>"
@@ -89,7 +91,7 @@ TEST(CompleteMultipart, KeepsDocumentOrderAndDuplicates) {
   EXPECT_EQ((*r)[2].etag, "c");
 }
 
-TEST(CompleteMultipart, PartNumberBounds) {
+TEST(S3CompleteMultipart, PartNumberBounds) {
   auto with = [](const std::string& n) {
     return parse_complete_multipart("<CompleteMultipartUpload><Part><PartNumber>" + n +
                                     "</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>");
@@ -106,7 +108,7 @@ TEST(CompleteMultipart, PartNumberBounds) {
   }
 }
 
-TEST(CompleteMultipart, Rejections) {
+TEST(S3CompleteMultipart, Rejections) {
   for (const char* body : {
            "",
            "   \n",
@@ -135,7 +137,7 @@ TEST(CompleteMultipart, Rejections) {
   }
 }
 
-TEST(CompleteMultipart, AtMostPartsMax) {
+TEST(S3CompleteMultipart, AtMostPartsMax) {
   std::string body = "<CompleteMultipartUpload>";
   for (std::uint32_t i = 1; i <= limits::parts_max; ++i) {
     body += "<Part><PartNumber>" + std::to_string(i) + "</PartNumber><ETag>e</ETag></Part>";
@@ -152,7 +154,7 @@ TEST(CompleteMultipart, AtMostPartsMax) {
 
 // ---- DeleteObjects ------------------------------------------------------------------------------
 
-TEST(DeleteObjects, Basic) {
+TEST(S3DeleteObjects, Basic) {
   auto r = parse_delete_objects(std::string("<?xml version=\"1.0\" encoding=\"UTF-8\"?>") +
                                 "<Delete xmlns=\"" + kNs +
                                 "\"><Quiet>true</Quiet><Object><Key>a/b.txt</Key></Object>"
@@ -166,7 +168,7 @@ TEST(DeleteObjects, Basic) {
   EXPECT_EQ(r->objects[1].version_id, "v1");
 }
 
-TEST(DeleteObjects, Quiet) {
+TEST(S3DeleteObjects, Quiet) {
   auto q = [](const std::string& extra) { return parse_delete_objects(delete_body({"k"}, extra)); };
   EXPECT_FALSE(q("")->quiet);
   EXPECT_FALSE(q("<Quiet>false</Quiet>")->quiet);
@@ -178,7 +180,7 @@ TEST(DeleteObjects, Quiet) {
 }
 
 // A fake S3 server turned numeric-looking keys into numbers; ours must keep every key verbatim.
-TEST(DeleteObjects, KeysStayExactStrings) {
+TEST(S3DeleteObjects, KeysStayExactStrings) {
   EXPECT_EQ(one_key("0"), "0");
   EXPECT_EQ(one_key("7"), "7");
   EXPECT_EQ(one_key("1e3"), "1e3");
@@ -204,7 +206,7 @@ TEST(DeleteObjects, KeysStayExactStrings) {
   EXPECT_EQ(one_key("%2F+%20"), "%2F+%20");
 }
 
-TEST(DeleteObjects, EmptyKeyIsKeptForThePerKeyError) {
+TEST(S3DeleteObjects, EmptyKeyIsKeptForThePerKeyError) {
   auto r =
       parse_delete_objects("<Delete><Object><Key></Key></Object><Object><Key/></Object></Delete>");
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -213,7 +215,7 @@ TEST(DeleteObjects, EmptyKeyIsKeptForThePerKeyError) {
   EXPECT_EQ(r->objects[1].key, "");
 }
 
-TEST(DeleteObjects, Rejections) {
+TEST(S3DeleteObjects, Rejections) {
   for (const std::string& body : {
            std::string(""),
            std::string("<Delete></Delete>"),
@@ -248,7 +250,7 @@ TEST(DeleteObjects, Rejections) {
   }
 }
 
-TEST(DeleteObjects, AtMostDeleteKeysMax) {
+TEST(S3DeleteObjects, AtMostDeleteKeysMax) {
   std::vector<std::string> keys;
   for (std::uint32_t i = 0; i < limits::delete_keys_max; ++i) keys.push_back(std::to_string(i));
   auto r = parse_delete_objects(delete_body(keys));
@@ -262,7 +264,7 @@ TEST(DeleteObjects, AtMostDeleteKeysMax) {
       << too_many.status().message();
 }
 
-TEST(Hostile, DoctypeAndBillionLaughsRejectedFast) {
+TEST(S3XmlHostile, DoctypeAndBillionLaughsRejectedFast) {
   std::string laughs =
       "<?xml version=\"1.0\"?>\n<!DOCTYPE lolz [\n<!ENTITY lol \"lol\">\n"
       "<!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">\n";
@@ -287,7 +289,7 @@ TEST(Hostile, DoctypeAndBillionLaughsRejectedFast) {
             Errc::malformed_xml);
 }
 
-TEST(Hostile, DeepNestingIsLinear) {
+TEST(S3XmlHostile, DeepNestingIsLinear) {
   // ~2 MB of nesting, just under the body limit.
   const std::size_t depth = (limits::xml_body_bytes_max - 64) / 7;
   std::string body = "<Delete>";
@@ -306,7 +308,7 @@ TEST(Hostile, DeepNestingIsLinear) {
       Errc::malformed_xml);
 }
 
-TEST(Hostile, BodySizeLimit) {
+TEST(S3XmlHostile, BodySizeLimit) {
   std::string body = "<Delete><Object><Key>k</Key></Object>";
   body += std::string(limits::xml_body_bytes_max, ' ');
   body += "</Delete>";
@@ -320,7 +322,7 @@ TEST(Hostile, BodySizeLimit) {
             Errc::malformed_xml);
 }
 
-TEST(Hostile, QuotedAttributesMayHoldMarkup) {
+TEST(S3XmlHostile, QuotedAttributesMayHoldMarkup) {
   auto r = parse_delete_objects(
       "<Delete a=\"x>y\" b='&amp;/>'><!-- <Delete> & --><?pi & ?><Object><Key>k</Key></Object>"
       "</Delete>\n<!-- trailing comment -->\n");
@@ -328,7 +330,7 @@ TEST(Hostile, QuotedAttributesMayHoldMarkup) {
   EXPECT_EQ(r->objects[0].key, "k");
 }
 
-TEST(Hostile, Utf8BomAndDeclarationAccepted) {
+TEST(S3XmlHostile, Utf8BomAndDeclarationAccepted) {
   auto r = parse_delete_objects(
       "\xef\xbb\xbf<?xml version=\"1.0\" encoding=\"UTF-8\"?><Delete><Object><Key>k</Key>"
       "</Object></Delete>");
@@ -338,7 +340,7 @@ TEST(Hostile, Utf8BomAndDeclarationAccepted) {
 
 // ---- CreateBucket -------------------------------------------------------------------------------
 
-TEST(CreateBucket, Body) {
+TEST(S3CreateBucket, Body) {
   EXPECT_EQ(*parse_create_bucket(""), "");
   EXPECT_EQ(*parse_create_bucket(" \r\n\t"), "");
   EXPECT_EQ(*parse_create_bucket(std::string("<CreateBucketConfiguration xmlns=\"") + kNs +
@@ -363,7 +365,7 @@ TEST(CreateBucket, Body) {
 
 // ---- Writing ------------------------------------------------------------------------------------
 
-TEST(XmlEscape, Characters) {
+TEST(S3XmlEscape, Characters) {
   EXPECT_EQ(xml_escape("plain"), "plain");
   EXPECT_EQ(xml_escape("a&b<c>d\"e'f"), "a&amp;b&lt;c&gt;d&quot;e'f");
   EXPECT_EQ(xml_escape("]]>"), "]]&gt;");
@@ -381,7 +383,7 @@ TEST(XmlEscape, Characters) {
   EXPECT_EQ(xml_escape("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
 }
 
-TEST(XmlWriter, Structure) {
+TEST(S3XmlWriter, Structure) {
   XmlWriter w;
   w.open("ListBucketResult", kNs);
   w.element("Name", "b&b");
@@ -404,7 +406,7 @@ TEST(XmlWriter, Structure) {
                 "xsi:type=\"Canonical&quot;User\"></Grantee></ListBucketResult>");
 }
 
-TEST(XmlWriter, FinishClosesAndResets) {
+TEST(S3XmlWriter, FinishClosesAndResets) {
   XmlWriter w;
   w.open("A");
   w.open("B");
@@ -416,7 +418,7 @@ TEST(XmlWriter, FinishClosesAndResets) {
 
 // Everything the writer emits (except the bytes it must replace) comes back exactly through
 // pugixml and through our own Delete parser.
-TEST(XmlWriter, RoundTripThroughParsers) {
+TEST(S3XmlWriter, RoundTripThroughParsers) {
   std::vector<std::string> keys = {"0",
                                    "1e3",
                                    " ",
@@ -469,7 +471,7 @@ TEST(XmlWriter, RoundTripThroughParsers) {
   EXPECT_EQ(i, keys.size());
 }
 
-TEST(XmlWriter, AttributeRoundTrip) {
+TEST(S3XmlWriter, AttributeRoundTrip) {
   const std::string value = "a\"b'c<d>&e\tf\ng\rh";
   XmlWriter w;
   w.open_with_attributes("X", {{"v", value}});
@@ -479,14 +481,14 @@ TEST(XmlWriter, AttributeRoundTrip) {
   EXPECT_EQ(std::string(pd.child("X").attribute("v").value()), value);
 }
 
-TEST(ErrorXml, Format) {
+TEST(S3ErrorXml, Format) {
   EXPECT_EQ(error_xml("NoSuchKey", "The specified key does not exist.", "/b/k<1>", "req-1"),
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchKey</Code>"
             "<Message>The specified key does not exist.</Message>"
             "<Resource>/b/k&lt;1&gt;</Resource><RequestId>req-1</RequestId></Error>");
 }
 
-TEST(ErrorXml, MessageIsNeverEmpty) {
+TEST(S3ErrorXml, MessageIsNeverEmpty) {
   pugi::xml_document pd;
   const std::string doc = error_xml("InternalError", "", "", "");
   ASSERT_TRUE(pd.load_string(doc.c_str()));
@@ -494,6 +496,54 @@ TEST(ErrorXml, MessageIsNeverEmpty) {
   const std::string doc2 = error_xml("", "", "", "");
   ASSERT_TRUE(pd.load_string(doc2.c_str()));
   EXPECT_FALSE(std::string(pd.child("Error").child_value("Message")).empty());
+}
+
+}  // namespace
+}  // namespace objdirect::s3
+
+namespace objdirect::s3 {
+bool xml_fuzz_one(const std::uint8_t* data, std::size_t size);  // xml_fuzz.cc
+namespace {
+
+TEST(S3XmlFuzz, ReplayInvariants) {
+  const std::vector<std::string> seeds = {
+      "<Delete><Quiet>true</Quiet><Object><Key>a &amp; b</Key><VersionId>v</VersionId></Object>"
+      "<Object><Key> </Key></Object></Delete>",
+      "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Part>"
+      "<PartNumber>1</PartNumber><ETag>\"e\"</ETag><ChecksumCRC32>AAAAAA==</ChecksumCRC32></Part>"
+      "</CompleteMultipartUpload>",
+      "<CreateBucketConfiguration><LocationConstraint>us-west-2</LocationConstraint>"
+      "</CreateBucketConfiguration>",
+      "<Delete><Object><Key><![CDATA[x<y]]>&#xD;&#x1;\xc3\xa9</Key></Object></Delete>",
+      "plain text key \t\r\n \xe2\x82\xac"};
+  const std::string alphabet = "<>/&;#x\"' =![]CDATA-?\r\n\t\x01\xc3\xa9\xff";
+  std::mt19937_64 rng(42);
+  int checked = 0;
+  for (const std::string& seed : seeds) {
+    ASSERT_TRUE(xml_fuzz_one(reinterpret_cast<const std::uint8_t*>(seed.data()), seed.size()));
+    for (int m = 0; m < 400; ++m) {
+      std::string s = seed;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) {
+        const std::size_t pos = rng() % s.size();
+        const char ch = alphabet[rng() % alphabet.size()];
+        switch (rng() % 3) {
+          case 0:
+            s[pos] = ch;
+            break;
+          case 1:
+            s.insert(s.begin() + static_cast<std::ptrdiff_t>(pos), ch);
+            break;
+          default:
+            if (s.size() > 1) s.erase(pos, 1);
+        }
+      }
+      ASSERT_TRUE(xml_fuzz_one(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()))
+          << testing::PrintToString(s);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 5 * 400);
 }
 
 }  // namespace
