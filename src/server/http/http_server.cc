@@ -1,0 +1,326 @@
+#include "server/http/http_server.hpp"
+
+#include <sys/sendfile.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/version.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "common/time.hpp"
+
+namespace objdirect::http {
+
+namespace bhttp = beast::http;
+using asio::use_awaitable;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+asio::awaitable<Result<std::string>> Exchange::read_body_string(std::size_t max_bytes) {
+  std::string out;
+  std::byte chunk[16384];
+  for (;;) {
+    auto n = co_await read_body(chunk);
+    if (!n.ok()) co_return n.status();
+    if (*n == 0) break;
+    if (out.size() + *n > max_bytes) {
+      co_return Status(Errc::entity_too_large,
+                       "Request body exceeds the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(reinterpret_cast<const char*>(chunk), *n);
+  }
+  co_return out;
+}
+
+namespace {
+
+// The per-request Exchange over a Beast parser whose body is read in caller-provided buffers.
+class BeastExchange final : public Exchange {
+ public:
+  BeastExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                bhttp::request_parser<bhttp::buffer_body>& parser, const ServerOptions& opts,
+                std::string remote)
+      : stream_(stream),
+        buffer_(buffer),
+        parser_(parser),
+        opts_(opts),
+        remote_(std::move(remote)) {}
+
+  const RequestHeader& request() const override { return parser_.get().base(); }
+  const std::string& remote_address() const override { return remote_; }
+
+  asio::awaitable<Result<std::size_t>> read_body(std::span<std::byte> dst) override {
+    if (parser_.is_done() || dst.empty()) co_return std::size_t{0};
+    if (!continue_sent_ && beast::iequals(parser_.get()[bhttp::field::expect], "100-continue")) {
+      // Clients that ask before sending a body (boto3, awscli, the AWS SDKs) wait for this.
+      continue_sent_ = true;
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(opts_.idle_timeout);
+      auto [ec, n] = co_await asio::async_write(
+          stream_, asio::buffer(kContinue, sizeof(kContinue) - 1), tuple_awaitable);
+      if (ec) co_return Status(Errc::incomplete_body, "connection lost: " + ec.message());
+    }
+    auto& body = parser_.get().body();
+    body.data = dst.data();
+    body.size = dst.size();
+    stream_.expires_after(opts_.idle_timeout);
+    auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser_, tuple_awaitable);
+    if (ec == bhttp::error::need_buffer) ec = {};
+    std::size_t got = dst.size() - body.size;
+    body.data = nullptr;
+    body.size = 0;
+    if (ec) {
+      close_ = true;
+      if (got > 0) co_return got;  // report what arrived; the next call reports the error
+      co_return Status(Errc::incomplete_body,
+                       "The request body ended before its declared length: " + ec.message());
+    }
+    if (got == 0 && !parser_.is_done()) {
+      co_return Status(Errc::incomplete_body, "The request body could not be read");
+    }
+    co_return got;
+  }
+
+  bool body_done() const override { return parser_.is_done(); }
+
+  asio::awaitable<Status> send(bhttp::status status, Fields headers, std::string body) override {
+    bhttp::response<bhttp::string_body> res(status, 11);
+    copy_headers(headers, res);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    finish_headers(res);
+    started_ = true;
+    stream_.expires_after(opts_.request_timeout);
+    auto [ec, n] = co_await bhttp::async_write(stream_, res, tuple_awaitable);
+    if (ec) {
+      close_ = true;
+      co_return Status(Errc::io_error, "write failed: " + ec.message());
+    }
+    co_return Status::Ok();
+  }
+
+  asio::awaitable<Status> send_header(bhttp::status status, Fields headers,
+                                      std::uint64_t content_length) override {
+    bhttp::response<bhttp::empty_body> res(status, 11);
+    copy_headers(headers, res);
+    res.content_length(content_length);
+    finish_headers(res);
+    started_ = true;
+    bhttp::response_serializer<bhttp::empty_body> sr(res);
+    stream_.expires_after(opts_.request_timeout);
+    auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, tuple_awaitable);
+    if (ec) {
+      close_ = true;
+      co_return Status(Errc::io_error, "write failed: " + ec.message());
+    }
+    co_return Status::Ok();
+  }
+
+  asio::awaitable<Status> send_raw(std::span<const std::byte> data) override {
+    stream_.expires_after(opts_.request_timeout);
+    auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(data.data(), data.size()),
+                                              tuple_awaitable);
+    if (ec) {
+      close_ = true;
+      co_return Status(Errc::io_error, "write failed: " + ec.message());
+    }
+    co_return Status::Ok();
+  }
+
+  asio::awaitable<Status> send_file(const FileRegion& region) override {
+    using namespace asio::experimental::awaitable_operators;
+    auto& sock = stream_.socket();
+    sock.native_non_blocking(true);
+    off_t off = static_cast<off_t>(region.offset);
+    std::uint64_t remaining = region.length;
+    asio::steady_timer timer(sock.get_executor());
+    while (remaining > 0) {
+      std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 1u << 30));
+      ssize_t n = ::sendfile(sock.native_handle(), region.fd, &off, want);
+      if (n > 0) {
+        remaining -= static_cast<std::uint64_t>(n);
+        continue;
+      }
+      if (n == 0) {
+        close_ = true;
+        co_return Status(Errc::io_error, "object file shorter than its metadata");
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        close_ = true;
+        co_return Status(Errc::io_error, std::string("sendfile: ") + std::strerror(errno));
+      }
+      // The socket buffer is full: wait until the peer drains it, at most the idle timeout.
+      timer.expires_after(opts_.idle_timeout);
+      auto which = co_await (sock.async_wait(tcp::socket::wait_write, tuple_awaitable) ||
+                             timer.async_wait(tuple_awaitable));
+      if (which.index() == 1) {
+        close_ = true;
+        co_return Status(Errc::timeout, "client stopped reading");
+      }
+    }
+    co_return Status::Ok();
+  }
+
+  void close_after_response() override { close_ = true; }
+  bool response_started() const override { return started_; }
+  bool wants_close() const { return close_; }
+
+ private:
+  template <class Res>
+  static void copy_headers(const Fields& from, Res& res) {
+    for (const auto& f : from) res.insert(f.name_string(), f.value());
+  }
+  template <class Res>
+  void finish_headers(Res& res) {
+    res.set(bhttp::field::server, "ObjDirect");
+    res.set(bhttp::field::date, http_date(std::chrono::system_clock::now()));
+    bool keep = parser_.get().keep_alive() && !close_;
+    // A request whose body was not consumed leaves unread bytes on the wire: close.
+    if (!parser_.is_done()) keep = false;
+    res.keep_alive(keep);
+    if (!keep) close_ = true;
+  }
+
+  beast::tcp_stream& stream_;
+  beast::flat_buffer& buffer_;
+  bhttp::request_parser<bhttp::buffer_body>& parser_;
+  const ServerOptions& opts_;
+  std::string remote_;
+  bool continue_sent_ = false;
+  bool started_ = false;
+  bool close_ = false;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler)
+    : opts_(std::move(opts)), handler_(std::move(handler)) {
+  if (opts_.threads == 0) {
+    opts_.threads = std::max(4u, 2 * std::max(1u, std::thread::hardware_concurrency()));
+  }
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+Status HttpServer::start() {
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(opts_.host, ec);
+  if (ec) return Status(Errc::invalid_argument, "bad listen address '" + opts_.host + "'");
+  tcp::endpoint ep(addr, opts_.port);
+  acceptor_.emplace(ioc_);
+  acceptor_->open(ep.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(ep, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status(Errc::unavailable, "cannot listen on " + opts_.host + ":" +
+                                         std::to_string(opts_.port) + ": " + ec.message());
+  }
+  bound_port_ = acceptor_->local_endpoint().port();
+  asio::co_spawn(ioc_, accept_loop(), asio::detached);
+  return Status::Ok();
+}
+
+void HttpServer::run() {
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < opts_.threads; ++i) threads.emplace_back([this] { ioc_.run(); });
+  ioc_.run();
+  for (auto& t : threads) t.join();
+}
+
+void HttpServer::stop() {
+  ioc_.stop();
+}
+
+asio::awaitable<void> HttpServer::accept_loop() {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_->async_accept(asio::make_strand(ioc_), tuple_awaitable);
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      continue;  // EMFILE and friends: keep serving the connections we have
+    }
+    auto ex = socket.get_executor();
+    asio::co_spawn(ex, serve(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> HttpServer::serve(tcp::socket socket) {
+  counters_.connections_total.fetch_add(1, std::memory_order_relaxed);
+  std::uint64_t open = counters_.connections_open.fetch_add(1, std::memory_order_relaxed) + 1;
+  struct Release {
+    ServerCounters& c;
+    ~Release() { c.connections_open.fetch_sub(1, std::memory_order_relaxed); }
+  } release{counters_};
+
+  boost::system::error_code ec;
+  socket.set_option(tcp::no_delay(true), ec);  // small GETs stall ~40 ms without it
+  std::string remote;
+  if (auto rep = socket.remote_endpoint(ec); !ec) remote = rep.address().to_string();
+  beast::tcp_stream stream(std::move(socket));
+
+  if (open > opts_.connections_max) {
+    counters_.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    bhttp::response<bhttp::string_body> res(bhttp::status::service_unavailable, 11);
+    res.set(bhttp::field::content_type, "application/xml");
+    res.set(bhttp::field::retry_after, "1");
+    res.body() = handler_->error_body(Errc::slow_down, "Too many connections; retry later");
+    res.keep_alive(false);
+    res.prepare_payload();
+    stream.expires_after(std::chrono::seconds(5));
+    co_await bhttp::async_write(stream, res, tuple_awaitable);
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    co_return;
+  }
+
+  beast::flat_buffer buffer;
+  bool first = true;
+  for (;;) {
+    bhttp::request_parser<bhttp::buffer_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(opts_.header_bytes_max));
+    parser.body_limit(boost::none);  // the S3 layer bounds bodies per operation
+    stream.expires_after(first ? opts_.header_timeout : opts_.idle_timeout);
+    first = false;
+    auto [rec, n] = co_await bhttp::async_read_header(stream, buffer, parser, tuple_awaitable);
+    if (rec) {
+      if (rec == bhttp::error::end_of_stream || rec == asio::error::eof ||
+          rec == beast::error::timeout || rec == asio::error::connection_reset ||
+          rec == asio::error::operation_aborted) {
+        break;
+      }
+      // Oversized or unparsable header: answer once, then close.
+      bool too_big = rec == bhttp::error::header_limit || rec == bhttp::error::buffer_overflow;
+      bhttp::response<bhttp::string_body> res(
+          too_big ? bhttp::status::request_header_fields_too_large : bhttp::status::bad_request,
+          11);
+      res.set(bhttp::field::content_type, "application/xml");
+      res.body() =
+          handler_->error_body(too_big ? Errc::header_too_large : Errc::invalid_request,
+                               too_big ? "The request header section exceeds " +
+                                             std::to_string(opts_.header_bytes_max) + " bytes"
+                                       : "Malformed HTTP request: " + rec.message());
+      res.keep_alive(false);
+      res.prepare_payload();
+      stream.expires_after(std::chrono::seconds(5));
+      co_await bhttp::async_write(stream, res, tuple_awaitable);
+      break;
+    }
+    counters_.requests_total.fetch_add(1, std::memory_order_relaxed);
+    BeastExchange exch(stream, buffer, parser, opts_, remote);
+    co_await handler_->handle(exch);
+    if (!exch.response_started()) break;  // the handler lost the connection
+    if (exch.wants_close()) break;
+  }
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream.close();
+}
+
+}  // namespace objdirect::http

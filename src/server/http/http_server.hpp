@@ -1,0 +1,145 @@
+// HttpServer: the control-plane listener of objdirect-server.
+//
+// Boost.Beast over Asio with C++20 coroutines. One coroutine per connection on its own strand;
+// requests on a connection are handled one at a time (HTTP/1.1 keep-alive, no pipelining of
+// handlers). Every read and write is bounded by a timeout, the header section by header_bytes_max
+// and the number of live connections by connections_max, so slow or hostile clients cannot pin
+// memory or threads.
+//
+// The S3 layer plugs in through Handler and talks to the wire through Exchange: it reads the
+// request body in chunks (so uploads stream to storage) and writes either a whole response or a
+// header followed by raw bytes / sendfile extents (so downloads skip user space).
+//
+// Thread safety: HttpServer's public methods are thread-safe. An Exchange belongs to one request
+// and is used from that request's coroutine only.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/limits.hpp"
+#include "common/status.hpp"
+
+namespace objdirect::http {
+
+namespace beast = boost::beast;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+using RequestHeader = beast::http::request_header<>;
+using Fields = beast::http::fields;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 9000;  // 0 picks a free port; see HttpServer::port()
+  unsigned threads = 0;       // 0: max(4, 2 * hardware threads)
+  std::size_t header_bytes_max = limits::header_bytes_max;
+  std::size_t connections_max = limits::connections_max;
+  std::chrono::milliseconds header_timeout{limits::header_timeout_ms};
+  std::chrono::milliseconds idle_timeout{limits::idle_timeout_ms};
+  std::chrono::milliseconds request_timeout{limits::request_timeout_ms};
+};
+
+// A region of a file to send with sendfile(2).
+struct FileRegion {
+  int fd = -1;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+// One request/response exchange on a connection.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+
+  virtual const RequestHeader& request() const = 0;
+  // The peer's IP address, e.g. "127.0.0.1".
+  virtual const std::string& remote_address() const = 0;
+
+  // Reads the next piece of the (de-chunked, if Transfer-Encoding: chunked) request body into
+  // dst. Returns 0 at the end of the body. Errors: incomplete_body when the client closes or stalls
+  // past the timeout before the declared length arrived.
+  virtual asio::awaitable<Result<std::size_t>> read_body(std::span<std::byte> dst) = 0;
+  // True once the whole body has been read.
+  virtual bool body_done() const = 0;
+  // Reads the whole body into a string, failing with `too_large_code` past max_bytes.
+  asio::awaitable<Result<std::string>> read_body_string(std::size_t max_bytes);
+
+  // Sends a complete response (Content-Length set from body, Server and Date added).
+  virtual asio::awaitable<Status> send(beast::http::status status, Fields headers,
+                                       std::string body) = 0;
+  // Sends only a header with the given Content-Length (HEAD, or before send_raw/send_file).
+  virtual asio::awaitable<Status> send_header(beast::http::status status, Fields headers,
+                                              std::uint64_t content_length) = 0;
+  // After send_header: raw body bytes, and file regions via sendfile(2).
+  virtual asio::awaitable<Status> send_raw(std::span<const std::byte> data) = 0;
+  virtual asio::awaitable<Status> send_file(const FileRegion& region) = 0;
+
+  // Ask the connection to close after this response (e.g. after an error mid-body).
+  virtual void close_after_response() = 0;
+  virtual bool response_started() const = 0;
+};
+
+// The request handler: the S3 service.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // Handles one request. It must send exactly one response unless the connection breaks.
+  virtual asio::awaitable<void> handle(Exchange& ex) = 0;
+  // Called for requests that fail before the handler runs (bad request line, oversized header).
+  virtual std::string error_body(Errc code, std::string_view message) = 0;
+};
+
+struct ServerCounters {
+  std::atomic<std::uint64_t> connections_open{0};
+  std::atomic<std::uint64_t> connections_total{0};
+  std::atomic<std::uint64_t> connections_rejected{0};
+  std::atomic<std::uint64_t> requests_total{0};
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens; returns an error if the address is unusable.
+  Status start();
+  // The bound port (useful with port 0).
+  std::uint16_t port() const { return bound_port_; }
+  // Runs the io threads until stop(); blocks the caller.
+  void run();
+  // Stops accepting and closes all connections; safe from a signal-handling thread.
+  void stop();
+
+  const ServerCounters& counters() const { return counters_; }
+  asio::io_context& io_context() { return ioc_; }
+
+ private:
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> serve(tcp::socket socket);
+
+  ServerOptions opts_;
+  std::shared_ptr<Handler> handler_;
+  asio::io_context ioc_;
+  std::optional<tcp::acceptor> acceptor_;
+  std::uint16_t bound_port_ = 0;
+  ServerCounters counters_;
+};
+
+}  // namespace objdirect::http

@@ -1,0 +1,373 @@
+#include "server/rdma/rdma_engine.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+namespace objdirect::rdma {
+
+namespace {
+
+constexpr std::size_t kBufferAlign = 4096;
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// The token segments covering bytes [start, start+len) of the token's concatenated segments.
+std::vector<token::Segment> remote_pieces(const std::vector<token::Segment>& segs,
+                                          std::uint64_t start, std::uint64_t len) {
+  std::vector<token::Segment> out;
+  std::uint64_t pos = 0;
+  for (const auto& s : segs) {
+    if (len == 0) break;
+    std::uint64_t seg_end = pos + s.length;
+    if (start < seg_end) {
+      std::uint64_t skip = start - pos;
+      std::uint64_t take = std::min(len, s.length - skip);
+      token::Segment piece = s;
+      piece.addr = s.addr + skip;
+      piece.length = take;
+      out.push_back(std::move(piece));
+      start += take;
+      len -= take;
+    }
+    pos = seg_end;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct RdmaEngine::Buffer {
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::vector<std::shared_ptr<transport::MemoryRegion>> mrs;  // one per transport
+};
+
+struct RdmaEngine::Lease {
+  std::vector<Buffer*> buffers;
+  std::string client;
+  std::uint64_t bytes = 0;
+};
+
+Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) {
+  if (opts.chunk_bytes == 0 || opts.chunk_bytes > limits::rdma_chunk_bytes_max ||
+      opts.chunk_bytes % kBufferAlign != 0) {
+    return Status(Errc::invalid_argument, "RDMA chunk size must be a multiple of 4096 up to " +
+                                              std::to_string(limits::rdma_chunk_bytes_max));
+  }
+  if (opts.buffer_pool_bytes < opts.chunk_bytes ||
+      opts.buffer_pool_bytes > limits::rdma_buffer_pool_bytes_max) {
+    return Status(Errc::invalid_argument, "--rdma-buffer-pool-bytes must be between one chunk (" +
+                                              std::to_string(opts.chunk_bytes) + ") and " +
+                                              std::to_string(limits::rdma_buffer_pool_bytes_max));
+  }
+  std::shared_ptr<RdmaEngine> e(new RdmaEngine());
+  e->opts_ = opts;
+  e->opts_.pipeline_depth = std::max(1u, opts.pipeline_depth);
+  std::vector<std::string> names;
+  bool strict = true;
+  if (opts.fabrics == "none" || opts.fabrics.empty()) return e;
+  if (opts.fabrics == "auto") {
+    names = {"libfabric:shm", "libfabric:tcp", "ucx", "libfabric:verbs", "libfabric:efa"};
+    strict = false;
+  } else {
+    names = split_list(opts.fabrics);
+  }
+  for (const auto& name : names) {
+    transport::Config cfg;
+    cfg.fabric = name;
+    cfg.progress_thread = true;
+    auto t = transport::create_transport(cfg);
+    if (!t.ok()) {
+      e->init_log_.push_back(name + ": unavailable (" + t.status().message() + ")");
+      if (strict) return Status(t.code(), name + ": " + t.status().message());
+      continue;
+    }
+    e->init_log_.push_back(name + ": enabled");
+    if (!e->offered_.empty()) e->offered_ += ",";
+    e->offered_ += name;
+    e->transports_.push_back(std::move(*t));
+  }
+  if (e->transports_.empty()) return e;
+
+  std::size_t count = static_cast<std::size_t>(opts.buffer_pool_bytes / opts.chunk_bytes);
+  for (std::size_t i = 0; i < count; ++i) {
+    auto b = std::make_unique<Buffer>();
+    b->size = opts.chunk_bytes;
+    b->data = static_cast<std::byte*>(std::aligned_alloc(kBufferAlign, b->size));
+    if (!b->data) return Status(Errc::no_space, "cannot allocate the RDMA buffer pool");
+    for (auto& t : e->transports_) {
+      auto mr = t->register_memory(b->data, b->size, token::MemoryType::host);
+      if (!mr.ok()) {
+        std::free(b->data);
+        return Status(mr.code(), "registering the RDMA buffer pool with " + t->caps().name + ": " +
+                                     mr.status().message());
+      }
+      b->mrs.push_back(std::move(*mr));
+    }
+    e->free_.push_back(b.get());
+    e->buffers_.push_back(std::move(b));
+  }
+  e->stats_.buffers_total = count;
+  return e;
+}
+
+RdmaEngine::~RdmaEngine() {
+  // Regions first (they reference the transports), then the transports, then the memory.
+  for (auto& b : buffers_) b->mrs.clear();
+  transports_.clear();
+  for (auto& b : buffers_) std::free(b->data);
+}
+
+std::size_t RdmaEngine::transport_index(const token::Token& t) const {
+  for (std::size_t i = 0; i < transports_.size(); ++i) {
+    const auto& caps = transports_[i]->caps();
+    if (caps.backend != t.backend) continue;
+    if (t.backend == token::Backend::ucx || caps.provider == t.provider) return i;
+  }
+  return transports_.size();
+}
+
+transport::Transport* RdmaEngine::transport_for(const token::Token& t) const {
+  auto i = transport_index(t);
+  if (i == transports_.size()) return nullptr;
+  return transports_[i].get();
+}
+
+Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64_t bytes) {
+  const std::uint64_t chunk = opts_.chunk_bytes;
+  std::uint64_t want = std::min<std::uint64_t>(opts_.pipeline_depth, (bytes + chunk - 1) / chunk);
+  want = std::max<std::uint64_t>(want, 1);
+  std::lock_guard lock(mu_);
+  std::uint64_t& client_bytes = per_client_[t.endpoint];
+  std::uint64_t budget_server = opts_.inflight_bytes_max > stats_.inflight_bytes
+                                    ? opts_.inflight_bytes_max - stats_.inflight_bytes
+                                    : 0;
+  std::uint64_t budget_client = opts_.per_client_inflight_bytes_max > client_bytes
+                                    ? opts_.per_client_inflight_bytes_max - client_bytes
+                                    : 0;
+  std::uint64_t n = std::min({want, static_cast<std::uint64_t>(free_.size()), budget_server / chunk,
+                              budget_client / chunk});
+  if (n == 0) {
+    if (client_bytes == 0) per_client_.erase(t.endpoint);
+    ++stats_.admissions_refused;
+    return Status(Errc::slow_down, "RDMA staging buffers are exhausted (in flight " +
+                                       std::to_string(stats_.inflight_bytes) +
+                                       " bytes); retry later");
+  }
+  Lease lease;
+  lease.client = t.endpoint;
+  lease.bytes = n * chunk;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    lease.buffers.push_back(free_.back());
+    free_.pop_back();
+  }
+  client_bytes += lease.bytes;
+  stats_.inflight_bytes += lease.bytes;
+  stats_.buffers_in_use += n;
+  ++stats_.transfers_active;
+  return lease;
+}
+
+void RdmaEngine::release(Lease& lease, bool retire_all) {
+  std::vector<std::unique_ptr<Buffer>> replacements;
+  if (retire_all) {
+    // The provider may still touch these buffers (an operation timed out): never reuse them.
+    // Replace each with a fresh registered buffer so the pool keeps its size.
+    for (std::size_t i = 0; i < lease.buffers.size(); ++i) {
+      auto b = std::make_unique<Buffer>();
+      b->size = opts_.chunk_bytes;
+      b->data = static_cast<std::byte*>(std::aligned_alloc(kBufferAlign, b->size));
+      bool ok = b->data != nullptr;
+      for (auto& t : transports_) {
+        if (!ok) break;
+        auto mr = t->register_memory(b->data, b->size, token::MemoryType::host);
+        if (!mr.ok()) {
+          ok = false;
+          break;
+        }
+        b->mrs.push_back(std::move(*mr));
+      }
+      if (ok) {
+        replacements.push_back(std::move(b));
+      } else if (b->data) {
+        b->mrs.clear();
+        std::free(b->data);
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (retire_all) {
+    stats_.buffers_retired += lease.buffers.size();
+    for (auto& b : replacements) {
+      free_.push_back(b.get());
+      buffers_.push_back(std::move(b));
+    }
+    stats_.buffers_total = stats_.buffers_total - lease.buffers.size() + replacements.size();
+  } else {
+    for (Buffer* b : lease.buffers) free_.push_back(b);
+  }
+  auto it = per_client_.find(lease.client);
+  if (it != per_client_.end()) {
+    it->second -= std::min(it->second, lease.bytes);
+    if (it->second == 0) per_client_.erase(it);
+  }
+  stats_.inflight_bytes -= std::min(stats_.inflight_bytes, lease.bytes);
+  stats_.buffers_in_use -= std::min<std::uint64_t>(stats_.buffers_in_use, lease.buffers.size());
+  --stats_.transfers_active;
+  lease.buffers.clear();
+  lease.bytes = 0;
+}
+
+Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
+                        std::uint64_t length) {
+  OBJDIRECT_RETURN_IF_ERROR(token::check_scope(t, length));
+  auto ti = transport_index(t);
+  if (ti == transports_.size()) return Status(Errc::rdma_declined, "no transport for this token");
+  if (length == 0) return Status::Ok();
+  transport::Transport& tr = *transports_[ti];
+  auto lease = acquire(t, length);
+  if (!lease.ok()) return lease.status();
+
+  struct Slot {
+    Buffer* buf;
+    std::optional<transport::OpId> op;
+  };
+  std::vector<Slot> slots;
+  for (Buffer* b : lease->buffers) slots.push_back({b, std::nullopt});
+  const std::uint64_t chunk = opts_.chunk_bytes;
+  const std::uint64_t chunks = (length + chunk - 1) / chunk;
+  Status failure;
+  for (std::uint64_t i = 0; i < chunks && failure.ok(); ++i) {
+    Slot& s = slots[i % slots.size()];
+    if (s.op) {
+      failure = tr.wait(*s.op, opts_.op_timeout);
+      s.op.reset();
+      if (!failure.ok()) break;
+    }
+    const std::uint64_t pos = i * chunk;
+    const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
+    std::size_t got = 0;
+    while (got < n) {
+      auto r = reader.pread(std::span(s.buf->data + got, n - got), offset + pos + got);
+      if (!r.ok()) {
+        failure = r.status();
+        break;
+      }
+      if (*r == 0) {
+        failure = Status(Errc::io_error, "object data shorter than its metadata");
+        break;
+      }
+      got += *r;
+    }
+    if (!failure.ok()) break;
+    transport::LocalSegment local{s.buf->mrs[ti].get(), 0, n};
+    auto pieces = remote_pieces(t.segments, pos, n);
+    auto op = tr.post_write(t.endpoint, std::span(&local, 1), pieces);
+    if (!op.ok()) {
+      failure = Status(Errc::rdma_transfer_failed, op.status().message());
+      break;
+    }
+    s.op = *op;
+  }
+  // A failed or timed-out operation may leave the provider holding a buffer: retire the lease.
+  bool retire = failure.code() == Errc::rdma_transfer_failed;
+  for (auto& s : slots) {
+    if (!s.op) continue;
+    Status st = tr.wait(*s.op, failure.ok() ? opts_.op_timeout : std::chrono::milliseconds(2000));
+    if (!st.ok()) {
+      retire = true;
+      if (failure.ok()) failure = st;
+    }
+  }
+  release(*lease, retire);
+  std::lock_guard lock(mu_);
+  if (failure.ok()) {
+    ++stats_.transfers_ok;
+    stats_.bytes_written += length;
+  } else {
+    ++stats_.transfers_failed;
+  }
+  return failure;
+}
+
+Status RdmaEngine::receive(const token::Token& t,
+                           const std::function<Status(std::span<const std::byte>)>& sink) {
+  auto ti = transport_index(t);
+  if (ti == transports_.size()) return Status(Errc::rdma_declined, "no transport for this token");
+  const std::uint64_t length = t.total_length;
+  if (length == 0) return Status::Ok();
+  transport::Transport& tr = *transports_[ti];
+  auto lease = acquire(t, length);
+  if (!lease.ok()) return lease.status();
+
+  const std::uint64_t chunk = opts_.chunk_bytes;
+  const std::uint64_t chunks = (length + chunk - 1) / chunk;
+  struct Slot {
+    Buffer* buf;
+    std::optional<transport::OpId> op;
+    std::uint64_t index = 0;
+  };
+  std::vector<Slot> slots;
+  for (Buffer* b : lease->buffers) slots.push_back({b, std::nullopt, 0});
+  Status failure;
+  auto post = [&](Slot& s, std::uint64_t i) -> Status {
+    const std::uint64_t pos = i * chunk;
+    const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
+    transport::LocalSegment local{s.buf->mrs[ti].get(), 0, n};
+    auto pieces = remote_pieces(t.segments, pos, n);
+    auto op = tr.post_read(t.endpoint, std::span(&local, 1), pieces);
+    if (!op.ok()) return Status(Errc::rdma_transfer_failed, op.status().message());
+    s.op = *op;
+    s.index = i;
+    return Status::Ok();
+  };
+  // Prime the pipeline, then consume chunks in order, reposting each freed buffer.
+  for (std::uint64_t i = 0; i < std::min<std::uint64_t>(chunks, slots.size()) && failure.ok();
+       ++i) {
+    failure = post(slots[i], i);
+  }
+  for (std::uint64_t i = 0; i < chunks && failure.ok(); ++i) {
+    Slot& s = slots[i % slots.size()];
+    failure = tr.wait(*s.op, opts_.op_timeout);
+    s.op.reset();
+    if (!failure.ok()) break;
+    const std::uint64_t pos = i * chunk;
+    const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
+    failure = sink(std::span<const std::byte>(s.buf->data, n));
+    if (!failure.ok()) break;
+    if (i + slots.size() < chunks) failure = post(s, i + slots.size());
+  }
+  bool retire = failure.code() == Errc::rdma_transfer_failed;
+  for (auto& s : slots) {
+    if (!s.op) continue;
+    Status st = tr.wait(*s.op, std::chrono::milliseconds(2000));
+    if (!st.ok()) retire = true;
+  }
+  release(*lease, retire);
+  std::lock_guard lock(mu_);
+  if (failure.ok()) {
+    ++stats_.transfers_ok;
+    stats_.bytes_read += length;
+  } else {
+    ++stats_.transfers_failed;
+  }
+  return failure;
+}
+
+RdmaStats RdmaEngine::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace objdirect::rdma

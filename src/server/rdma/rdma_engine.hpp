@@ -1,0 +1,118 @@
+// RdmaEngine: the server side of ObjDirect's data plane.
+//
+// It owns the enabled transports (libfabric tcp/shm/verbs/efa, UCX) and one pool of pre-registered
+// staging buffers. A GET reads the object from storage into staging buffers and RDMA-WRITEs each
+// into the client's memory while the next chunk is read (pipelined, `pipeline_depth` chunks in
+// flight); a PUT RDMA-READs the client's memory chunk by chunk and hands each chunk, in order, to
+// a sink that hashes and appends it to the store.
+//
+// Admission control: a transfer takes staging buffers from the pool without waiting. The bytes a
+// transfer holds count against inflight_bytes_max (server) and per_client_inflight_bytes_max
+// (per client endpoint); a transfer that can get no buffer is refused with Errc::slow_down, which
+// the S3 layer turns into 503 SlowDown with Retry-After. Nothing ever queues without bound.
+//
+// Failure: an operation that fails or times out (client died) fails the transfer with
+// rdma_transfer_failed. A buffer whose operation timed out may still be written by the provider,
+// so it is retired (never reused) and counted in stats().buffers_retired.
+//
+// Thread safety: thread-safe. send() and receive() block the calling thread; call them from a
+// worker pool, not from the HTTP event loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "storage/object_store.hpp"
+#include "token/token.hpp"
+#include "transport/transport.hpp"
+
+namespace objdirect::limits {
+inline constexpr std::uint64_t rdma_buffer_pool_bytes_max = 64ull << 30;
+inline constexpr std::size_t rdma_chunk_bytes_max = 256ull << 20;
+}  // namespace objdirect::limits
+
+namespace objdirect::rdma {
+
+struct RdmaOptions {
+  // "auto" (every transport that initialises), "none", or a comma list of
+  // libfabric:tcp, libfabric:shm, libfabric:verbs, libfabric:efa, ucx.
+  std::string fabrics = "auto";
+  std::uint64_t buffer_pool_bytes = 256ull << 20;
+  std::size_t chunk_bytes = 4ull << 20;
+  std::uint64_t inflight_bytes_max = 256ull << 20;
+  std::uint64_t per_client_inflight_bytes_max = 64ull << 20;
+  unsigned pipeline_depth = 4;
+  std::chrono::milliseconds op_timeout{30'000};
+};
+
+struct RdmaStats {
+  std::uint64_t buffers_total = 0;
+  std::uint64_t buffers_in_use = 0;
+  std::uint64_t buffers_retired = 0;
+  std::uint64_t inflight_bytes = 0;
+  std::uint64_t transfers_active = 0;
+  std::uint64_t transfers_ok = 0;
+  std::uint64_t transfers_failed = 0;
+  std::uint64_t admissions_refused = 0;
+  std::uint64_t bytes_written = 0;  // GET: server -> client
+  std::uint64_t bytes_read = 0;     // PUT: client -> server
+};
+
+class RdmaEngine {
+ public:
+  // Opens the transports named in opts.fabrics and registers the buffer pool with each.
+  // With "auto", transports that fail to initialise are skipped (see init_log()); with an explicit
+  // list, any failure is an error. "none" yields an engine that declines everything.
+  static Result<std::shared_ptr<RdmaEngine>> create(const RdmaOptions& opts);
+  ~RdmaEngine();
+
+  // "libfabric:shm,libfabric:tcp,ucx": what the server advertises in x-amz-rdma-fabrics.
+  const std::string& offered() const { return offered_; }
+  bool enabled() const { return !transports_.empty(); }
+  // One line per transport tried at startup, with the outcome.
+  const std::vector<std::string>& init_log() const { return init_log_; }
+
+  // The transport that serves this token's backend/provider, or nullptr (the S3 layer declines).
+  transport::Transport* transport_for(const token::Token& t) const;
+
+  // GET: writes bytes [offset, offset+length) of `reader` into the token's segments, in order.
+  // Errors: slow_down (no buffers), invalid_rdma_token (token shorter than length),
+  // rdma_transfer_failed, io_error (storage).
+  Status send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
+              std::uint64_t length);
+  // PUT: reads the token's total_length bytes from the client, passing them to `sink` in order.
+  Status receive(const token::Token& t,
+                 const std::function<Status(std::span<const std::byte>)>& sink);
+
+  RdmaStats stats() const;
+
+ private:
+  struct Buffer;
+  struct Lease;
+  RdmaEngine() = default;
+  Result<Lease> acquire(const token::Token& t, std::uint64_t bytes);
+  void release(Lease& lease, bool retire_all);
+  std::size_t transport_index(const token::Token& t) const;
+
+  RdmaOptions opts_;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::string offered_;
+  std::vector<std::string> init_log_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+
+  mutable std::mutex mu_;  // guards free_, per_client_, stats_
+  std::vector<Buffer*> free_;
+  std::map<std::string, std::uint64_t> per_client_;
+  RdmaStats stats_;
+};
+
+}  // namespace objdirect::rdma

@@ -1,0 +1,340 @@
+// Multipart uploads: Create, UploadPart, UploadPartCopy, Complete, Abort, ListParts.
+#include <charconv>
+#include <chrono>
+
+#include "common/checksum.hpp"
+#include "common/limits.hpp"
+#include "common/time.hpp"
+#include "server/s3/conditional.hpp"
+#include "server/s3/names.hpp"
+#include "server/s3/range.hpp"
+#include "server/s3/s3_internal.hpp"
+#include "server/s3/xml.hpp"
+
+namespace objdirect::s3 {
+
+namespace {
+
+std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(ns)));
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<std::uint32_t> parse_part_number(const Ctx& c) {
+  auto v = c.query_value("partNumber");
+  if (!v) return Status(Errc::invalid_argument, "partNumber is required");
+  std::uint32_t n = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || p != v->data() + v->size() || n < 1 || n > limits::parts_max) {
+    return Status(Errc::invalid_argument,
+                  "Part number must be an integer between 1 and 10000, inclusive");
+  }
+  return n;
+}
+
+storage::WriteCondition to_storage(const WriteConditionSpec& s) {
+  storage::WriteCondition w;
+  w.etag = s.etag;
+  w.kind = s.kind == WriteConditionSpec::Kind::none ? storage::WriteCondition::Kind::none
+           : s.kind == WriteConditionSpec::Kind::must_be_absent
+               ? storage::WriteCondition::Kind::must_be_absent
+               : storage::WriteCondition::Kind::etag_must_match;
+  return w;
+}
+
+void add_part_checksum_headers(http::Fields& f, const storage::ChecksumMap& sums) {
+  for (const auto& [algo, v] : sums) {
+    if (auto a = checksum_from_name(algo)) f.set(checksum_header(*a), v);
+  }
+}
+
+}  // namespace
+
+Task<void> S3Service::Impl::create_upload(Ctx& c) {
+  if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto meta = meta_from_headers(c);
+  if (!meta.ok()) co_return co_await send_error(c, meta.status());
+  storage::UploadInfo info;
+  info.key = c.key;
+  info.initiated_ns = now_ns();
+  info.meta_template = std::move(*meta);
+  if (auto a = c.header("x-amz-checksum-algorithm")) {
+    auto algo = checksum_from_name(*a);
+    if (!algo)
+      co_return co_await send_error(
+          c, Status(Errc::invalid_request, "Checksum algorithm '" + *a + "' is not supported"));
+    info.checksum_algorithm = std::string(checksum_name(*algo));
+  }
+  auto id = store->create_upload(c.bucket, info);
+  if (!id.ok()) co_return co_await send_error(c, id.status());
+  XmlWriter w;
+  w.open("InitiateMultipartUploadResult", kS3Xmlns);
+  w.element("Bucket", c.bucket);
+  w.element("Key", c.key);
+  w.element("UploadId", *id);
+  w.close();
+  http::Fields f;
+  if (!info.checksum_algorithm.empty()) {
+    f.set("x-amz-checksum-algorithm", info.checksum_algorithm);
+    f.set("x-amz-checksum-type", "COMPOSITE");
+  }
+  co_await send_xml(c, bhttp::status::ok, w.finish(), std::move(f));
+}
+
+Task<void> S3Service::Impl::upload_part(Ctx& c) {
+  auto pn = parse_part_number(c);
+  if (!pn.ok()) co_return co_await send_error(c, pn.status());
+  auto upload_id = c.query_value("uploadId").value_or("");
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto upload = store->get_upload(c.bucket, c.key, upload_id);
+  if (!upload.ok()) co_return co_await send_error(c, upload.status());
+  std::optional<ChecksumAlgo> algo;
+  if (!upload->checksum_algorithm.empty()) algo = checksum_from_name(upload->checksum_algorithm);
+
+  auto writer = store->begin_write(c.bucket);
+  if (!writer.ok()) co_return co_await send_error(c, writer.status());
+  auto payload = co_await receive(c, **writer, limits::part_bytes_max, algo);
+  if (!payload.ok()) co_return co_await send_put_error(c, payload.status());
+  storage::PartInfo part;
+  part.part_number = *pn;
+  part.size = payload->size;
+  part.etag = payload->md5_hex;
+  part.mtime_ns = now_ns();
+  part.checksums = payload->checksums;
+  auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
+  if (!committed.ok()) co_return co_await send_error(c, committed.status());
+  http::Fields f;
+  f.set(bhttp::field::etag, quote_etag(committed->etag));
+  add_part_checksum_headers(f, committed->checksums);
+  co_await send_empty(c, bhttp::status::ok, std::move(f));
+}
+
+Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
+  auto pn = parse_part_number(c);
+  if (!pn.ok()) co_return co_await send_error(c, pn.status());
+  auto upload_id = c.query_value("uploadId").value_or("");
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto upload = store->get_upload(c.bucket, c.key, upload_id);
+  if (!upload.ok()) co_return co_await send_error(c, upload.status());
+  auto src = parse_copy_source(*c.header("x-amz-copy-source"));
+  if (!src.ok()) co_return co_await send_error(c, src.status());
+  Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false, {}};
+  if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
+  auto reader = store->open_object(src->first, src->second);
+  if (!reader.ok()) co_return co_await send_error(c, reader.status());
+  const auto& sm = (*reader)->meta();
+  if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
+  std::uint64_t offset = 0, length = sm.size;
+  if (auto r = c.header("x-amz-copy-source-range")) {
+    auto range = parse_range(*r, sm.size);
+    if (!range.ok() || !*range) {
+      co_return co_await send_error(
+          c,
+          Status(Errc::invalid_argument,
+                 "The x-amz-copy-source-range value must be of the form bytes=first-last where "
+                 "first and last are the zero-based offsets of the first and last bytes to copy"));
+    }
+    offset = (*range)->first;
+    length = (*range)->length();
+  }
+  if (length > limits::part_bytes_max) {
+    co_return co_await send_error(c, Status(Errc::entity_too_large, "The part exceeds 5 GiB"));
+  }
+  std::vector<ChecksumAlgo> algos;
+  if (!upload->checksum_algorithm.empty()) {
+    if (auto a = checksum_from_name(upload->checksum_algorithm)) algos.push_back(*a);
+  }
+  auto writer = store->begin_write(c.bucket);
+  if (!writer.ok()) co_return co_await send_error(c, writer.status());
+  auto data = copy_data(**reader, offset, length, **writer, algos, opts.io_buffer_bytes);
+  if (!data.ok()) co_return co_await send_error(c, data.status());
+  storage::PartInfo part;
+  part.part_number = *pn;
+  part.size = data->size;
+  part.etag = data->md5_hex;
+  part.mtime_ns = now_ns();
+  part.checksums = data->checksums;
+  auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
+  if (!committed.ok()) co_return co_await send_error(c, committed.status());
+  XmlWriter w;
+  w.open("CopyPartResult", kS3Xmlns);
+  w.element("LastModified", iso8601_ms(from_ns(committed->mtime_ns)));
+  w.element("ETag", quote_etag(committed->etag));
+  for (const auto& [a, v] : committed->checksums) w.element("Checksum" + a, v);
+  w.close();
+  co_await send_xml(c, bhttp::status::ok, w.finish());
+}
+
+Task<void> S3Service::Impl::complete_upload(Ctx& c) {
+  auto upload_id = c.query_value("uploadId").value_or("");
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
+  if (!cond.ok()) co_return co_await send_error(c, cond.status());
+  auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
+  if (!body.ok()) co_return co_await send_error(c, body.status());
+  auto upload = store->get_upload(c.bucket, c.key, upload_id);
+  if (!upload.ok()) co_return co_await send_error(c, upload.status());
+  auto requested = parse_complete_multipart(*body);
+  if (!requested.ok()) co_return co_await send_error(c, requested.status());
+
+  // Ascending part numbers are required.
+  for (std::size_t i = 1; i < requested->size(); ++i) {
+    if ((*requested)[i].part_number <= (*requested)[i - 1].part_number) {
+      co_return co_await send_error(c, Status(Errc::invalid_part_order,
+                                              "The list of parts was not in ascending order. Parts "
+                                              "must be ordered by part number."));
+    }
+  }
+  // Every named part must exist with the named ETag; all but the last must be >= 5 MiB.
+  auto stored = store->list_parts(c.bucket, c.key, upload_id, 0, limits::parts_max);
+  if (!stored.ok()) co_return co_await send_error(c, stored.status());
+  std::map<std::uint32_t, const storage::PartInfo*> by_number;
+  for (const auto& p : *stored) by_number[p.part_number] = &p;
+  std::optional<ChecksumAlgo> algo;
+  if (!upload->checksum_algorithm.empty()) algo = checksum_from_name(upload->checksum_algorithm);
+
+  storage::ObjectMeta meta = upload->meta_template;
+  meta.key = c.key;
+  meta.size = 0;
+  std::vector<std::string> md5s, raw_sums;
+  std::vector<storage::CompletePartRef> refs;
+  for (std::size_t i = 0; i < requested->size(); ++i) {
+    const auto& r = (*requested)[i];
+    auto it = by_number.find(r.part_number);
+    if (it == by_number.end() || it->second->etag != r.etag) {
+      co_return co_await send_error(
+          c, Status(Errc::invalid_part,
+                    "One or more of the specified parts could not be found. The part may not have "
+                    "been uploaded, or the specified entity tag may not match the part's entity "
+                    "tag. (part " +
+                        std::to_string(r.part_number) + ")"));
+    }
+    const storage::PartInfo& p = *it->second;
+    if (i + 1 < requested->size() && p.size < limits::part_bytes_min) {
+      co_return co_await send_error(
+          c, Status(Errc::entity_too_small,
+                    "Your proposed upload is smaller than the minimum allowed object size. (part " +
+                        std::to_string(p.part_number) + " is " + std::to_string(p.size) +
+                        " bytes; parts but the last must be at least 5 MiB)"));
+    }
+    if (algo) {
+      auto sum = p.checksums.find(std::string(checksum_name(*algo)));
+      if (sum == p.checksums.end()) {
+        co_return co_await send_error(
+            c, Status(Errc::invalid_part, "Part " + std::to_string(p.part_number) + " has no " +
+                                              std::string(checksum_name(*algo)) + " checksum"));
+      }
+      // A checksum named in the Complete body must match the stored one.
+      for (const auto& [name, value] : r.checksums) {
+        if (name == sum->first && value != sum->second) {
+          co_return co_await send_error(
+              c, Status(Errc::invalid_part, "The checksum of part " +
+                                                std::to_string(p.part_number) + " does not match"));
+        }
+      }
+      raw_sums.push_back(base64_decode(sum->second).value_or(""));
+    }
+    md5s.push_back(p.etag);
+    meta.size += p.size;
+    meta.parts.push_back(p);
+    refs.push_back({p.part_number, p.etag});
+  }
+  if (meta.size > limits::object_bytes_max) {
+    co_return co_await send_error(c, Status(Errc::entity_too_large, "The object exceeds 5 TiB"));
+  }
+  auto etag = multipart_etag(md5s);
+  if (!etag)
+    co_return co_await send_error(c, Status(Errc::internal, "stored part ETag is not an MD5"));
+  meta.etag = *etag;
+  meta.checksums.clear();
+  if (algo) meta.checksums[std::string(checksum_name(*algo))] = composite_checksum(*algo, raw_sums);
+  meta.mtime_ns = now_ns();
+
+  auto committed =
+      store->complete_upload(c.bucket, upload_id, std::move(meta), refs, to_storage(*cond));
+  if (!committed.ok()) co_return co_await send_error(c, committed.status());
+  XmlWriter w;
+  w.open("CompleteMultipartUploadResult", kS3Xmlns);
+  w.element("Location", "/" + c.bucket + "/" + c.key);
+  w.element("Bucket", c.bucket);
+  w.element("Key", c.key);
+  w.element("ETag", quote_etag(committed->etag));
+  for (const auto& [a, v] : committed->checksums) w.element("Checksum" + a, v);
+  if (!committed->checksums.empty()) w.element("ChecksumType", "COMPOSITE");
+  w.close();
+  co_await send_xml(c, bhttp::status::ok, w.finish());
+}
+
+Task<void> S3Service::Impl::abort_upload(Ctx& c) {
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto st = store->abort_upload(c.bucket, c.key, c.query_value("uploadId").value_or(""));
+  if (!st.ok()) co_return co_await send_error(c, st);
+  co_await send_empty(c, bhttp::status::no_content);
+}
+
+Task<void> S3Service::Impl::list_parts(Ctx& c) {
+  auto upload_id = c.query_value("uploadId").value_or("");
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto upload = store->get_upload(c.bucket, c.key, upload_id);
+  if (!upload.ok()) co_return co_await send_error(c, upload.status());
+  std::uint32_t marker = 0, max_parts = 1000;
+  if (auto m = c.query_value("part-number-marker")) {
+    auto [p, ec] = std::from_chars(m->data(), m->data() + m->size(), marker);
+    if (ec != std::errc())
+      co_return co_await send_error(c,
+                                    Status(Errc::invalid_argument, "Invalid part-number-marker"));
+  }
+  if (auto m = c.query_value("max-parts")) {
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(m->data(), m->data() + m->size(), v);
+    if (ec != std::errc() || v < 0)
+      co_return co_await send_error(c, Status(Errc::invalid_argument, "Invalid max-parts"));
+    max_parts = static_cast<std::uint32_t>(std::min<std::int64_t>(v, 1000));
+  }
+  // Ask for one more than we return to learn whether the listing is truncated.
+  auto parts = store->list_parts(c.bucket, c.key, upload_id, marker, max_parts + 1);
+  if (!parts.ok()) co_return co_await send_error(c, parts.status());
+  bool truncated = parts->size() > max_parts;
+  if (truncated) parts->resize(max_parts);
+  XmlWriter w;
+  w.open("ListPartsResult", kS3Xmlns);
+  w.element("Bucket", c.bucket);
+  w.element("Key", c.key);
+  w.element("UploadId", upload_id);
+  w.open("Initiator");
+  w.element("ID", upload->meta_template.owner);
+  w.element("DisplayName", upload->meta_template.owner);
+  w.close();
+  w.open("Owner");
+  w.element("ID", upload->meta_template.owner);
+  w.element("DisplayName", upload->meta_template.owner);
+  w.close();
+  w.element("StorageClass", "STANDARD");
+  w.element("PartNumberMarker", std::to_string(marker));
+  if (!parts->empty()) w.element("NextPartNumberMarker", std::to_string(parts->back().part_number));
+  w.element("MaxParts", std::to_string(max_parts));
+  w.element("IsTruncated", truncated ? "true" : "false");
+  if (!upload->checksum_algorithm.empty())
+    w.element("ChecksumAlgorithm", upload->checksum_algorithm);
+  for (const auto& p : *parts) {
+    w.open("Part");
+    w.element("PartNumber", std::to_string(p.part_number));
+    w.element("LastModified", iso8601_ms(from_ns(p.mtime_ns)));
+    w.element("ETag", quote_etag(p.etag));
+    w.element("Size", std::to_string(p.size));
+    for (const auto& [a, v] : p.checksums) w.element("Checksum" + a, v);
+    w.close();
+  }
+  w.close();
+  co_await send_xml(c, bhttp::status::ok, w.finish());
+}
+
+}  // namespace objdirect::s3

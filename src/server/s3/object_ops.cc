@@ -1,0 +1,430 @@
+// Object operations: PutObject, GetObject/HeadObject (ranges, conditionals, checksums, sendfile),
+// DeleteObject and CopyObject.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
+#include "common/checksum.hpp"
+#include "common/limits.hpp"
+#include "common/time.hpp"
+#include "common/uri.hpp"
+#include "server/s3/conditional.hpp"
+#include "server/s3/names.hpp"
+#include "server/s3/range.hpp"
+#include "server/s3/s3_internal.hpp"
+#include "server/s3/xml.hpp"
+
+namespace objdirect::s3 {
+
+namespace {
+
+std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(ns)));
+}
+
+storage::WriteCondition to_storage(const WriteConditionSpec& s) {
+  storage::WriteCondition w;
+  w.etag = s.etag;
+  switch (s.kind) {
+    case WriteConditionSpec::Kind::none:
+      w.kind = storage::WriteCondition::Kind::none;
+      break;
+    case WriteConditionSpec::Kind::must_be_absent:
+      w.kind = storage::WriteCondition::Kind::must_be_absent;
+      break;
+    case WriteConditionSpec::Kind::etag_must_match:
+      w.kind = storage::WriteCondition::Kind::etag_must_match;
+      break;
+  }
+  return w;
+}
+
+// Strips "aws-chunked" from a Content-Encoding list ("gzip, aws-chunked" -> "gzip").
+std::string strip_aws_chunked(std::string_view enc) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos <= enc.size()) {
+    auto comma = enc.find(',', pos);
+    std::string_view part =
+        enc.substr(pos, comma == std::string_view::npos ? enc.npos : comma - pos);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (!part.empty() && part != "aws-chunked") {
+      if (!out.empty()) out += ", ";
+      out += part;
+    }
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Task<Status> send_object_body(Ctx& c, storage::ObjectReader& reader, std::uint64_t offset,
+                              std::uint64_t length, std::size_t buf_bytes) {
+  auto extents = reader.extents(offset, length);
+  if (extents.ok() && !extents->empty()) {
+    for (const auto& e : *extents) {
+      auto st = co_await c.ex.send_file(http::FileRegion{e.fd, e.file_offset, e.length});
+      if (!st.ok()) co_return st;
+    }
+    co_return Status::Ok();
+  }
+  std::vector<std::byte> buf(
+      std::min<std::uint64_t>(buf_bytes, std::max<std::uint64_t>(length, 1)));
+  while (length > 0) {
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(length, buf.size()));
+    auto n = reader.pread(std::span(buf.data(), want), offset);
+    if (!n.ok()) co_return n.status();
+    if (*n == 0) co_return Status(Errc::io_error, "object data shorter than its metadata");
+    auto st = co_await c.ex.send_raw(std::span<const std::byte>(buf.data(), *n));
+    if (!st.ok()) co_return st;
+    offset += *n;
+    length -= *n;
+  }
+  co_return Status::Ok();
+}
+
+std::string quote_etag(std::string_view etag) {
+  std::string q = "\"";
+  q += etag;
+  q += '"';
+  return q;
+}
+
+Result<storage::ObjectMeta> meta_from_headers(const Ctx& c) {
+  storage::ObjectMeta m;
+  m.key = c.key;
+  m.owner = c.auth.access_key;
+  m.content_type = c.header("content-type").value_or("");
+  m.content_encoding = strip_aws_chunked(c.header("content-encoding").value_or(""));
+  m.content_disposition = c.header("content-disposition").value_or("");
+  m.content_language = c.header("content-language").value_or("");
+  m.cache_control = c.header("cache-control").value_or("");
+  m.expires = c.header("expires").value_or("");
+  std::size_t meta_bytes = 0;
+  for (const auto& f : c.req) {
+    std::string name(f.name_string());
+    for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    constexpr std::string_view kPrefix = "x-amz-meta-";
+    if (!name.starts_with(kPrefix)) continue;
+    std::string k = name.substr(kPrefix.size());
+    meta_bytes += k.size() + f.value().size();
+    m.user_meta.emplace_back(std::move(k), std::string(f.value()));
+  }
+  if (meta_bytes > limits::user_metadata_bytes_max) {
+    return Status(Errc::invalid_argument /* MetadataTooLarge */,
+                  "Your metadata headers exceed the maximum allowed metadata size of " +
+                      std::to_string(limits::user_metadata_bytes_max) + " bytes");
+  }
+  if (auto sse = c.header("x-amz-server-side-encryption"); sse && *sse != "AES256") {
+    return Status(Errc::not_implemented, "Server-side encryption '" + *sse + "' is not supported");
+  }
+  return m;
+}
+
+void add_object_headers(http::Fields& f, const storage::ObjectMeta& m) {
+  f.set(bhttp::field::etag, quote_etag(m.etag));
+  f.set(bhttp::field::last_modified, http_date(from_ns(m.mtime_ns)));
+  f.set(bhttp::field::content_type,
+        m.content_type.empty() ? "binary/octet-stream" : m.content_type);
+  f.set(bhttp::field::accept_ranges, "bytes");
+  if (!m.content_encoding.empty()) f.set(bhttp::field::content_encoding, m.content_encoding);
+  if (!m.content_disposition.empty())
+    f.set(bhttp::field::content_disposition, m.content_disposition);
+  if (!m.content_language.empty()) f.set(bhttp::field::content_language, m.content_language);
+  if (!m.cache_control.empty()) f.set(bhttp::field::cache_control, m.cache_control);
+  if (!m.expires.empty()) f.set(bhttp::field::expires, m.expires);
+  for (const auto& [k, v] : m.user_meta) f.insert("x-amz-meta-" + k, v);
+}
+
+Task<void> S3Service::Impl::put_object(Ctx& c) {
+  if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
+  if (!cond.ok()) co_return co_await send_error(c, cond.status());
+  auto meta = meta_from_headers(c);
+  if (!meta.ok()) co_return co_await send_error(c, meta.status());
+
+  auto writer = store->begin_write(c.bucket);
+  if (!writer.ok()) co_return co_await send_error(c, writer.status());
+  auto payload = co_await receive(c, **writer, limits::put_bytes_max, std::nullopt);
+  if (!payload.ok()) co_return co_await send_put_error(c, payload.status());
+
+  meta->size = payload->size;
+  meta->etag = payload->md5_hex;
+  meta->checksums = payload->checksums;
+  auto committed =
+      store->commit_object(c.bucket, std::move(*meta), std::move(*writer), to_storage(*cond));
+  if (!committed.ok()) co_return co_await send_error(c, committed.status());
+  http::Fields f;
+  f.set(bhttp::field::etag, quote_etag(committed->etag));
+  for (const auto& [algo, v] : committed->checksums) {
+    auto a = checksum_from_name(algo);
+    if (a) f.set(checksum_header(*a), v);
+  }
+  co_await send_empty(c, bhttp::status::ok, std::move(f));
+}
+
+Task<void> S3Service::Impl::get_object(Ctx& c) {
+  if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto reader = store->open_object(c.bucket, c.key);
+  if (!reader.ok()) co_return co_await send_error(c, reader.status());
+  const storage::ObjectMeta& m = (*reader)->meta();
+
+  // Conditionals come before Range: an If-Match mismatch is 412 even when the range is bad.
+  Conditions cond{c.header("if-match"), c.header("if-none-match"), c.header("if-modified-since"),
+                  c.header("if-unmodified-since")};
+  if (auto st = evaluate_read(cond, m.etag, m.mtime_ns); !st.ok()) {
+    http::Fields f = base_headers(c);
+    if (st.code() == Errc::not_modified) {
+      f.set(bhttp::field::etag, quote_etag(m.etag));
+      f.set(bhttp::field::last_modified, http_date(from_ns(m.mtime_ns)));
+      co_await c.ex.send_header(bhttp::status::not_modified, std::move(f), 0);
+      co_return;
+    }
+    co_return co_await send_error(c, st);
+  }
+
+  std::optional<ByteRange> range;
+  std::optional<std::uint32_t> part_number;
+  if (auto pn = c.query_value("partNumber")) {
+    std::uint32_t n = 0;
+    auto [p, ec] = std::from_chars(pn->data(), pn->data() + pn->size(), n);
+    if (ec != std::errc() || p != pn->data() + pn->size() || n < 1 || n > limits::parts_max) {
+      co_return co_await send_error(
+          c, Status(Errc::invalid_argument,
+                    "Part number must be an integer between 1 and 10000, inclusive"));
+    }
+    if (c.header("range")) {
+      co_return co_await send_error(
+          c, Status(Errc::invalid_request,
+                    "Cannot specify both Range header and partNumber query parameter"));
+    }
+    part_number = n;
+    if (m.parts.empty()) {
+      if (n != 1)
+        co_return co_await send_error(
+            c, Status(Errc::invalid_range, "The requested partnumber is not satisfiable"));
+      if (m.size > 0) range = ByteRange{0, m.size - 1};
+    } else {
+      if (n > m.parts.size())
+        co_return co_await send_error(
+            c, Status(Errc::invalid_range, "The requested partnumber is not satisfiable"));
+      std::uint64_t off = 0;
+      for (std::uint32_t i = 0; i + 1 < n; ++i) off += m.parts[i].size;
+      if (m.parts[n - 1].size > 0) range = ByteRange{off, off + m.parts[n - 1].size - 1};
+    }
+  } else if (auto rh = c.header("range")) {
+    auto r = parse_range(*rh, m.size);
+    if (!r.ok()) {
+      http::Fields f = base_headers(c);
+      f.set(bhttp::field::content_range, "bytes */" + std::to_string(m.size));
+      if (c.is_head) {
+        co_await c.ex.send_header(bhttp::status::range_not_satisfiable, std::move(f), 0);
+        co_return;
+      }
+      f.set(bhttp::field::content_type, "application/xml");
+      co_await c.ex.send(bhttp::status::range_not_satisfiable, std::move(f),
+                         error_xml("InvalidRange", "The requested range is not satisfiable",
+                                   c.resource(), c.request_id));
+      co_return;
+    }
+    range = *r;
+  }
+
+  http::Fields f = base_headers(c);
+  add_object_headers(f, m);
+  if (part_number && !m.parts.empty())
+    f.set("x-amz-mp-parts-count", std::to_string(m.parts.size()));
+  // Whole-object checksums only for whole-object responses, and only when asked for.
+  const bool whole = !range || (range->first == 0 && range->last + 1 == m.size && !part_number);
+  if (c.header("x-amz-checksum-mode") == "ENABLED" && whole) {
+    for (const auto& [algo, v] : m.checksums) {
+      if (auto a = checksum_from_name(algo)) f.set(checksum_header(*a), v);
+    }
+    if (!m.checksums.empty())
+      f.set("x-amz-checksum-type", m.parts.empty() ? "FULL_OBJECT" : "COMPOSITE");
+  }
+  bhttp::status status = bhttp::status::ok;
+  std::uint64_t offset = 0, length = m.size;
+  if (range &&
+      !(part_number && m.parts.empty() && range->first == 0 && range->last + 1 == m.size)) {
+    status = bhttp::status::partial_content;
+    offset = range->first;
+    length = range->length();
+    f.set(bhttp::field::content_range, content_range(*range, m.size));
+  }
+  // RDMA GET: handled by server/rdma when a token is present (see rdma_ops.cc).
+  if (c.header("x-amz-rdma-token") && !c.is_head) {
+    co_return co_await rdma_get(c, **reader, status, std::move(f), offset, length);
+  }
+  if (c.is_head) {
+    co_await c.ex.send_header(status, std::move(f), length);
+    co_return;
+  }
+  auto st = co_await c.ex.send_header(status, std::move(f), length);
+  if (!st.ok()) co_return;
+  st = co_await send_object_body(c, **reader, offset, length, opts.io_buffer_bytes);
+  if (!st.ok()) c.ex.close_after_response();  // the client sees a short body and retries
+}
+
+Task<void> S3Service::Impl::delete_object(Ctx& c) {
+  if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = store->delete_object(c.bucket, c.key); !st.ok())
+    co_return co_await send_error(c, st);
+  co_await send_empty(c, bhttp::status::no_content);
+}
+
+// Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded, optional ?versionId=).
+Result<std::pair<std::string, std::string>> parse_copy_source(std::string_view src) {
+  auto q = src.find('?');
+  if (q != std::string_view::npos) {
+    std::string_view query = src.substr(q + 1);
+    if (query != "versionId=null" && !query.empty()) {
+      return Status(Errc::not_implemented, "Copying a specific version is not supported");
+    }
+    src = src.substr(0, q);
+  }
+  auto decoded = uri_decode(src);
+  if (!decoded) return Status(Errc::invalid_argument, "Invalid copy source encoding");
+  std::string_view s = *decoded;
+  if (!s.empty() && s.front() == '/') s.remove_prefix(1);
+  auto slash = s.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size()) {
+    return Status(Errc::invalid_argument,
+                  "Copy Source must mention the source bucket and key: sourcebucket/sourcekey");
+  }
+  return std::make_pair(std::string(s.substr(0, slash)), std::string(s.substr(slash + 1)));
+}
+
+Status evaluate_copy_conditions(const Ctx& c, const storage::ObjectMeta& m) {
+  Conditions cond{c.header("x-amz-copy-source-if-match"),
+                  c.header("x-amz-copy-source-if-none-match"),
+                  c.header("x-amz-copy-source-if-modified-since"),
+                  c.header("x-amz-copy-source-if-unmodified-since")};
+  Status st = evaluate_read(cond, m.etag, m.mtime_ns);
+  // For copies every failed condition is 412 (there is no 304).
+  if (st.code() == Errc::not_modified)
+    return Status(Errc::precondition_failed,
+                  "At least one of the pre-conditions you specified did not hold");
+  return st;
+}
+
+// Streams [offset, offset+length) of `reader` into `w`, computing MD5 and optional checksums.
+Result<PayloadResult> copy_data(storage::ObjectReader& reader, std::uint64_t offset,
+                                std::uint64_t length, storage::BlobWriter& w,
+                                const std::vector<ChecksumAlgo>& algos, std::size_t buf_bytes) {
+  Md5 md5;
+  std::vector<Checksummer> sums;
+  for (auto a : algos) sums.emplace_back(a);
+  std::vector<std::byte> buf(
+      std::min<std::uint64_t>(buf_bytes, std::max<std::uint64_t>(length, 1)));
+  std::uint64_t done = 0;
+  while (done < length) {
+    auto want = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, buf.size()));
+    auto n = reader.pread(std::span(buf.data(), want), offset + done);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return Status(Errc::io_error, "source object shorter than its metadata");
+    std::span<const std::byte> chunk(buf.data(), *n);
+    md5.update(chunk.data(), chunk.size());
+    for (auto& s : sums) s.update(chunk.data(), chunk.size());
+    OBJDIRECT_RETURN_IF_ERROR(w.append(chunk));
+    done += *n;
+  }
+  PayloadResult out;
+  out.size = length;
+  out.md5_raw = md5.raw();
+  out.md5_hex = hex_encode(out.md5_raw);
+  for (auto& s : sums) {
+    std::string raw = s.digest_raw();
+    out.checksums[std::string(checksum_name(s.algo()))] = base64_encode(raw);
+    out.checksums_raw[std::string(checksum_name(s.algo()))] = raw;
+  }
+  return out;
+}
+
+Task<void> S3Service::Impl::copy_object(Ctx& c) {
+  if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto src = parse_copy_source(*c.header("x-amz-copy-source"));
+  if (!src.ok()) co_return co_await send_error(c, src.status());
+  Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false};
+  if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
+  auto reader = store->open_object(src->first, src->second);
+  if (!reader.ok()) co_return co_await send_error(c, reader.status());
+  const storage::ObjectMeta& sm = (*reader)->meta();
+  if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
+  auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
+  if (!cond.ok()) co_return co_await send_error(c, cond.status());
+
+  std::string directive = c.header("x-amz-metadata-directive").value_or("COPY");
+  if (directive != "COPY" && directive != "REPLACE") {
+    co_return co_await send_error(c, Status(Errc::invalid_argument, "Unknown metadata directive."));
+  }
+  const bool same = src->first == c.bucket && src->second == c.key;
+  if (same && directive == "COPY") {
+    co_return co_await send_error(
+        c, Status(Errc::invalid_request,
+                  "This copy request is illegal because it is trying to copy an object to itself "
+                  "without changing the object's metadata, storage class, website redirect "
+                  "location or encryption attributes."));
+  }
+  storage::ObjectMeta meta;
+  if (directive == "REPLACE") {
+    auto m = meta_from_headers(c);
+    if (!m.ok()) co_return co_await send_error(c, m.status());
+    meta = std::move(*m);
+  } else {
+    meta = sm;
+    meta.key = c.key;
+    meta.owner = c.auth.access_key;
+  }
+  meta.size = sm.size;
+
+  Result<storage::ObjectMeta> committed = Status(Errc::internal, "unset");
+  if (same && cond->kind == WriteConditionSpec::Kind::none) {
+    // Metadata-only change: no data moves.
+    meta.etag = sm.etag;
+    meta.checksums = sm.checksums;
+    meta.parts = sm.parts;
+    committed = store->replace_meta(c.bucket, std::move(meta), sm.etag);
+  } else {
+    auto writer = store->begin_write(c.bucket);
+    if (!writer.ok()) co_return co_await send_error(c, writer.status());
+    std::vector<ChecksumAlgo> algos;
+    for (const auto& [name, v] : sm.checksums) {
+      if (auto a = checksum_from_name(name)) algos.push_back(*a);
+    }
+    if (auto a = c.header("x-amz-checksum-algorithm")) {
+      auto algo = checksum_from_name(*a);
+      if (!algo)
+        co_return co_await send_error(
+            c, Status(Errc::invalid_request, "Unsupported checksum algorithm"));
+      algos = {*algo};
+    }
+    auto data = copy_data(**reader, 0, sm.size, **writer, algos, opts.io_buffer_bytes);
+    if (!data.ok()) co_return co_await send_error(c, data.status());
+    // A copy is a single-part object: its ETag is the MD5 of the bytes, its checksums full-object.
+    meta.etag = data->md5_hex;
+    meta.checksums = data->checksums;
+    meta.parts.clear();
+    committed =
+        store->commit_object(c.bucket, std::move(meta), std::move(*writer), to_storage(*cond));
+  }
+  if (!committed.ok()) co_return co_await send_error(c, committed.status());
+  XmlWriter w;
+  w.open("CopyObjectResult", kS3Xmlns);
+  w.element("LastModified", iso8601_ms(from_ns(committed->mtime_ns)));
+  w.element("ETag", quote_etag(committed->etag));
+  for (const auto& [algo, v] : committed->checksums) w.element("Checksum" + algo, v);
+  w.close();
+  co_await send_xml(c, bhttp::status::ok, w.finish());
+}
+
+}  // namespace objdirect::s3

@@ -1,0 +1,177 @@
+// Private to server/s3: the per-request context and helpers shared by the operation files.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "auth/sigv4.hpp"
+#include "common/checksum.hpp"
+#include "server/http/http_server.hpp"
+#include "server/s3/s3_service.hpp"
+#include "storage/object_store.hpp"
+
+namespace objdirect::s3 {
+
+namespace bhttp = boost::beast::http;
+template <class T>
+using Task = boost::asio::awaitable<T>;
+
+inline constexpr std::string_view kS3Xmlns = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+// Everything a handler needs about one request.
+struct Ctx {
+  http::Exchange& ex;
+  const http::RequestHeader& req;
+  std::string request_id;
+  std::string bucket;                                      // decoded
+  std::string key;                                         // decoded, may be empty
+  std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
+  sigv4::AuthContext auth;
+  bool is_head = false;
+  // x-amz-rdma-reply to send with the response (set by the RDMA path on success or decline).
+  std::string rdma_reply;
+
+  bool has_query(std::string_view name) const;
+  std::optional<std::string> query_value(std::string_view name) const;
+  // A request header, or nullopt when absent.
+  std::optional<std::string> header(std::string_view name) const;
+  std::string resource() const;
+  // Transfer-Encoding: chunked (the body has no Content-Length).
+  bool chunked() const;
+};
+
+struct PayloadResult {
+  std::uint64_t size = 0;
+  std::string md5_hex;
+  std::string md5_raw;
+  storage::ChecksumMap checksums;  // algorithm name -> base64 (verified when the client sent one)
+  std::map<std::string, std::string> checksums_raw;  // algorithm name -> raw digest
+};
+
+struct S3Service::Impl {
+  S3Options opts;
+  std::shared_ptr<storage::ObjectStore> store;
+  std::shared_ptr<rdma::RdmaEngine> rdma;
+  // Blocking RDMA transfers run here, off the HTTP event loop.
+  std::unique_ptr<boost::asio::thread_pool> rdma_pool;
+
+  Task<void> dispatch(Ctx& c);
+
+  // --- responses (errors.cc) ---
+  Task<void> send_error(Ctx& c, const Status& st);
+  Task<void> send_xml(Ctx& c, bhttp::status status, std::string xml, http::Fields extra = {});
+  Task<void> send_empty(Ctx& c, bhttp::status status, http::Fields extra = {});
+  http::Fields base_headers(const Ctx& c) const;
+
+  // --- buckets (bucket_ops.cc) ---
+  Task<void> list_buckets(Ctx& c);
+  Task<void> create_bucket(Ctx& c);
+  Task<void> delete_bucket(Ctx& c);
+  Task<void> head_bucket(Ctx& c);
+  Task<void> get_bucket_location(Ctx& c);
+  Task<void> get_bucket_versioning(Ctx& c);
+  Task<void> list_objects(Ctx& c, int version);  // 1, 2, or 0 for ListObjectVersions
+  Task<void> list_uploads(Ctx& c);
+  Task<void> delete_objects(Ctx& c);
+  // Checks that the bucket exists and belongs to the caller.
+  Status check_bucket_access(const Ctx& c);
+
+  // --- objects (object_ops.cc) ---
+  Task<void> put_object(Ctx& c);
+  Task<void> get_object(Ctx& c);
+  Task<void> delete_object(Ctx& c);
+  Task<void> copy_object(Ctx& c);
+
+  // --- multipart (multipart_ops.cc) ---
+  Task<void> create_upload(Ctx& c);
+  Task<void> upload_part(Ctx& c);
+  Task<void> upload_part_copy(Ctx& c);
+  Task<void> complete_upload(Ctx& c);
+  Task<void> abort_upload(Ctx& c);
+  Task<void> list_parts(Ctx& c);
+
+  // --- RDMA data plane (rdma_ops.cc) ---
+  // GET/Range GET with x-amz-rdma-token: moves [offset, offset+length) into the client's memory
+  // and answers with x-amz-rdma-reply, or declines (501) and serves the body over HTTP.
+  Task<void> rdma_get(Ctx& c, storage::ObjectReader& reader, bhttp::status status,
+                      http::Fields headers, std::uint64_t offset, std::uint64_t length);
+  // PUT/UploadPart with x-amz-rdma-token: pulls the payload from the client's memory into dst
+  // with the same verification as receive_payload. A decline is returned as Errc::rdma_declined.
+  Task<Result<PayloadResult>> rdma_receive(Ctx& c, storage::BlobWriter& dst,
+                                           std::uint64_t max_bytes,
+                                           std::optional<ChecksumAlgo> extra_algo);
+  // The body of a request: over RDMA when a token is present, else over HTTP.
+  Task<Result<PayloadResult>> receive(Ctx& c, storage::BlobWriter& dst, std::uint64_t max_bytes,
+                                      std::optional<ChecksumAlgo> extra_algo);
+  // Sends an RDMA decline/failure for a PUT (x-amz-rdma-reply: 501 when declined).
+  Task<void> send_put_error(Ctx& c, const Status& st);
+};
+
+// --- payload.cc: streaming a request body into a BlobWriter with verification ---
+
+// Checksums the client declared up front (x-amz-checksum-* headers, x-amz-trailer,
+// x-amz-sdk-checksum-algorithm, x-amz-checksum-algorithm). Used by the RDMA path too.
+struct DeclaredChecksums {
+  std::vector<std::pair<ChecksumAlgo, std::string>> header_values;  // base64 values to verify
+  std::optional<ChecksumAlgo> trailer_algo;
+  std::optional<ChecksumAlgo> requested_algo;
+};
+Result<DeclaredChecksums> declared_checksums(const Ctx& c);
+
+// Hashes a payload as it streams by (MD5 always, the declared/requested checksums, SHA-256 when
+// the request signed a hex payload hash) and verifies everything at the end.
+class PayloadDigest {
+ public:
+  PayloadDigest(const DeclaredChecksums& declared, std::optional<ChecksumAlgo> extra_algo,
+                bool want_sha256);
+  void update(std::span<const std::byte> data);
+  // Verifies the SHA-256 (when `sha256_hex` is non-empty), Content-MD5 (when given) and the
+  // expected x-amz-checksum-* values, and returns sizes and digests.
+  Result<PayloadResult> finish(std::uint64_t size, std::string_view sha256_hex,
+                               const std::optional<std::string>& content_md5,
+                               const std::vector<std::pair<ChecksumAlgo, std::string>>& expected);
+
+ private:
+  Md5 md5_;
+  std::optional<Sha256> sha256_;
+  std::vector<Checksummer> sums_;
+};
+
+// Reads the request body (plain, Transfer-Encoding: chunked, or aws-chunked in any of the
+// streaming SigV4 modes) into `dst`, computing MD5 and checksums, and verifies
+// x-amz-content-sha256, Content-MD5, chunk signatures and x-amz-checksum-* (header or trailer).
+// `extra_algo` adds a checksum to compute even if the client sent none (multipart uploads created
+// with an algorithm).
+Task<Result<PayloadResult>> receive_payload(Ctx& c, std::size_t io_buffer_bytes,
+                                            storage::BlobWriter& dst, std::uint64_t max_bytes,
+                                            std::optional<ChecksumAlgo> extra_algo);
+
+// Sends [offset, offset+length) of reader as the response body (sendfile where possible).
+Task<Status> send_object_body(Ctx& c, storage::ObjectReader& reader, std::uint64_t offset,
+                              std::uint64_t length, std::size_t buf_bytes);
+
+// --- object headers (object_ops.cc) ---
+// Builds ObjectMeta's user-controlled fields from request headers (Content-Type, x-amz-meta-*,
+// ...).
+Result<storage::ObjectMeta> meta_from_headers(const Ctx& c);
+// Adds an object's standard response headers (ETag, Last-Modified, Content-Type, metadata...).
+void add_object_headers(http::Fields& f, const storage::ObjectMeta& m);
+std::string quote_etag(std::string_view etag);
+
+// --- copies (object_ops.cc) ---
+// Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded) into (bucket, key).
+Result<std::pair<std::string, std::string>> parse_copy_source(std::string_view src);
+// x-amz-copy-source-if-* against the source object; every failure is 412.
+Status evaluate_copy_conditions(const Ctx& c, const storage::ObjectMeta& m);
+// Copies [offset, offset+length) of reader into w, computing MD5 and the given checksums.
+Result<PayloadResult> copy_data(storage::ObjectReader& reader, std::uint64_t offset,
+                                std::uint64_t length, storage::BlobWriter& w,
+                                const std::vector<ChecksumAlgo>& algos, std::size_t buf_bytes);
+
+}  // namespace objdirect::s3

@@ -1,0 +1,335 @@
+#include "server/s3/s3_service.hpp"
+
+#include <openssl/rand.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "common/time.hpp"
+#include "common/uri.hpp"
+#include "server/rdma/rdma_engine.hpp"
+#include "server/s3/s3_internal.hpp"
+#include "server/s3/xml.hpp"
+
+namespace objdirect::s3 {
+
+namespace {
+
+std::string new_request_id() {
+  // 16 hex chars from a process-unique counter mixed with startup randomness: unique and cheap.
+  static const std::uint64_t salt = [] {
+    std::uint64_t s = 0;
+    RAND_bytes(reinterpret_cast<unsigned char*>(&s), sizeof(s));
+    return s;
+  }();
+  static std::atomic<std::uint64_t> counter{0};
+  std::uint64_t v =
+      salt ^ (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i) {
+    out[static_cast<std::size_t>(i)] = kHex[v & 0xF];
+    v >>= 4;
+  }
+  return out;
+}
+
+std::string_view strip_port(std::string_view host) {
+  if (!host.empty() && host.front() == '[') {  // [::1]:9000
+    auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  auto colon = host.rfind(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+}  // namespace
+
+bool Ctx::has_query(std::string_view name) const {
+  for (const auto& [k, v] : query) {
+    if (k == name) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> Ctx::query_value(std::string_view name) const {
+  for (const auto& [k, v] : query) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Ctx::header(std::string_view name) const {
+  auto it = req.find(name);
+  if (it == req.end()) return std::nullopt;
+  return std::string(it->value());
+}
+
+bool Ctx::chunked() const {
+  auto te = header("transfer-encoding");
+  if (!te) return false;
+  std::string lower = *te;
+  for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower.find("chunked") != std::string::npos;
+}
+
+std::string Ctx::resource() const {
+  std::string r = "/";
+  r += bucket;
+  if (!key.empty()) {
+    r += "/";
+    r += key;
+  }
+  return r;
+}
+
+Result<std::map<std::string, User>> load_credentials_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(Errc::invalid_argument, "cannot read credentials file " + path);
+  std::map<std::string, User> users;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    auto hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream ls(line);
+    User u;
+    if (!(ls >> u.access_key)) continue;
+    std::string extra;
+    if (!(ls >> u.secret_key) || (ls >> extra)) {
+      return Status(Errc::invalid_argument,
+                    path + ":" + std::to_string(lineno) + ": expected 'ACCESS_KEY SECRET_KEY'");
+    }
+    users[u.access_key] = u;
+  }
+  if (users.empty()) return Status(Errc::invalid_argument, path + ": no credentials");
+  return users;
+}
+
+S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->opts = std::move(opts);
+  impl_->store = std::move(store);
+}
+
+S3Service::~S3Service() {
+  if (impl_->rdma_pool) impl_->rdma_pool->join();
+}
+
+void S3Service::set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma) {
+  impl_->rdma = std::move(rdma);
+}
+
+std::string S3Service::error_body(Errc code, std::string_view message) {
+  return error_xml(s3_code(code), message, "/", new_request_id());
+}
+
+boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
+  const auto& req = ex.request();
+  Ctx c{ex, req, new_request_id(), {}, {}, {}, {}, req.method() == bhttp::verb::head, {}};
+  std::string failure;
+  try {
+    // --- route: bucket and key from the path (or the Host for virtual-hosted style) ---
+    std::string_view target = req.target();
+    auto qpos = target.find('?');
+    std::string_view raw_path = target.substr(0, qpos);
+    if (qpos != std::string_view::npos) c.query = parse_query(target.substr(qpos + 1));
+    auto path = uri_decode(raw_path);
+    if (!path || path->empty() || path->front() != '/') {
+      co_await impl_->send_error(c, Status(Errc::invalid_request, "Invalid request path"));
+      co_return;
+    }
+    std::string_view host = strip_port(req[bhttp::field::host]);
+    const std::string& domain = impl_->opts.domain;
+    if (!domain.empty() && host.size() > domain.size() + 1 && host.ends_with(domain) &&
+        host[host.size() - domain.size() - 1] == '.') {
+      c.bucket = std::string(host.substr(0, host.size() - domain.size() - 1));
+      c.key = path->substr(1);
+    } else {
+      std::string_view p = std::string_view(*path).substr(1);
+      auto slash = p.find('/');
+      c.bucket = std::string(p.substr(0, slash));
+      if (slash != std::string_view::npos) c.key = std::string(p.substr(slash + 1));
+    }
+
+    // --- authenticate ---
+    sigv4::RequestView view;
+    view.method = req.method_string();
+    view.target = target;
+    view.headers.reserve(16);
+    for (const auto& f : req) {
+      std::string name(f.name_string());
+      for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      view.headers.emplace_back(std::move(name), std::string(f.value()));
+    }
+    const auto& users = impl_->opts.users;
+    auto auth = sigv4::verify(
+        view,
+        [&users](std::string_view ak) -> std::optional<std::string> {
+          auto it = users.find(std::string(ak));
+          if (it == users.end()) return std::nullopt;
+          return it->second.secret_key;
+        },
+        impl_->opts.region, std::chrono::system_clock::now());
+    if (!auth.ok()) {
+      co_await impl_->send_error(c, auth.status());
+      co_return;
+    }
+    c.auth = std::move(*auth);
+    co_await impl_->dispatch(c);
+  } catch (const std::exception& e) {
+    failure = std::string("internal error: ") + e.what();
+  }
+  // (co_await is not allowed inside a catch block.)
+  if (!failure.empty() && !ex.response_started()) {
+    ex.close_after_response();
+    co_await impl_->send_error(c, Status(Errc::internal, failure));
+  }
+}
+
+Task<void> S3Service::Impl::dispatch(Ctx& c) {
+  const auto method = c.req.method();
+  using bhttp::verb;
+  if (c.bucket.empty()) {
+    if (method == verb::get) co_return co_await list_buckets(c);
+    co_return co_await send_error(
+        c, Status(Errc::method_not_allowed,
+                  "The specified method is not allowed against this resource"));
+  }
+  static constexpr std::string_view kUnsupportedBucketSub[] = {"acl",
+                                                               "policy",
+                                                               "cors",
+                                                               "lifecycle",
+                                                               "tagging",
+                                                               "website",
+                                                               "logging",
+                                                               "encryption",
+                                                               "replication",
+                                                               "notification",
+                                                               "object-lock",
+                                                               "accelerate",
+                                                               "requestPayment",
+                                                               "ownershipControls",
+                                                               "publicAccessBlock",
+                                                               "analytics",
+                                                               "metrics",
+                                                               "inventory",
+                                                               "intelligent-tiering",
+                                                               "policyStatus",
+                                                               "retention",
+                                                               "legal-hold",
+                                                               "torrent",
+                                                               "restore",
+                                                               "select",
+                                                               "attributes"};
+  for (auto sub : kUnsupportedBucketSub) {
+    if (c.has_query(sub)) {
+      co_return co_await send_error(
+          c, Status(Errc::not_implemented,
+                    "ObjDirect does not implement the '" + std::string(sub) + "' subresource"));
+    }
+  }
+  if (c.key.empty()) {
+    switch (method) {
+      case verb::put:
+        if (c.has_query("versioning")) {
+          co_return co_await send_error(
+              c, Status(Errc::not_implemented, "Bucket versioning is not supported"));
+        }
+        co_return co_await create_bucket(c);
+      case verb::delete_:
+        co_return co_await delete_bucket(c);
+      case verb::head:
+        co_return co_await head_bucket(c);
+      case verb::get:
+        if (c.has_query("location")) co_return co_await get_bucket_location(c);
+        if (c.has_query("versioning")) co_return co_await get_bucket_versioning(c);
+        if (c.has_query("uploads")) co_return co_await list_uploads(c);
+        if (c.has_query("versions")) co_return co_await list_objects(c, 0);
+        if (c.query_value("list-type") == "2") co_return co_await list_objects(c, 2);
+        co_return co_await list_objects(c, 1);
+      case verb::post:
+        if (c.has_query("delete")) co_return co_await delete_objects(c);
+        break;
+      default:
+        break;
+    }
+    co_return co_await send_error(
+        c, Status(Errc::method_not_allowed,
+                  "The specified method is not allowed against this resource"));
+  }
+  switch (method) {
+    case verb::put:
+      if (c.has_query("uploadId") || c.has_query("partNumber")) {
+        if (c.header("x-amz-copy-source")) co_return co_await upload_part_copy(c);
+        co_return co_await upload_part(c);
+      }
+      if (c.header("x-amz-copy-source")) co_return co_await copy_object(c);
+      co_return co_await put_object(c);
+    case verb::get:
+      if (c.has_query("uploadId")) co_return co_await list_parts(c);
+      co_return co_await get_object(c);
+    case verb::head:
+      co_return co_await get_object(c);
+    case verb::delete_:
+      if (c.has_query("uploadId")) co_return co_await abort_upload(c);
+      co_return co_await delete_object(c);
+    case verb::post:
+      if (c.has_query("uploads")) co_return co_await create_upload(c);
+      if (c.has_query("uploadId")) co_return co_await complete_upload(c);
+      break;
+    default:
+      break;
+  }
+  co_return co_await send_error(
+      c, Status(Errc::method_not_allowed,
+                "The specified method is not allowed against this resource"));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Responses: the one place where a Status becomes an S3 error.
+
+http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
+  http::Fields f;
+  f.set("x-amz-request-id", c.request_id);
+  f.set("x-amz-id-2", c.request_id);
+  if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
+  if (rdma && rdma->enabled()) f.set("x-amz-rdma-fabrics", rdma->offered());
+  return f;
+}
+
+Task<void> S3Service::Impl::send_error(Ctx& c, const Status& st) {
+  http::Fields f = base_headers(c);
+  auto status = static_cast<bhttp::status>(http_status(st.code()));
+  std::string message = st.message().empty() ? std::string(s3_code(st.code())) : st.message();
+  if (st.code() == Errc::slow_down) f.set(bhttp::field::retry_after, "1");
+  // An error before the body was read: the rest of the body is still on the wire.
+  if (!c.ex.body_done()) c.ex.close_after_response();
+  if (c.is_head || st.code() == Errc::not_modified) {
+    // HEAD errors and 304 carry no body (RFC 9110); clients read the status alone.
+    co_await c.ex.send_header(status, std::move(f), 0);
+    co_return;
+  }
+  f.set(bhttp::field::content_type, "application/xml");
+  co_await c.ex.send(status, std::move(f),
+                     error_xml(s3_code(st.code()), message, c.resource(), c.request_id));
+}
+
+Task<void> S3Service::Impl::send_xml(Ctx& c, bhttp::status status, std::string xml,
+                                     http::Fields extra) {
+  http::Fields f = base_headers(c);
+  for (const auto& h : extra) f.set(h.name_string(), h.value());
+  f.set(bhttp::field::content_type, "application/xml");
+  co_await c.ex.send(status, std::move(f), std::move(xml));
+}
+
+Task<void> S3Service::Impl::send_empty(Ctx& c, bhttp::status status, http::Fields extra) {
+  http::Fields f = base_headers(c);
+  for (const auto& h : extra) f.set(h.name_string(), h.value());
+  co_await c.ex.send(status, std::move(f), std::string());
+}
+
+}  // namespace objdirect::s3

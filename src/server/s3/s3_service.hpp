@@ -1,0 +1,62 @@
+// S3Service: the S3 REST API on top of an ObjectStore, plugged into the HTTP server.
+//
+// It routes path-style (/bucket/key) and virtual-hosted (bucket.DOMAIN) requests, authenticates
+// them with SigV4 (header or presigned query), and runs one operation per request. Request bodies
+// stream into the store while MD5, SHA-256 and the x-amz-checksum-* algorithms are computed on the
+// fly; every checksum is verified before the object is committed, so a failed upload never
+// becomes visible. Errors are rendered as S3 XML in exactly one place (errors.cc).
+//
+// Thread safety: thread-safe; one instance serves every connection.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "server/http/http_server.hpp"
+#include "storage/object_store.hpp"
+
+namespace objdirect::rdma {
+class RdmaEngine;  // the RDMA data plane (server/rdma), optional
+}  // namespace objdirect::rdma
+
+namespace objdirect::s3 {
+
+struct User {
+  std::string access_key;
+  std::string secret_key;
+};
+
+struct S3Options {
+  std::string region = "us-east-1";
+  // Virtual-hosted addressing: requests to BUCKET.domain address BUCKET. Empty: path-style only.
+  std::string domain;
+  // access key -> user.
+  std::map<std::string, User> users;
+  // Buffer size for streaming bodies between the socket and the store.
+  std::size_t io_buffer_bytes = 1 << 20;
+  // Worker threads for blocking RDMA transfers (each active transfer holds one).
+  unsigned rdma_threads = 16;
+};
+
+// Loads "ACCESS_KEY SECRET_KEY" lines ('#' comments, blank lines allowed) from a file.
+Result<std::map<std::string, User>> load_credentials_file(const std::string& path);
+
+class S3Service final : public http::Handler {
+ public:
+  S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store);
+  ~S3Service() override;
+
+  // Attaches the RDMA data plane; without it every x-amz-rdma-token is declined with 501.
+  void set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma);
+
+  boost::asio::awaitable<void> handle(http::Exchange& ex) override;
+  std::string error_body(Errc code, std::string_view message) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace objdirect::s3

@@ -1,0 +1,167 @@
+// objdirect-server: an S3 server over HTTP on a local directory, with an RDMA data plane.
+#include <CLI/CLI.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "server/http/http_server.hpp"
+#include "server/rdma/rdma_engine.hpp"
+#include "server/s3/s3_service.hpp"
+#include "storage/local/local_store.hpp"
+
+namespace {
+
+// Splits "HOST:PORT" or "[V6]:PORT".
+bool split_listen(const std::string& s, std::string& host, std::uint16_t& port) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  try {
+    int p = std::stoi(s.substr(colon + 1));
+    if (p < 0 || p > 65535) return false;
+    port = static_cast<std::uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return !host.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace objdirect;
+  CLI::App app{"objdirect-server: S3 over HTTP with an RDMA data plane"};
+  std::string listen = "127.0.0.1:9000";
+  std::string data_dir = "./var/data";
+  std::string access_key, secret_key, credentials_file;
+  s3::S3Options s3opts;
+  http::ServerOptions hopts;
+  std::uint32_t header_timeout_ms = limits::header_timeout_ms;
+  std::uint32_t idle_timeout_ms = limits::idle_timeout_ms;
+  std::uint32_t request_timeout_ms = limits::request_timeout_ms;
+  bool no_fsync = false;
+  rdma::RdmaOptions ropts;
+
+  app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks a free one)")
+      ->envname("OBJDIRECT_LISTEN")
+      ->capture_default_str();
+  app.add_option("--data", data_dir, "Data directory")
+      ->envname("OBJDIRECT_DATA")
+      ->capture_default_str();
+  app.add_option("--access-key", access_key, "Access key of the single user")
+      ->envname("OBJDIRECT_ACCESS_KEY");
+  app.add_option("--secret-key", secret_key, "Secret key of the single user")
+      ->envname("OBJDIRECT_SECRET_KEY");
+  app.add_option("--credentials", credentials_file,
+                 "File of 'ACCESS_KEY SECRET_KEY' lines (several users)")
+      ->envname("OBJDIRECT_CREDENTIALS");
+  app.add_option("--region", s3opts.region, "Region name")
+      ->envname("OBJDIRECT_REGION")
+      ->capture_default_str();
+  app.add_option("--domain", s3opts.domain, "Domain for virtual-hosted addressing (BUCKET.DOMAIN)")
+      ->envname("OBJDIRECT_DOMAIN");
+  app.add_option("--threads", hopts.threads, "I/O threads (0: automatic)")
+      ->envname("OBJDIRECT_THREADS");
+  app.add_option("--header-bytes-max", hopts.header_bytes_max, "Largest request header section")
+      ->envname("OBJDIRECT_HEADER_BYTES_MAX")
+      ->capture_default_str();
+  app.add_option("--connections-max", hopts.connections_max, "Most concurrent connections")
+      ->envname("OBJDIRECT_CONNECTIONS_MAX")
+      ->capture_default_str();
+  app.add_option("--header-timeout-ms", header_timeout_ms, "Time allowed to send a request header")
+      ->envname("OBJDIRECT_HEADER_TIMEOUT_MS")
+      ->capture_default_str();
+  app.add_option("--idle-timeout-ms", idle_timeout_ms, "Idle time allowed on a connection or body")
+      ->envname("OBJDIRECT_IDLE_TIMEOUT_MS")
+      ->capture_default_str();
+  app.add_option("--request-timeout-ms", request_timeout_ms, "Time allowed to write one response")
+      ->envname("OBJDIRECT_REQUEST_TIMEOUT_MS")
+      ->capture_default_str();
+  app.add_flag("--no-fsync", no_fsync, "Skip fsync (benchmarks only: not crash-safe)")
+      ->envname("OBJDIRECT_NO_FSYNC");
+  app.add_option("--fabric", ropts.fabrics,
+                 "RDMA transports: auto, none, or a comma list of libfabric:tcp, libfabric:shm, "
+                 "libfabric:verbs, libfabric:efa, ucx")
+      ->envname("OBJDIRECT_FABRIC")
+      ->capture_default_str();
+  app.add_option("--rdma-buffer-pool-bytes", ropts.buffer_pool_bytes, "Registered staging memory")
+      ->envname("OBJDIRECT_RDMA_BUFFER_POOL_BYTES")
+      ->capture_default_str();
+  app.add_option("--rdma-chunk-bytes", ropts.chunk_bytes, "Size of one staging buffer")
+      ->envname("OBJDIRECT_RDMA_CHUNK_BYTES")
+      ->capture_default_str();
+  app.add_option("--rdma-inflight-bytes-max", ropts.inflight_bytes_max,
+                 "Staging bytes all RDMA transfers may hold at once")
+      ->envname("OBJDIRECT_RDMA_INFLIGHT_BYTES_MAX")
+      ->capture_default_str();
+  app.add_option("--rdma-client-inflight-bytes-max", ropts.per_client_inflight_bytes_max,
+                 "Staging bytes one client's transfers may hold at once")
+      ->envname("OBJDIRECT_RDMA_CLIENT_INFLIGHT_BYTES_MAX")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  if (!split_listen(listen, hopts.host, hopts.port)) {
+    std::cerr << "objdirect-server: --listen must be HOST:PORT, got '" << listen << "'\n";
+    return 2;
+  }
+  hopts.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  hopts.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
+  hopts.request_timeout = std::chrono::milliseconds(request_timeout_ms);
+  if (!credentials_file.empty()) {
+    auto users = s3::load_credentials_file(credentials_file);
+    if (!users.ok()) {
+      std::cerr << "objdirect-server: " << users.status().message() << "\n";
+      return 2;
+    }
+    s3opts.users = *users;
+  }
+  if (!access_key.empty() || !secret_key.empty()) {
+    if (access_key.empty() || secret_key.empty()) {
+      std::cerr << "objdirect-server: --access-key and --secret-key go together\n";
+      return 2;
+    }
+    s3opts.users[access_key] = s3::User{access_key, secret_key};
+  }
+  if (s3opts.users.empty()) {
+    std::cerr
+        << "objdirect-server: no credentials: give --access-key/--secret-key or --credentials\n";
+    return 2;
+  }
+
+  storage::LocalStoreOptions sopts;
+  sopts.data_dir = data_dir;
+  sopts.fsync = !no_fsync;
+  auto store = storage::open_local_store(sopts);
+  if (!store.ok()) {
+    std::cerr << "objdirect-server: cannot open data directory " << data_dir << ": "
+              << store.status().message() << "\n";
+    return 1;
+  }
+  auto service = std::make_shared<s3::S3Service>(
+      s3opts, std::shared_ptr<storage::ObjectStore>(std::move(*store)));
+  auto engine = rdma::RdmaEngine::create(ropts);
+  if (!engine.ok()) {
+    std::cerr << "objdirect-server: --fabric " << ropts.fabrics << ": " << engine.status().message()
+              << "\n";
+    return 1;
+  }
+  for (const auto& line : (*engine)->init_log())
+    std::cerr << "objdirect-server: rdma " << line << "\n";
+  service->set_rdma(*engine);
+  http::HttpServer server(hopts, service);
+  if (auto st = server.start(); !st.ok()) {
+    std::cerr << "objdirect-server: " << st.message() << "\n";
+    return 1;
+  }
+  boost::asio::signal_set signals(server.io_context(), SIGINT, SIGTERM);
+  signals.async_wait([&server](const boost::system::error_code&, int) { server.stop(); });
+  std::string shown_host =
+      hopts.host.find(':') != std::string::npos ? "[" + hopts.host + "]" : hopts.host;
+  std::printf("objdirect-server listening on http://%s:%u\n", shown_host.c_str(), server.port());
+  std::fflush(stdout);
+  server.run();
+  return 0;
+}
