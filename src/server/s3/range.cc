@@ -91,6 +91,26 @@ Result<std::optional<ByteRange>> parse_range(std::string_view header, std::uint6
   return std::optional<ByteRange>(ByteRange{*first, last});
 }
 
+Result<ByteRange> parse_copy_source_range(std::string_view header, std::uint64_t source_size) {
+  const Status malformed(Errc::invalid_argument,
+                         "The x-amz-copy-source-range value must be of the form bytes=first-last "
+                         "where first and last are the zero-based offsets of the first and last "
+                         "bytes to copy");
+  std::string_view v = trim_ows(header);
+  if (!v.starts_with("bytes=")) return malformed;
+  v.remove_prefix(6);
+  const std::size_t dash = v.find('-');
+  if (dash == std::string_view::npos) return malformed;
+  const std::optional<std::uint64_t> first = parse_digits(v.substr(0, dash));
+  const std::optional<std::uint64_t> last = parse_digits(v.substr(dash + 1));
+  if (!first || !last || *last < *first) return malformed;
+  if (*last >= source_size) {
+    return Status(Errc::invalid_request,
+                  "The specified copy range is invalid for the source object size");
+  }
+  return ByteRange{*first, *last};
+}
+
 std::string content_range(const ByteRange& range, std::uint64_t size) {
   return "bytes " + std::to_string(range.first) + "-" + std::to_string(range.last) + "/" +
          std::to_string(size);

@@ -38,6 +38,12 @@ struct ByteRange {
 //   otherwise the clamped range.
 Result<std::optional<ByteRange>> parse_range(std::string_view header, std::uint64_t size);
 
+// Parses UploadPartCopy's x-amz-copy-source-range, which S3 treats strictly: exactly
+// "bytes=first-last" (no suffix or open-ended form, no clamping, no whitespace inside).
+// Errc::invalid_argument when malformed (including last < first); Errc::invalid_request when
+// last >= source_size ("The specified copy range is invalid for the source object size").
+Result<ByteRange> parse_copy_source_range(std::string_view header, std::uint64_t source_size);
+
 // The Content-Range value for a 206 response: "bytes 0-0/1234".
 std::string content_range(const ByteRange& range, std::uint64_t size);
 

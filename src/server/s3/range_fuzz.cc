@@ -1,7 +1,7 @@
-// libFuzzer target for parse_range/content_range (built with -DOBJDIRECT_FUZZ=ON; see
-// s3util.cmake). range_fuzz_one is also replayed by range_test.cc so the ordinary build checks it.
-// Input: 8 bytes of object size (little-endian; sizes are folded to a few interesting classes),
-// then the header value. Every invariant failure aborts.
+// libFuzzer target for parse_range/parse_copy_source_range/content_range (built with
+// -DOBJDIRECT_FUZZ=ON; see s3util.cmake). range_fuzz_one is also replayed by range_test.cc so the
+// ordinary build checks it. Input: 8 bytes of object size (little-endian; sizes are folded to a few
+// interesting classes), then the header value. Every invariant failure aborts.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +31,16 @@ bool range_fuzz_one(const std::uint8_t* data, std::size_t size) {
       break;
   }
   const std::string_view header(reinterpret_cast<const char*>(data), size);
+  auto copy = parse_copy_source_range(header, object_size);
+  if (copy.ok()) {
+    if (copy->first > copy->last || copy->last >= object_size) return false;
+    // The strict form is a subset of the Range grammar and must agree with it.
+    auto same = parse_range(header, object_size);
+    if (!same.ok() || !same->has_value() || **same != *copy) return false;
+  } else if ((copy.code() != Errc::invalid_argument && copy.code() != Errc::invalid_request) ||
+             copy.status().message().empty()) {
+    return false;
+  }
   auto r = parse_range(header, object_size);
   if (!r.ok()) {
     // Unsatisfiable is the only error, and it always says why.

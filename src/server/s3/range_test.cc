@@ -138,6 +138,30 @@ TEST(S3Range, HugeObjects) {
   EXPECT_EQ(must_parse("bytes=-18446744073709551615", max), (ByteRange{0, max - 1}));
 }
 
+TEST(S3CopySourceRange, Strict) {
+  auto ok = [](std::string_view h, std::uint64_t size) {
+    auto r = parse_copy_source_range(h, size);
+    EXPECT_TRUE(r.ok()) << h << ": " << r.status().to_string();
+    return r.ok() ? *r : ByteRange{};
+  };
+  EXPECT_EQ(ok("bytes=0-0", 1), (ByteRange{0, 0}));
+  EXPECT_EQ(ok("bytes=0-999", 1000), (ByteRange{0, 999}));
+  EXPECT_EQ(ok("bytes=5242880-10485759", 10485760), (ByteRange{5242880, 10485759}));
+  EXPECT_EQ(ok(" bytes=1-2 ", 10), (ByteRange{1, 2}));
+  for (const char* bad :
+       {"", "bytes=", "bytes=-5", "bytes=5-", "bytes=5-2", "bytes=a-b", "bytes=0-1,2-3",
+        "Bytes=0-1", "bytes = 0-1", "bytes=0 -1", "items=0-1", "0-1", "bytes=-", "bytes=+0-1"}) {
+    const auto r = parse_copy_source_range(bad, 1000);
+    EXPECT_EQ(r.code(), Errc::invalid_argument) << bad;
+    EXPECT_FALSE(r.status().message().empty());
+  }
+  EXPECT_EQ(parse_copy_source_range("bytes=0-1000", 1000).code(), Errc::invalid_request);
+  EXPECT_EQ(parse_copy_source_range("bytes=1000-1000", 1000).code(), Errc::invalid_request);
+  EXPECT_EQ(parse_copy_source_range("bytes=0-0", 0).code(), Errc::invalid_request);
+  EXPECT_EQ(parse_copy_source_range("bytes=0-99999999999999999999", 1000).code(),
+            Errc::invalid_request);
+}
+
 TEST(S3ContentRange, Formats) {
   EXPECT_EQ(content_range(ByteRange{0, 0}, 1234), "bytes 0-0/1234");
   EXPECT_EQ(content_range(ByteRange{900, 999}, 1000), "bytes 900-999/1000");
