@@ -168,10 +168,10 @@ Result<pugi::xml_node> load(pugi::xml_document& doc, std::string_view body,
   }
   if (trim(body).empty()) return malformed("the body is empty");
   OBJDIRECT_RETURN_IF_ERROR(prescan(body));
-  // parse_ws_pcdata_single keeps a whitespace-only text node when it is an element's only child:
-  // without it a key of " " would read as "". parse_doctype makes a DOCTYPE visible so it can be
-  // refused even if the prescan missed it.
-  const unsigned options = pugi::parse_default | pugi::parse_ws_pcdata_single | pugi::parse_doctype;
+  // parse_ws_pcdata keeps whitespace-only text nodes: without it a key of " " would read as "",
+  // and "  <![CDATA[x]]>  " as "x". parse_doctype makes a DOCTYPE visible so it can be refused
+  // even if the prescan missed it.
+  const unsigned options = pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_doctype;
   const pugi::xml_parse_result r =
       doc.load_buffer(body.data(), body.size(), options, pugi::encoding_utf8);
   if (!r) {

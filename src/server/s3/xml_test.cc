@@ -202,6 +202,8 @@ TEST(S3DeleteObjects, KeysStayExactStrings) {
             "\xe6\x97\xa5\xe6\x9c\xac/\xf0\x9f\x98\x80");
   EXPECT_EQ(one_key("<![CDATA[<raw> & stuff]]>"), "<raw> & stuff");
   EXPECT_EQ(one_key("a<![CDATA[&]]>b"), "a&b");
+  EXPECT_EQ(one_key("  <![CDATA[x]]>  "), "  x  ");
+  EXPECT_EQ(one_key("\n  <![CDATA[]]>"), "\n  ");
   EXPECT_EQ(one_key("a<!-- comment -->b"), "ab");
   EXPECT_EQ(one_key("%2F+%20"), "%2F+%20");
 }
