@@ -294,11 +294,9 @@ TEST(Sigv4, AwsExampleStreamingTrailerSignatures) {
             "d81f82fc3505edab99d459891051a732e8730629a2e4a59689829ca17fe2e435");
 }
 
-RequestView client_request(std::string target = "/bucket/some%20key?partNumber=2&uploadId=x") {
-  static std::string t;
-  t = std::move(target);
+RequestView client_request() {
   return RequestView{"PUT",
-                     t,
+                     "/bucket/some%20key?partNumber=2&uploadId=x",
                      {{"host", "127.0.0.1:9000"},
                       {"x-amz-date", amz_date(kNow)},
                       {"x-amz-content-sha256", std::string(kUnsignedPayload)},
