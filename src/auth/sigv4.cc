@@ -37,9 +37,22 @@ void append_trimall(std::string& out, std::string_view v) {
   }
 }
 
+// Header names are compared case-insensitively: RequestView asks for lower-case names, but a
+// caller that slips (a client passing "Content-Type") must not produce a signature that silently
+// disagrees with the server's.
+bool name_equals(std::string_view a, std::string_view lower_b) {
+  if (a.size() != lower_b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char c = a[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower_b[i]) return false;
+  }
+  return true;
+}
+
 const std::string* find_header(const RequestView& req, std::string_view name) {
   for (const auto& [k, v] : req.headers) {
-    if (k == name) return &v;
+    if (name_equals(k, name)) return &v;
   }
   return nullptr;
 }
@@ -375,7 +388,7 @@ std::string canonical_request(const RequestView& req,
     out.push_back(':');
     bool first = true;
     for (const auto& [k, v] : req.headers) {
-      if (k != name) continue;
+      if (!name_equals(k, name)) continue;
       if (!first) out.push_back(',');
       first = false;
       append_trimall(out, v);

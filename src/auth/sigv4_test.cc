@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "auth/sigv4_fuzz.hpp"
@@ -323,6 +324,19 @@ TEST(Sigv4, SignVerifyRoundTripAndCanonicalHeaders) {
     if (k == "x-amz-meta-note") v = "two spaces and tab";
   }
   EXPECT_TRUE(verify(req, example_secrets(), "us-east-1", kNow).ok());
+  // Header names are matched case-insensitively on both sides.
+  RequestView mixed = client_request();
+  mixed.headers.emplace_back("Content-Type", "text/plain");
+  mixed.headers.emplace_back("authorization", sign(mixed, c, "us-east-1", "s3", kNow));
+  auto m = verify(mixed, example_secrets(), "us-east-1", kNow);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_NE(std::find(m->signed_headers.begin(), m->signed_headers.end(), "content-type"),
+            m->signed_headers.end());
+  for (auto& [k, v] : mixed.headers) {
+    if (k == "Content-Type") v = "text/html";
+  }
+  EXPECT_EQ(verify(mixed, example_secrets(), "us-east-1", kNow).code(),
+            Errc::signature_does_not_match);
   // Any region is accepted when the server does not pin one.
   EXPECT_TRUE(verify(req, example_secrets(), "", kNow).ok());
 }
