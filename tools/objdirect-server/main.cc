@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   std::uint32_t idle_timeout_ms = limits::idle_timeout_ms;
   std::uint32_t request_timeout_ms = limits::request_timeout_ms;
   bool no_fsync = false;
+  std::string metrics_allow, access_log;
   rdma::RdmaOptions ropts;
 
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks a free one)")
@@ -101,6 +102,12 @@ int main(int argc, char** argv) {
                  "Staging bytes one client's transfers may hold at once")
       ->envname("OBJDIRECT_RDMA_CLIENT_INFLIGHT_BYTES_MAX")
       ->capture_default_str();
+  app.add_option("--metrics-allow", s3opts.metrics_allow,
+                 "Besides loopback, who may GET /metrics: comma list of addresses or CIDRs, or *")
+      ->envname("OBJDIRECT_METRICS_ALLOW");
+  app.add_option("--access-log", s3opts.access_log,
+                 "JSON-lines access log: a file, or - for stderr")
+      ->envname("OBJDIRECT_ACCESS_LOG");
   CLI11_PARSE(app, argc, argv);
 
   if (!split_listen(listen, hopts.host, hopts.port)) {
@@ -152,6 +159,36 @@ int main(int argc, char** argv) {
     std::cerr << "objdirect-server: rdma " << line << "\n";
   service->set_rdma(*engine);
   http::HttpServer server(hopts, service);
+  {
+    auto& m = service->metrics();
+    const auto* counters = &server.counters();
+    m.add_gauge("objdirect_http_connections_open", "Open HTTP connections.",
+                [counters] { return static_cast<double>(counters->connections_open.load()); });
+    m.add_gauge("objdirect_http_connections_rejected_total",
+                "Connections refused over --connections-max.",
+                [counters] { return static_cast<double>(counters->connections_rejected.load()); });
+    std::shared_ptr<rdma::RdmaEngine> eng = *engine;
+    auto stat = [eng](auto field) {
+      return [eng, field] { return static_cast<double>(eng->stats().*field); };
+    };
+    m.add_gauge("objdirect_rdma_buffers_total", "Registered RDMA staging buffers.",
+                stat(&rdma::RdmaStats::buffers_total));
+    m.add_gauge("objdirect_rdma_buffers_in_use", "Staging buffers held by transfers.",
+                stat(&rdma::RdmaStats::buffers_in_use));
+    m.add_gauge("objdirect_rdma_buffers_retired_total",
+                "Staging buffers retired after a timed-out operation.",
+                stat(&rdma::RdmaStats::buffers_retired));
+    m.add_gauge("objdirect_rdma_inflight_bytes", "Staging bytes held by RDMA transfers.",
+                stat(&rdma::RdmaStats::inflight_bytes));
+    m.add_gauge("objdirect_rdma_transfers_active", "RDMA transfers in progress.",
+                stat(&rdma::RdmaStats::transfers_active));
+    m.add_gauge("objdirect_rdma_transfers_ok_total", "RDMA transfers completed.",
+                stat(&rdma::RdmaStats::transfers_ok));
+    m.add_gauge("objdirect_rdma_transfers_failed_total", "RDMA transfers failed.",
+                stat(&rdma::RdmaStats::transfers_failed));
+    m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
+                stat(&rdma::RdmaStats::admissions_refused));
+  }
   if (auto st = server.start(); !st.ok()) {
     std::cerr << "objdirect-server: " << st.message() << "\n";
     return 1;

@@ -73,6 +73,7 @@ class BeastExchange final : public Exchange {
     auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser_, tuple_awaitable);
     if (ec == bhttp::error::need_buffer) ec = {};
     std::size_t got = dst.size() - body.size;
+    bytes_read_ += got;
     body.data = nullptr;
     body.size = 0;
     if (ec) {
@@ -92,10 +93,12 @@ class BeastExchange final : public Exchange {
   asio::awaitable<Status> send(bhttp::status status, Fields headers, std::string body) override {
     bhttp::response<bhttp::string_body> res(status, 11);
     copy_headers(headers, res);
+    bytes_sent_ += body.size();
     res.body() = std::move(body);
     res.prepare_payload();
     finish_headers(res);
     started_ = true;
+    status_ = static_cast<int>(status);
     stream_.expires_after(opts_.request_timeout);
     auto [ec, n] = co_await bhttp::async_write(stream_, res, tuple_awaitable);
     if (ec) {
@@ -112,6 +115,7 @@ class BeastExchange final : public Exchange {
     res.content_length(content_length);
     finish_headers(res);
     started_ = true;
+    status_ = static_cast<int>(status);
     bhttp::response_serializer<bhttp::empty_body> sr(res);
     stream_.expires_after(opts_.request_timeout);
     auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, tuple_awaitable);
@@ -126,6 +130,7 @@ class BeastExchange final : public Exchange {
     stream_.expires_after(opts_.request_timeout);
     auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(data.data(), data.size()),
                                               tuple_awaitable);
+    bytes_sent_ += n;
     if (ec) {
       close_ = true;
       co_return Status(Errc::io_error, "write failed: " + ec.message());
@@ -145,6 +150,7 @@ class BeastExchange final : public Exchange {
       ssize_t n = ::sendfile(sock.native_handle(), region.fd, &off, want);
       if (n > 0) {
         remaining -= static_cast<std::uint64_t>(n);
+        bytes_sent_ += static_cast<std::uint64_t>(n);
         continue;
       }
       if (n == 0) {
@@ -170,6 +176,9 @@ class BeastExchange final : public Exchange {
 
   void close_after_response() override { close_ = true; }
   bool response_started() const override { return started_; }
+  int response_status() const override { return status_; }
+  std::uint64_t body_bytes_read() const override { return bytes_read_; }
+  std::uint64_t body_bytes_sent() const override { return bytes_sent_; }
   bool wants_close() const { return close_; }
 
  private:
@@ -195,6 +204,9 @@ class BeastExchange final : public Exchange {
   std::string remote_;
   bool continue_sent_ = false;
   bool started_ = false;
+  int status_ = 0;
+  std::uint64_t bytes_read_ = 0;
+  std::uint64_t bytes_sent_ = 0;
   bool close_ = false;
 };
 

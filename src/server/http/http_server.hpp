@@ -92,6 +92,10 @@ class Exchange {
   // Ask the connection to close after this response (e.g. after an error mid-body).
   virtual void close_after_response() = 0;
   virtual bool response_started() const = 0;
+  // The status of the response sent (0 before), and body bytes moved so far: for metrics.
+  virtual int response_status() const = 0;
+  virtual std::uint64_t body_bytes_read() const = 0;
+  virtual std::uint64_t body_bytes_sent() const = 0;
 };
 
 // The request handler: the S3 service.

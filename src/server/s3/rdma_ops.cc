@@ -59,9 +59,14 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
                                      http::Fields headers, std::uint64_t offset,
                                      std::uint64_t length) {
   auto tok = request_token(c);
-  if (!tok.ok()) co_return co_await send_error(c, tok.status());
+  if (!tok.ok()) {
+    opts.metrics->rdma_error(std::string(s3_code(tok.code())));
+    co_return co_await send_error(c, tok.status());
+  }
   const bool usable = rdma && rdma->enabled() && rdma->transport_for(*tok) != nullptr;
   if (!usable) {
+    opts.metrics->rdma_decline(rdma && rdma->enabled() ? "no-matching-transport" : "rdma-disabled");
+    c.data_path = "http-fallback";
     // Decline: the client reads the body as from any S3 server.
     headers.set("x-amz-rdma-reply", "501");
     auto st = co_await c.ex.send_header(status, std::move(headers), length);
@@ -70,7 +75,10 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
     if (!st.ok()) c.ex.close_after_response();
     co_return;
   }
-  if (auto st = token::check_scope(*tok, length); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = token::check_scope(*tok, length); !st.ok()) {
+    opts.metrics->rdma_error(std::string(s3_code(st.code())));
+    co_return co_await send_error(c, st);
+  }
   Status st = co_await on_pool(*rdma_pool, [this, &tok, &reader, offset, length] {
     return rdma->send(*tok, reader, offset, length);
   });
@@ -79,8 +87,11 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
         st.code() != Errc::io_error) {
       st = Status(Errc::rdma_transfer_failed, "RDMA write to the client failed: " + st.message());
     }
+    opts.metrics->rdma_error(std::string(s3_code(st.code())));
     co_return co_await send_error(c, st);
   }
+  c.data_path = "rdma";
+  c.rdma_bytes = length;
   headers.set("x-amz-rdma-reply", status == bhttp::status::partial_content ? "206" : "200");
   headers.set("x-amz-rdma-bytes-transferred", std::to_string(length));
   co_await c.ex.send_header(status, std::move(headers), 0);
@@ -90,8 +101,12 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
                                                           std::uint64_t max_bytes,
                                                           std::optional<ChecksumAlgo> extra_algo) {
   auto tok = request_token(c);
-  if (!tok.ok()) co_return tok.status();
+  if (!tok.ok()) {
+    opts.metrics->rdma_error(std::string(s3_code(tok.code())));
+    co_return tok.status();
+  }
   if (!rdma || !rdma->enabled() || rdma->transport_for(*tok) == nullptr) {
+    opts.metrics->rdma_decline(rdma && rdma->enabled() ? "no-matching-transport" : "rdma-disabled");
     co_return Status(
         Errc::rdma_declined,
         rdma && rdma->enabled()
@@ -128,9 +143,12 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
         st.code() != Errc::io_error) {
       st = Status(Errc::rdma_transfer_failed, "RDMA read from the client failed: " + st.message());
     }
+    opts.metrics->rdma_error(std::string(s3_code(st.code())));
     co_return st;
   }
   auto result = digest.finish(received, {}, c.header("content-md5"), declared->header_values);
+  c.data_path = "rdma";
+  c.rdma_bytes = received;
   if (result.ok()) c.rdma_reply = "200";
   co_return result;
 }

@@ -3,7 +3,10 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <cstdio>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +37,10 @@ struct Ctx {
   std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
   sigv4::AuthContext auth;
   bool is_head = false;
+  std::string op = "Unknown";      // S3 operation name, for metrics and the access log
+  std::string data_path = "http";  // "http", "rdma" or "http-fallback"
+  std::uint64_t rdma_bytes = 0;
+  std::string error_code;  // S3 code of an error response
   // x-amz-rdma-reply to send with the response (set by the RDMA path on success or decline).
   std::string rdma_reply;
 
@@ -58,6 +65,10 @@ struct S3Service::Impl {
   S3Options opts;
   std::shared_ptr<storage::ObjectStore> store;
   std::shared_ptr<rdma::RdmaEngine> rdma;
+  std::FILE* access_log = nullptr;
+  std::mutex access_log_mu;
+  void finish_request(Ctx& c, std::chrono::steady_clock::time_point t0);
+  Task<bool> serve_metrics(http::Exchange& ex);
   // Blocking RDMA transfers run here, off the HTTP event loop.
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
 

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <atomic>
+#include <boost/json.hpp>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -113,10 +114,21 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
     : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
   impl_->store = std::move(store);
+  if (!impl_->opts.metrics) impl_->opts.metrics = std::make_shared<metrics::Registry>();
+  if (impl_->opts.access_log == "-") {
+    impl_->access_log = stderr;
+  } else if (!impl_->opts.access_log.empty()) {
+    impl_->access_log = std::fopen(impl_->opts.access_log.c_str(), "a");
+  }
+}
+
+metrics::Registry& S3Service::metrics() {
+  return *impl_->opts.metrics;
 }
 
 S3Service::~S3Service() {
   if (impl_->rdma_pool) impl_->rdma_pool->join();
+  if (impl_->access_log && impl_->access_log != stderr) std::fclose(impl_->access_log);
 }
 
 void S3Service::set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma) {
@@ -128,6 +140,8 @@ std::string S3Service::error_body(Errc code, std::string_view message) {
 }
 
 boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (co_await impl_->serve_metrics(ex)) co_return;
   const auto& req = ex.request();
   Ctx c{ex, req, new_request_id(), {}, {}, {}, {}, req.method() == bhttp::verb::head, {}};
   std::string failure;
@@ -188,13 +202,17 @@ boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
     ex.close_after_response();
     co_await impl_->send_error(c, Status(Errc::internal, failure));
   }
+  impl_->finish_request(c, t0);
 }
 
 Task<void> S3Service::Impl::dispatch(Ctx& c) {
   const auto method = c.req.method();
   using bhttp::verb;
   if (c.bucket.empty()) {
-    if (method == verb::get) co_return co_await list_buckets(c);
+    if (method == verb::get) {
+      c.op = "ListBuckets";
+      co_return co_await list_buckets(c);
+    }
     co_return co_await send_error(
         c, Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource"));
@@ -239,20 +257,48 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
           co_return co_await send_error(
               c, Status(Errc::not_implemented, "Bucket versioning is not supported"));
         }
-        co_return co_await create_bucket(c);
-      case verb::delete_:
+        {
+          c.op = "CreateBucket";
+          co_return co_await create_bucket(c);
+        }
+      case verb::delete_: {
+        c.op = "DeleteBucket";
         co_return co_await delete_bucket(c);
-      case verb::head:
+      }
+      case verb::head: {
+        c.op = "HeadBucket";
         co_return co_await head_bucket(c);
+      }
       case verb::get:
-        if (c.has_query("location")) co_return co_await get_bucket_location(c);
-        if (c.has_query("versioning")) co_return co_await get_bucket_versioning(c);
-        if (c.has_query("uploads")) co_return co_await list_uploads(c);
-        if (c.has_query("versions")) co_return co_await list_objects(c, 0);
-        if (c.query_value("list-type") == "2") co_return co_await list_objects(c, 2);
-        co_return co_await list_objects(c, 1);
+        if (c.has_query("location")) {
+          c.op = "GetBucketLocation";
+          co_return co_await get_bucket_location(c);
+        }
+        if (c.has_query("versioning")) {
+          c.op = "GetBucketVersioning";
+          co_return co_await get_bucket_versioning(c);
+        }
+        if (c.has_query("uploads")) {
+          c.op = "ListMultipartUploads";
+          co_return co_await list_uploads(c);
+        }
+        if (c.has_query("versions")) {
+          c.op = "ListObjectVersions";
+          co_return co_await list_objects(c, 0);
+        }
+        if (c.query_value("list-type") == "2") {
+          c.op = "ListObjectsV2";
+          co_return co_await list_objects(c, 2);
+        }
+        {
+          c.op = "ListObjects";
+          co_return co_await list_objects(c, 1);
+        }
       case verb::post:
-        if (c.has_query("delete")) co_return co_await delete_objects(c);
+        if (c.has_query("delete")) {
+          c.op = "DeleteObjects";
+          co_return co_await delete_objects(c);
+        }
         break;
       default:
         break;
@@ -264,22 +310,54 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
   switch (method) {
     case verb::put:
       if (c.has_query("uploadId") || c.has_query("partNumber")) {
-        if (c.header("x-amz-copy-source")) co_return co_await upload_part_copy(c);
-        co_return co_await upload_part(c);
+        if (c.header("x-amz-copy-source")) {
+          c.op = "UploadPartCopy";
+          co_return co_await upload_part_copy(c);
+        }
+        {
+          c.op = "UploadPart";
+          co_return co_await upload_part(c);
+        }
       }
-      if (c.header("x-amz-copy-source")) co_return co_await copy_object(c);
-      co_return co_await put_object(c);
+      if (c.header("x-amz-copy-source")) {
+        c.op = "CopyObject";
+        co_return co_await copy_object(c);
+      }
+      {
+        c.op = "PutObject";
+        co_return co_await put_object(c);
+      }
     case verb::get:
-      if (c.has_query("uploadId")) co_return co_await list_parts(c);
+      if (c.has_query("uploadId")) {
+        c.op = "ListParts";
+        co_return co_await list_parts(c);
+      }
+      {
+        c.op = c.is_head ? "HeadObject" : "GetObject";
+        co_return co_await get_object(c);
+      }
+    case verb::head: {
+      c.op = c.is_head ? "HeadObject" : "GetObject";
       co_return co_await get_object(c);
-    case verb::head:
-      co_return co_await get_object(c);
+    }
     case verb::delete_:
-      if (c.has_query("uploadId")) co_return co_await abort_upload(c);
-      co_return co_await delete_object(c);
+      if (c.has_query("uploadId")) {
+        c.op = "AbortMultipartUpload";
+        co_return co_await abort_upload(c);
+      }
+      {
+        c.op = "DeleteObject";
+        co_return co_await delete_object(c);
+      }
     case verb::post:
-      if (c.has_query("uploads")) co_return co_await create_upload(c);
-      if (c.has_query("uploadId")) co_return co_await complete_upload(c);
+      if (c.has_query("uploads")) {
+        c.op = "CreateMultipartUpload";
+        co_return co_await create_upload(c);
+      }
+      if (c.has_query("uploadId")) {
+        c.op = "CompleteMultipartUpload";
+        co_return co_await complete_upload(c);
+      }
       break;
     default:
       break;
@@ -301,7 +379,63 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   return f;
 }
 
+Task<bool> S3Service::Impl::serve_metrics(http::Exchange& ex) {
+  const auto& req = ex.request();
+  if (req.method() != bhttp::verb::get) co_return false;
+  std::string_view target = req.target();
+  if (target != "/metrics" && !target.starts_with("/metrics?")) co_return false;
+  // Signed requests for /metrics are S3 requests for a bucket named "metrics".
+  if (req.find(bhttp::field::authorization) != req.end() ||
+      target.find("X-Amz-Signature") != std::string_view::npos) {
+    co_return false;
+  }
+  http::Fields f;
+  if (!metrics::metrics_allowed(ex.remote_address(), opts.metrics_allow)) {
+    f.set(bhttp::field::content_type, "application/xml");
+    co_await ex.send(bhttp::status::forbidden, std::move(f),
+                     error_xml("AccessDenied", "/metrics is not allowed from this address",
+                               "/metrics", new_request_id()));
+    co_return true;
+  }
+  f.set(bhttp::field::content_type, "text/plain; version=0.0.4");
+  co_await ex.send(bhttp::status::ok, std::move(f), opts.metrics->render());
+  co_return true;
+}
+
+void S3Service::Impl::finish_request(Ctx& c, std::chrono::steady_clock::time_point t0) {
+  auto latency = std::chrono::steady_clock::now() - t0;
+  int status = c.ex.response_status();
+  opts.metrics->record_request(c.op, status, latency);
+  const bool rdma_path = c.data_path == "rdma";
+  const bool outbound = c.op == "GetObject";
+  std::uint64_t in = c.ex.body_bytes_read() + (rdma_path && !outbound ? c.rdma_bytes : 0);
+  std::uint64_t out = c.ex.body_bytes_sent() + (rdma_path && outbound ? c.rdma_bytes : 0);
+  if (in) opts.metrics->add_bytes("in", c.data_path, in);
+  if (out) opts.metrics->add_bytes("out", c.data_path, out);
+  if (!access_log) return;
+  boost::json::object o;
+  o["time"] = iso8601_ms(std::chrono::system_clock::now());
+  o["request_id"] = c.request_id;
+  o["remote"] = c.ex.remote_address();
+  o["user"] = c.auth.access_key;
+  o["op"] = c.op;
+  o["bucket"] = c.bucket;
+  o["key"] = c.key;
+  o["status"] = status;
+  if (!c.error_code.empty()) o["error"] = c.error_code;
+  o["bytes_in"] = in;
+  o["bytes_out"] = out;
+  o["path"] = c.data_path;
+  o["duration_ms"] = std::chrono::duration<double, std::milli>(latency).count();
+  std::string line = boost::json::serialize(o);
+  line += '\n';
+  std::lock_guard lock(access_log_mu);
+  std::fwrite(line.data(), 1, line.size(), access_log);
+  std::fflush(access_log);
+}
+
 Task<void> S3Service::Impl::send_error(Ctx& c, const Status& st) {
+  c.error_code = std::string(s3_code(st.code()));
   http::Fields f = base_headers(c);
   auto status = static_cast<bhttp::status>(http_status(st.code()));
   std::string message = st.message().empty() ? std::string(s3_code(st.code())) : st.message();

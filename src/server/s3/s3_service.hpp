@@ -14,6 +14,7 @@
 #include <string>
 
 #include "server/http/http_server.hpp"
+#include "server/metrics/metrics.hpp"
 #include "storage/object_store.hpp"
 
 namespace objdirect::rdma {
@@ -37,6 +38,11 @@ struct S3Options {
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).
   unsigned rdma_threads = 16;
+  // Counters for /metrics (created if null) and who may read them besides loopback.
+  std::shared_ptr<metrics::Registry> metrics;
+  std::string metrics_allow;
+  // JSON-lines access log: a file path, "-" for stderr, empty for none.
+  std::string access_log;
 };
 
 // Loads "ACCESS_KEY SECRET_KEY" lines ('#' comments, blank lines allowed) from a file.
@@ -51,6 +57,7 @@ class S3Service final : public http::Handler {
   void set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma);
 
   boost::asio::awaitable<void> handle(http::Exchange& ex) override;
+  metrics::Registry& metrics();
   std::string error_body(Errc code, std::string_view message) override;
 
   struct Impl;

@@ -1,0 +1,141 @@
+#include "server/metrics/metrics.hpp"
+
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <sstream>
+
+namespace objdirect::metrics {
+
+namespace {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+std::string fmt_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+bool in_cidr(const std::string& addr, const std::string& cidr) {
+  auto slash = cidr.find('/');
+  if (slash == std::string::npos) return addr == cidr;
+  int bits = std::atoi(cidr.c_str() + slash + 1);
+  in_addr a{}, net{};
+  if (inet_pton(AF_INET, addr.c_str(), &a) != 1) return false;
+  if (inet_pton(AF_INET, cidr.substr(0, slash).c_str(), &net) != 1) return false;
+  if (bits <= 0) return true;
+  if (bits > 32) return false;
+  std::uint32_t mask = bits == 32 ? 0xFFFFFFFFu : ~((1u << (32 - bits)) - 1);
+  return (ntohl(a.s_addr) & mask) == (ntohl(net.s_addr) & mask);
+}
+
+}  // namespace
+
+void Registry::record_request(const std::string& op, int status, std::chrono::nanoseconds latency) {
+  double s = std::chrono::duration<double>(latency).count();
+  std::lock_guard lock(mu_);
+  ++requests_[{op, status}];
+  Histogram& h = latency_[op];
+  for (std::size_t i = 0; i < kLatencyBuckets.size(); ++i) {
+    if (s <= kLatencyBuckets[i]) ++h.buckets[i];
+  }
+  ++h.count;
+  h.sum_s += s;
+}
+
+void Registry::add_bytes(const std::string& direction, const std::string& path,
+                         std::uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  bytes_[{direction, path}] += bytes;
+}
+
+void Registry::rdma_decline(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  ++rdma_declines_[reason];
+}
+
+void Registry::rdma_error(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  ++rdma_errors_[reason];
+}
+
+void Registry::add_gauge(const std::string& name, const std::string& help, GaugeFn fn) {
+  std::lock_guard lock(mu_);
+  gauges_[name] = {help, std::move(fn)};
+}
+
+std::string Registry::render() const {
+  std::ostringstream o;
+  std::lock_guard lock(mu_);
+  o << "# HELP objdirect_requests_total S3 requests by operation and HTTP status.\n"
+       "# TYPE objdirect_requests_total counter\n";
+  for (const auto& [k, v] : requests_) {
+    o << "objdirect_requests_total{op=\"" << escape_label(k.first) << "\",status=\"" << k.second
+      << "\"} " << v << "\n";
+  }
+  o << "# HELP objdirect_request_duration_seconds S3 request latency by operation.\n"
+       "# TYPE objdirect_request_duration_seconds histogram\n";
+  for (const auto& [op, h] : latency_) {
+    std::string l = escape_label(op);
+    for (std::size_t i = 0; i < kLatencyBuckets.size(); ++i) {
+      o << "objdirect_request_duration_seconds_bucket{op=\"" << l << "\",le=\""
+        << fmt_double(kLatencyBuckets[i]) << "\"} " << h.buckets[i] << "\n";
+    }
+    o << "objdirect_request_duration_seconds_bucket{op=\"" << l << "\",le=\"+Inf\"} " << h.count
+      << "\n";
+    o << "objdirect_request_duration_seconds_sum{op=\"" << l << "\"} " << fmt_double(h.sum_s)
+      << "\n";
+    o << "objdirect_request_duration_seconds_count{op=\"" << l << "\"} " << h.count << "\n";
+  }
+  o << "# HELP objdirect_payload_bytes_total Object payload bytes by direction and data path.\n"
+       "# TYPE objdirect_payload_bytes_total counter\n";
+  for (const auto& [k, v] : bytes_) {
+    o << "objdirect_payload_bytes_total{direction=\"" << k.first << "\",path=\"" << k.second
+      << "\"} " << v << "\n";
+  }
+  o << "# HELP objdirect_rdma_declines_total RDMA requests served or refused without RDMA.\n"
+       "# TYPE objdirect_rdma_declines_total counter\n";
+  for (const auto& [k, v] : rdma_declines_) {
+    o << "objdirect_rdma_declines_total{reason=\"" << escape_label(k) << "\"} " << v << "\n";
+  }
+  o << "# HELP objdirect_rdma_errors_total RDMA requests that failed, by S3 error code.\n"
+       "# TYPE objdirect_rdma_errors_total counter\n";
+  for (const auto& [k, v] : rdma_errors_) {
+    o << "objdirect_rdma_errors_total{reason=\"" << escape_label(k) << "\"} " << v << "\n";
+  }
+  for (const auto& [name, g] : gauges_) {
+    o << "# HELP " << name << " " << g.first << "\n# TYPE " << name << " gauge\n"
+      << name << " " << fmt_double(g.second()) << "\n";
+  }
+  return o.str();
+}
+
+bool metrics_allowed(const std::string& addr, const std::string& allow) {
+  if (addr == "127.0.0.1" || addr == "::1" || addr.starts_with("127.") ||
+      addr == "::ffff:127.0.0.1") {
+    return true;
+  }
+  std::stringstream ss(allow);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item == "*") return true;
+    if (!item.empty() && in_cidr(addr, item)) return true;
+  }
+  return false;
+}
+
+}  // namespace objdirect::metrics
