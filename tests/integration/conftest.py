@@ -96,3 +96,10 @@ def pytest_sessionfinish(session, exitstatus):
         base = session.config.option.basetemp
         if base:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def pytest_configure(config):
+    # pytest 7 creates --basetemp but not its parent
+    base = config.option.basetemp
+    if base:
+        os.makedirs(os.path.dirname(os.path.abspath(str(base))), exist_ok=True)

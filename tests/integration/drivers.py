@@ -87,7 +87,7 @@ class AwsCli:
         self.v1 = self.version.startswith("aws-cli/1.")
         cfg = os.path.join(workdir, "aws.cfg")
         with open(cfg, "w") as f:
-            f.write("[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n"
+            f.write("[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n  signature_version = s3v4\n"
                     f"  multipart_threshold = {PART_MB}MB\n  multipart_chunksize = {PART_MB}MB\n"
                     "  max_concurrent_requests = 4\n")
         self.env = client_env({"AWS_ACCESS_KEY_ID": objd.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": objd.SECRET_KEY,

@@ -70,7 +70,7 @@ async function main() {
       const signer = new SignatureV4({ service: 's3', region: 'us-east-1', credentials, sha256: Sha256,
                                        uriEscapePath: false, applyChecksum: false });
       const req = { method, protocol: u.protocol, hostname: u.hostname, port: Number(u.port), path: p,
-                    query: {}, headers: { host: u.host } };
+                    query: {}, headers: { host: u.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' } };
       const signed = await signer.presign(req, { expiresIn: 600 });
       const qs = Object.entries(signed.query).map(([n, v]) => `${escape(n)}=${escape(v)}`).join('&');
       console.log(`${u.protocol}//${u.host}${p}?${qs}`);

@@ -143,8 +143,17 @@ def test_slow_body_hits_request_timeout(server, bucket):
     objd.health(server)
 
 
-def test_idle_connection_is_closed(server):
+def test_idle_keepalive_connection_is_closed(server):
+    """After one request on a keep-alive connection, --idle-timeout-ms 2000 closes it."""
+    target, hdrs = objd.sign_headers(server.host, "GET", "/")
     s = socket.create_connection(("127.0.0.1", server.port), timeout=15)
+    s.sendall(head_bytes(target, hdrs, "GET"))
+    got = b""
+    while b"</ListAllMyBucketsResult>" not in got:
+        c = s.recv(65536)
+        assert c, f"closed before the response ended: {got[:300]!r}"
+        got += c
+    assert objd.status_of(got) == 200, got[:300]
     t0 = time.monotonic()
     try:
         data = s.recv(100)
@@ -152,8 +161,8 @@ def test_idle_connection_is_closed(server):
         data = None
     waited = time.monotonic() - t0
     s.close()
-    assert data is not None, "idle connection not closed within 15s (--idle-timeout-ms 2000)"
-    assert waited < 10
+    assert data == b"", f"idle keep-alive connection not closed within 15s (--idle-timeout-ms 2000): {data!r}"
+    assert 1.0 < waited < 10, waited
 
 
 @pytest.mark.parametrize("size", [HEADER_BYTES_MAX + 100, 64 * 1024, 1 << 20])

@@ -178,11 +178,11 @@ def test_kill9_during_upload_part_keeps_upload_usable(crashdir):
     srv = start(crashdir)
     try:
         s3 = objd.boto3_client(srv)
-        s3.create_bucket(Bucket="pc")
-        uid = s3.create_multipart_upload(Bucket="pc", Key="k")["UploadId"]
+        s3.create_bucket(Bucket="pcrash")
+        uid = s3.create_multipart_upload(Bucket="pcrash", Key="k")["UploadId"]
         p1 = os.urandom(5 * MIB)
-        e1 = s3.upload_part(Bucket="pc", Key="k", UploadId=uid, PartNumber=1, Body=p1)["ETag"]
-        target, hdrs = objd.sign_headers(srv.host, "PUT", "/pc/k", query=[("partNumber", "2"), ("uploadId", uid)],
+        e1 = s3.upload_part(Bucket="pcrash", Key="k", UploadId=uid, PartNumber=1, Body=p1)["ETag"]
+        target, hdrs = objd.sign_headers(srv.host, "PUT", "/pcrash/k", query=[("partNumber", "2"), ("uploadId", uid)],
                                          headers={"Content-Length": str(8 * MIB)}, payload_hash="UNSIGNED-PAYLOAD")
         sock = socket.create_connection(("127.0.0.1", srv.port))
         sock.sendall(head_bytes("PUT", target, hdrs) + os.urandom(4 * MIB))
@@ -194,13 +194,13 @@ def test_kill9_during_upload_part_keeps_upload_usable(crashdir):
     srv = start(crashdir)
     try:
         s3 = objd.boto3_client(srv)
-        parts = s3.list_parts(Bucket="pc", Key="k", UploadId=uid).get("Parts", [])
+        parts = s3.list_parts(Bucket="pcrash", Key="k", UploadId=uid).get("Parts", [])
         assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 * MIB)]
         p2 = b"tail"
-        e2 = s3.upload_part(Bucket="pc", Key="k", UploadId=uid, PartNumber=2, Body=p2)["ETag"]
-        s3.complete_multipart_upload(Bucket="pc", Key="k", UploadId=uid, MultipartUpload={"Parts": [
+        e2 = s3.upload_part(Bucket="pcrash", Key="k", UploadId=uid, PartNumber=2, Body=p2)["ETag"]
+        s3.complete_multipart_upload(Bucket="pcrash", Key="k", UploadId=uid, MultipartUpload={"Parts": [
             {"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
-        assert get_sha(s3, "pc", "k")[0] == hashlib.sha256(p1 + p2).hexdigest()
+        assert get_sha(s3, "pcrash", "k")[0] == hashlib.sha256(p1 + p2).hexdigest()
         assert tmp_files(srv) == []
     finally:
         srv.stop()

@@ -142,7 +142,7 @@ def test_complete_invalid_part_wrong_etag(s3, bucket):
 
 
 def test_complete_invalid_part_missing_number(s3, bucket):
-    uid, done = upload(s3, bucket, "ip2", [b"only"])
+    uid, done = upload(s3, bucket, "ip2", [os.urandom(5 * MIB)])
     with pytest.raises(ClientError) as ei:
         s3.complete_multipart_upload(Bucket=bucket, Key="ip2", UploadId=uid,
                                      MultipartUpload={"Parts": done + [{"PartNumber": 9, "ETag": done[0]["ETag"]}]})
