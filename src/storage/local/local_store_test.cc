@@ -2,9 +2,12 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -602,6 +605,51 @@ TEST_F(LocalStoreTest, FullMetadataMapIsNoSpace) {
     last = put(**s, "b", std::string(900, 'k') + std::to_string(i), "").code();
   }
   EXPECT_EQ(last, Errc::no_space);
+}
+
+// Fills a real filesystem: a 2 MiB tmpfs mounted for the test (needs CAP_SYS_ADMIN; skipped
+// otherwise).
+TEST(LocalStoreNoSpace, FullFilesystemIsNoSpace) {
+  char tmpl[] = "/tmp/objdirect-enospc-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string mnt = tmpl;
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    ::rmdir(mnt.c_str());
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno)
+                 << "); run as root to exercise ENOSPC";
+  }
+  // Unmounts even when an assertion below returns early.
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      ::umount(dir.c_str());
+      ::rmdir(dir.c_str());
+    }
+  } unmount{mnt};
+  {
+    LocalStoreOptions o;
+    o.data_dir = mnt + "/data";
+    o.fsync = false;
+    o.lmdb_map_size_bytes = 64ull << 20;
+    auto s = open_local_store(o);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    BucketInfo b;
+    b.name = "b";
+    ASSERT_TRUE((*s)->create_bucket(b).ok());
+    ASSERT_TRUE(put(**s, "b", "small", "fits").ok());
+    auto w = (*s)->begin_write("b");
+    ASSERT_TRUE(w.ok());
+    const std::string chunk(256 * 1024, 'x');
+    Status st;
+    for (int i = 0; i < 64 && st.ok(); ++i) st = (*w)->append(bytes_of(chunk));
+    EXPECT_EQ(st.code(), Errc::no_space) << st.to_string();
+    EXPECT_EQ((*w)->append(bytes_of("more")).code(), Errc::io_error);  // unusable after error
+    w->reset();  // the temporary file goes away and frees the space
+    EXPECT_EQ(testing::count_files(o.data_dir + "/tmp"), 0u);
+    ASSERT_TRUE(put(**s, "b", "after", "still works").ok());
+    EXPECT_EQ(*get(**s, "b", "after"), "still works");
+    EXPECT_EQ(*get(**s, "b", "small"), "fits");
+  }
 }
 
 }  // namespace
