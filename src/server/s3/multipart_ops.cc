@@ -134,16 +134,10 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
   std::uint64_t offset = 0, length = sm.size;
   if (auto r = c.header("x-amz-copy-source-range")) {
-    auto range = parse_range(*r, sm.size);
-    if (!range.ok() || !*range) {
-      co_return co_await send_error(
-          c,
-          Status(Errc::invalid_argument,
-                 "The x-amz-copy-source-range value must be of the form bytes=first-last where "
-                 "first and last are the zero-based offsets of the first and last bytes to copy"));
-    }
-    offset = (*range)->first;
-    length = (*range)->length();
+    auto range = parse_copy_source_range(*r, sm.size);
+    if (!range.ok()) co_return co_await send_error(c, range.status());
+    offset = range->first;
+    length = range->length();
   }
   if (length > limits::part_bytes_max) {
     co_return co_await send_error(c, Status(Errc::entity_too_large, "The part exceeds 5 GiB"));
