@@ -113,35 +113,55 @@ def test_kill9_during_put_of_new_key_leaves_nothing(crashdir):
 
 PARTS = 16
 PART_BYTES = 5 * MIB
-DELAYS_S = [0.0, 0.005, 0.03, 0.1, 0.3]
+# kill points, as fractions of the time one uncrashed Complete takes on this machine
+DELAY_FRACTIONS = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.2]
+
+
+def _upload_parts(s3, rnd):
+    seed = os.urandom(PART_BYTES)
+    parts = [bytes([rnd, i]) + seed[2:] for i in range(PARTS)]
+    uid = s3.create_multipart_upload(Bucket="mpcrash", Key="obj")["UploadId"]
+    done = []
+    for i, p in enumerate(parts, 1):
+        e = s3.upload_part(Bucket="mpcrash", Key="obj", UploadId=uid, PartNumber=i, Body=p)["ETag"]
+        done.append(f"<Part><PartNumber>{i}</PartNumber><ETag>{e}</ETag></Part>")
+    xml = ("<CompleteMultipartUpload>" + "".join(done) + "</CompleteMultipartUpload>").encode()
+    return uid, xml, hashlib.sha256(b"".join(parts)).hexdigest()
+
+
+def _send_complete(srv, uid, xml):
+    target, hdrs = objd.sign_headers(srv.host, "POST", "/mpcrash/obj", query=[("uploadId", uid)], body=xml,
+                                     headers={"Content-Length": str(len(xml))})
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    sock.sendall(head_bytes("POST", target, hdrs) + xml)
+    return sock
 
 
 def test_kill9_during_complete_multipart(crashdir):
     """Several rounds: old version A exists, a PARTS-part upload of B completes while the server is
-    killed at a different delay each round. After restart: A or B exactly, never a mix."""
+    killed at a different point each round (spread over the measured duration of a Complete).
+    After restart: A or B exactly, never a mix."""
     srv = start(crashdir)
     outcomes = []
     try:
         s3 = objd.boto3_client(srv)
         s3.create_bucket(Bucket="mpcrash")
+        # one uncrashed Complete to measure how long the window is
+        uid, xml, _ = _upload_parts(s3, 255)
+        t0 = time.monotonic()
+        sock = _send_complete(srv, uid, xml)
+        reply = sock.recv(65536)
+        complete_s = time.monotonic() - t0
+        sock.close()
+        assert objd.status_of(reply) == 200, reply[:300]
         a = os.urandom(3 * MIB)
         s3.put_object(Bucket="mpcrash", Key="obj", Body=a)
         current = {hashlib.sha256(a).hexdigest()}
-        for rnd, delay in enumerate(DELAYS_S):
+        delays = [f * complete_s for f in DELAY_FRACTIONS]
+        for rnd, delay in enumerate(delays):
             s3 = objd.boto3_client(srv)
-            seed = os.urandom(PART_BYTES)
-            parts = [bytes([rnd, i]) + seed[2:] for i in range(PARTS)]
-            sha_b = hashlib.sha256(b"".join(parts)).hexdigest()
-            uid = s3.create_multipart_upload(Bucket="mpcrash", Key="obj")["UploadId"]
-            done = []
-            for i, p in enumerate(parts, 1):
-                e = s3.upload_part(Bucket="mpcrash", Key="obj", UploadId=uid, PartNumber=i, Body=p)["ETag"]
-                done.append(f"<Part><PartNumber>{i}</PartNumber><ETag>{e}</ETag></Part>")
-            xml = ("<CompleteMultipartUpload>" + "".join(done) + "</CompleteMultipartUpload>").encode()
-            target, hdrs = objd.sign_headers(srv.host, "POST", "/mpcrash/obj", query=[("uploadId", uid)], body=xml,
-                                             headers={"Content-Length": str(len(xml))})
-            sock = socket.create_connection(("127.0.0.1", srv.port))
-            sock.sendall(head_bytes("POST", target, hdrs) + xml)
+            uid, xml, sha_b = _upload_parts(s3, rnd)
+            sock = _send_complete(srv, uid, xml)
             time.sleep(delay)
             srv.kill9()
             sock.close()
@@ -169,7 +189,8 @@ def test_kill9_during_complete_multipart(crashdir):
                     s3.abort_multipart_upload(Bucket="mpcrash", Key="obj", UploadId=uid)
             current = {sha}
             assert tmp_files(srv) == [], f"round {rnd}: files left under DATA/tmp: {tmp_files(srv)}"
-        print("kill -9 during Complete, outcomes per delay:", dict(zip(DELAYS_S, outcomes)))
+        print(f"kill -9 during Complete ({complete_s * 1000:.1f} ms uncrashed), outcome per delay (ms):",
+              {round(d * 1000, 2): o for d, o in zip(delays, outcomes)})
     finally:
         srv.stop()
 
