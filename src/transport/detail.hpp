@@ -1,0 +1,143 @@
+// Pieces shared by the transport backends: transfer planning, the peer LRU, the back-off used by
+// polling loops, and the progress thread. Private to src/transport.
+//
+// Thread safety: Chunk planning is pure. PeerLru is not thread-safe (the owning transport
+// serialises it under its mutex). ProgressThread runs its poll function on its own thread; the
+// function must do its own locking.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/transport.hpp"
+
+namespace objdirect::transport::detail {
+
+// One contiguous piece of a transfer: `length` bytes at local (mr, offset) <-> remote
+// (remote_index, addr, key).
+struct Chunk {
+  MemoryRegion* mr = nullptr;
+  std::size_t local_offset = 0;
+  std::size_t remote_index = 0;  // into the remote segment list (UCX unpacks its rkey)
+  std::uint64_t remote_addr = 0;
+  std::uint64_t key = 0;
+  std::uint64_t length = 0;
+};
+
+// Walks both lists in step and cuts them into chunks no longer than chunk_bytes_max.
+// Errors (invalid_argument): a null region, a local segment outside its region, too many
+// segments, different byte totals (the message says which side is shorter), a remote range whose
+// addr + length overflows.
+Result<std::vector<Chunk>> plan_chunks(std::span<const LocalSegment> local,
+                                       std::span<const RemoteSegment> remote,
+                                       std::uint64_t chunk_bytes_max);
+
+// Exponential back-off for polling loops: spins (yield) a little, then sleeps from 1 us doubling
+// to max_sleep. reset() after useful work.
+class Backoff {
+ public:
+  explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(200))
+      : max_sleep_(max_sleep) {}
+  void reset() noexcept { idle_ = 0; }
+  void pause();
+
+ private:
+  std::chrono::microseconds max_sleep_;
+  unsigned idle_ = 0;
+};
+
+// Runs poll() in a loop with Backoff until destroyed. poll returns whether it did work.
+class ProgressThread {
+ public:
+  explicit ProgressThread(std::function<bool()> poll);
+  ~ProgressThread();  // stops and joins
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A bounded LRU map from peer address bytes to a backend handle, with a count of operations in
+// flight per peer so that busy peers are never evicted.
+template <class Handle>
+class PeerLru {
+ public:
+  struct Entry {
+    Handle handle{};
+    std::size_t inflight = 0;
+    std::list<std::string>::iterator order;
+  };
+
+  explicit PeerLru(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+
+  // The entry for address, marked most recently used; nullptr when absent.
+  Entry* find(const std::string& address) {
+    auto it = map_.find(address);
+    if (it == map_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second.order);
+    return &it->second;
+  }
+
+  // The entry for address without touching the LRU order; nullptr when absent.
+  Entry* peek(const std::string& address) {
+    auto it = map_.find(address);
+    return it == map_.end() ? nullptr : &it->second;
+  }
+
+  // Chooses the least recently used idle peer to make room, if the map is full. Returns false
+  // with nothing chosen when full and every peer is busy; true otherwise (victim set when one
+  // must go). The caller releases the victim's handle and then calls erase(victim).
+  bool pick_victim(std::string& victim) const {
+    victim.clear();
+    if (map_.size() < capacity_) return true;
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      if (map_.at(*it).inflight == 0) {
+        victim = *it;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  Entry& insert(const std::string& address, Handle handle) {
+    order_.push_front(address);
+    Entry& e = map_[address];
+    e.handle = handle;
+    e.inflight = 0;
+    e.order = order_.begin();
+    return e;
+  }
+
+  void erase(const std::string& address) {
+    auto it = map_.find(address);
+    if (it == map_.end()) return;
+    order_.erase(it->second.order);
+    map_.erase(it);
+  }
+
+  std::size_t size() const { return map_.size(); }
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& [addr, e] : map_) f(addr, e);
+  }
+
+ private:
+  std::size_t capacity_;
+  std::list<std::string> order_;  // front = most recently used
+  std::unordered_map<std::string, Entry> map_;
+};
+
+// "<what>: <provider message>" as a transport_error Status.
+Status transport_error(const std::string& what, const std::string& detail);
+
+}  // namespace objdirect::transport::detail

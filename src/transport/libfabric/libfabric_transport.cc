@@ -1,0 +1,507 @@
+#include "transport/libfabric/libfabric_transport.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/detail.hpp"
+
+namespace objdirect::transport::libfabric {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t rma_caps =
+    FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG;
+// How long post_* keeps retrying a full transmit queue before giving up.
+constexpr auto post_retry_max = std::chrono::seconds(30);
+
+std::string fi_error(long rc) {
+  return std::string(fi_strerror(static_cast<int>(rc < 0 ? -rc : rc))) + " (" + std::to_string(rc) +
+         ")";
+}
+
+struct Op;
+
+// The per-provider-operation context. fi_context2 must come first: providers that ask for
+// FI_CONTEXT/FI_CONTEXT2 use that space, and the completion hands back this address.
+struct SubOp {
+  fi_context2 ctx;
+  Op* op;
+};
+
+struct Op {
+  OpId id = 0;
+  std::string peer;
+  std::size_t pending = 0;  // provider operations not yet completed
+  Status status;
+  bool abandoned = false;  // wait() gave up; erase on last completion
+  std::unique_ptr<SubOp[]> subs;
+  std::vector<std::shared_ptr<MemoryRegion>> regions;  // keep registrations alive while in flight
+};
+
+// Everything that must outlive the Transport object while memory regions are still held:
+// regions close their fid_mr under mu and need the domain open.
+struct Core {
+  std::mutex mu;
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  std::atomic<std::uint64_t> next_key{1};
+
+  ~Core() {
+    if (ep) fi_close(&ep->fid);
+    if (av) fi_close(&av->fid);
+    if (cq) fi_close(&cq->fid);
+    if (domain) fi_close(&domain->fid);
+    if (fabric) fi_close(&fabric->fid);
+    if (info) fi_freeinfo(info);
+  }
+};
+
+class FabricRegion final : public MemoryRegion {
+ public:
+  FabricRegion(void* ptr, std::size_t len, MemoryType type, Addressing addressing,
+               std::shared_ptr<Core> core, fid_mr* mr)
+      : MemoryRegion(ptr, len, type, addressing), core_(std::move(core)), mr_(mr) {
+    key_ = fi_mr_key(mr_);
+  }
+  ~FabricRegion() override {
+    std::lock_guard lock(core_->mu);
+    fi_close(&mr_->fid);
+  }
+  void* desc() const { return fi_mr_desc(mr_); }
+
+ private:
+  std::shared_ptr<Core> core_;
+  fid_mr* mr_;
+};
+
+class LibfabricTransport final : public Transport {
+ public:
+  LibfabricTransport(std::shared_ptr<Core> core, Capabilities caps, std::string local_address,
+                     const Config& config, std::size_t av_count)
+      : core_(std::move(core)),
+        caps_(std::move(caps)),
+        local_address_(std::move(local_address)),
+        peers_(std::min(config.peers_max, av_count)),
+        park_evicted_(caps_.provider == "shm"),
+        av_count_(av_count) {
+    if (config.progress_thread) {
+      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); });
+    }
+  }
+
+  ~LibfabricTransport() override {
+    progress_thread_.reset();
+    std::lock_guard lock(core_->mu);
+    // Closing the endpoint first cancels what is still in flight, so no completion can name an
+    // Op after the table is cleared.
+    if (core_->ep) fi_close(&core_->ep->fid);
+    core_->ep = nullptr;
+    ops_.clear();
+  }
+
+  const Capabilities& caps() const noexcept override { return caps_; }
+  std::string local_address() const override { return local_address_; }
+
+  Result<std::shared_ptr<MemoryRegion>> register_memory(void* ptr, std::size_t len,
+                                                        MemoryType type) override {
+    if (ptr == nullptr || len == 0) {
+      return Status(Errc::invalid_argument, "register_memory: null pointer or zero length");
+    }
+    if (type == MemoryType::cuda && !caps_.cuda_memory) {
+      return Status(Errc::invalid_argument,
+                    caps_.name + " does not support CUDA memory (provider lacks FI_HMEM)");
+    }
+    const std::uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    // Without FI_MR_PROV_KEY the application chooses keys; they must be unique in the domain.
+    const std::uint64_t requested_key = core_->next_key.fetch_add(1);
+    std::lock_guard lock(core_->mu);
+    fid_mr* mr = nullptr;
+    int rc = 0;
+    if (type == MemoryType::cuda) {
+      iovec iov{ptr, len};
+      fi_mr_attr attr{};
+      attr.mr_iov = &iov;
+      attr.iov_count = 1;
+      attr.access = access;
+      attr.requested_key = requested_key;
+      attr.iface = FI_HMEM_CUDA;
+      rc = fi_mr_regattr(core_->domain, &attr, 0, &mr);
+    } else {
+      rc = fi_mr_reg(core_->domain, ptr, len, access, 0, requested_key, 0, &mr, nullptr);
+    }
+    if (rc != 0) return detail::transport_error("fi_mr_reg", fi_error(rc));
+    if (core_->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+      rc = fi_mr_bind(mr, &core_->ep->fid, 0);
+      if (rc == 0) rc = fi_mr_enable(mr);
+      if (rc != 0) {
+        fi_close(&mr->fid);
+        return detail::transport_error("fi_mr_bind/fi_mr_enable", fi_error(rc));
+      }
+    }
+    if (fi_mr_key(mr) == FI_KEY_NOTAVAIL) {
+      fi_close(&mr->fid);
+      return detail::transport_error("fi_mr_key", "key not available (FI_MR_RAW unsupported)");
+    }
+    return std::shared_ptr<MemoryRegion>(
+        std::make_shared<FabricRegion>(ptr, len, type, caps_.addressing, core_, mr));
+  }
+
+  Result<OpId> post_write(std::string_view peer, std::span<const LocalSegment> local,
+                          std::span<const RemoteSegment> remote) override {
+    if (!caps_.can_write) {
+      return Status(Errc::invalid_argument, caps_.name + " offers no RMA write");
+    }
+    return post(true, peer, local, remote);
+  }
+
+  Result<OpId> post_read(std::string_view peer, std::span<const LocalSegment> local,
+                         std::span<const RemoteSegment> remote) override {
+    if (!caps_.can_read) return Status(Errc::invalid_argument, caps_.name + " offers no RMA read");
+    return post(false, peer, local, remote);
+  }
+
+  Status wait(OpId id, std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    detail::Backoff backoff(std::chrono::microseconds(50));
+    for (;;) {
+      bool did = false;
+      {
+        std::lock_guard lock(core_->mu);
+        auto it = ops_.find(id);
+        if (it == ops_.end() || it->second->abandoned) {
+          return Status(Errc::invalid_argument, "wait: unknown operation " + std::to_string(id));
+        }
+        if (it->second->pending == 0) {
+          Status st = std::move(it->second->status);
+          ops_.erase(it);
+          return st;
+        }
+        did = poll_locked();
+        if (!did && Clock::now() >= deadline) {
+          it->second->abandoned = true;
+          return Status(Errc::rdma_transfer_failed, caps_.name +
+                                                        ": transfer to peer timed out after " +
+                                                        std::to_string(timeout.count()) + " ms");
+        }
+      }
+      if (did) {
+        backoff.reset();
+      } else {
+        backoff.pause();
+      }
+    }
+  }
+
+  bool progress() override {
+    std::lock_guard lock(core_->mu);
+    return poll_locked();
+  }
+
+  std::size_t peers_cached() const override {
+    std::lock_guard lock(core_->mu);
+    return peers_.size();
+  }
+
+ private:
+  // Reads completions and settles their Ops. Called with mu held.
+  bool poll_locked() {
+    if (core_->cq == nullptr || core_->ep == nullptr) return false;
+    fi_cq_entry entries[16];
+    ssize_t n = fi_cq_read(core_->cq, entries, 16);
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        settle(static_cast<SubOp*>(entries[i].op_context), Status::Ok());
+      }
+      return true;
+    }
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(core_->cq, &err, 0) < 0) return false;
+      char buf[256] = {};
+      const char* msg = fi_cq_strerror(core_->cq, err.prov_errno, err.err_data, buf, sizeof(buf));
+      std::string detail = std::string(fi_strerror(err.err)) + " / provider: " + (msg ? msg : "?");
+      if (err.op_context != nullptr) {
+        settle(static_cast<SubOp*>(err.op_context),
+               Status(Errc::rdma_transfer_failed, caps_.name + " RMA failed: " + detail));
+      }
+      return true;
+    }
+    return false;
+  }
+
+  void settle(SubOp* sub, Status st) {
+    Op* op = sub->op;
+    if (!st.ok() && op->status.ok()) op->status = std::move(st);
+    if (auto* peer = peers_.peek(op->peer)) --peer->inflight;
+    if (--op->pending == 0 && op->abandoned) ops_.erase(op->id);
+  }
+
+  // The peer's fi_addr, inserting (and evicting an idle peer) on first contact. mu held.
+  Result<detail::PeerLru<fi_addr_t>::Entry*> peer_locked(const std::string& address) {
+    if (auto* e = peers_.find(address)) return e;
+    std::string buf = address;  // std::string keeps a NUL after the bytes (FI_ADDR_STR)
+    if (core_->info->addr_format != FI_ADDR_STR && address.size() != local_address_.size()) {
+      return Status(Errc::transport_error,
+                    caps_.name + ": peer address of " + std::to_string(address.size()) +
+                        " bytes, expected " + std::to_string(local_address_.size()));
+    }
+    if (address.empty()) return Status(Errc::transport_error, caps_.name + ": empty peer address");
+    std::string victim;
+    if (!peers_.pick_victim(victim)) {
+      return Status(Errc::unavailable,
+                    caps_.name + ": all peers_max peers have transfers in flight");
+    }
+    if (!victim.empty()) {
+      fi_addr_t old = peers_.peek(victim)->handle;
+      peers_.erase(victim);
+      if (park_evicted_) {
+        parked_.emplace(victim, old);
+      } else {
+        fi_av_remove(core_->av, &old, 1, 0);
+      }
+    }
+    if (auto it = parked_.find(address); it != parked_.end()) {
+      fi_addr_t fa = it->second;
+      parked_.erase(it);
+      return &peers_.insert(address, fa);
+    }
+    if (!parked_.empty() && parked_.size() + peers_.size() >= av_count_) {
+      auto it = parked_.begin();  // the AV is full: a parked entry must really go
+      fi_av_remove(core_->av, &it->second, 1, 0);
+      parked_.erase(it);
+    }
+    fi_addr_t fa = FI_ADDR_UNSPEC;
+    int rc = fi_av_insert(core_->av, buf.c_str(), 1, &fa, 0, nullptr);
+    if (rc != 1) return detail::transport_error(caps_.name + ": fi_av_insert", fi_error(rc));
+    return &peers_.insert(address, fa);
+  }
+
+  Result<OpId> post(bool write, std::string_view peer_view, std::span<const LocalSegment> local,
+                    std::span<const RemoteSegment> remote) {
+    auto chunks_or = detail::plan_chunks(local, remote, caps_.message_bytes_max);
+    if (!chunks_or.ok()) return chunks_or.status();
+    const std::vector<detail::Chunk>& chunks = *chunks_or;
+    const std::string peer(peer_view);
+
+    std::lock_guard lock(core_->mu);
+    if (core_->ep == nullptr) return Status(Errc::transport_error, "transport is shut down");
+    auto op = std::make_unique<Op>();
+    op->id = next_op_++;
+    op->peer = peer;
+    Op* raw = op.get();
+    if (chunks.empty()) {
+      ops_.emplace(raw->id, std::move(op));
+      return raw->id;
+    }
+    auto entry_or = peer_locked(peer);
+    if (!entry_or.ok()) return entry_or.status();
+    const fi_addr_t dest = (*entry_or)->handle;
+
+    const std::size_t per_op = std::max<std::size_t>(1, caps_.rma_iov_max);
+    const std::size_t n_subs = (chunks.size() + per_op - 1) / per_op;
+    op->subs = std::make_unique<SubOp[]>(n_subs);
+    for (const LocalSegment& s : local) op->regions.push_back(s.mr->shared_from_this());
+    ops_.emplace(raw->id, std::move(op));
+
+    std::vector<iovec> iov(per_op);
+    std::vector<void*> desc(per_op);
+    std::vector<fi_rma_iov> rma(per_op);
+    for (std::size_t s = 0; s < n_subs; ++s) {
+      const std::size_t first = s * per_op;
+      const std::size_t count = std::min(per_op, chunks.size() - first);
+      for (std::size_t k = 0; k < count; ++k) {
+        const detail::Chunk& c = chunks[first + k];
+        auto* region = static_cast<FabricRegion*>(c.mr);
+        iov[k] = iovec{static_cast<char*>(region->ptr()) + c.local_offset,
+                       static_cast<std::size_t>(c.length)};
+        desc[k] = region->desc();
+        rma[k] = fi_rma_iov{c.remote_addr, static_cast<std::size_t>(c.length), c.key};
+      }
+      SubOp* sub = &raw->subs[s];
+      sub->op = raw;
+      fi_msg_rma msg{};
+      msg.msg_iov = iov.data();
+      msg.desc = desc.data();
+      msg.iov_count = count;
+      msg.addr = dest;
+      msg.rma_iov = rma.data();
+      msg.rma_iov_count = count;
+      msg.context = &sub->ctx;
+      const auto give_up = Clock::now() + post_retry_max;
+      ssize_t rc;
+      for (;;) {
+        // FI_DELIVERY_COMPLETE: the completion means the bytes are visible in the target's
+        // memory, not merely that our buffer may be reused (tcp;ofi_rxm, libfabric#9651).
+        rc = write ? fi_writemsg(core_->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+                   : fi_readmsg(core_->ep, &msg, FI_COMPLETION);
+        if (rc != -FI_EAGAIN || Clock::now() >= give_up) break;
+        poll_locked();  // a full queue drains only as completions are read
+      }
+      if (rc != 0) {
+        Status st = detail::transport_error(caps_.name + (write ? ": fi_writemsg" : ": fi_readmsg"),
+                                            fi_error(rc));
+        if (raw->pending == 0) {
+          ops_.erase(raw->id);
+        } else {
+          raw->abandoned = true;
+          raw->status = st;
+        }
+        return st;
+      }
+      ++raw->pending;
+      if (auto* e = peers_.peek(peer)) ++e->inflight;
+    }
+    return raw->id;
+  }
+
+  std::shared_ptr<Core> core_;
+  Capabilities caps_;
+  std::string local_address_;
+  detail::PeerLru<fi_addr_t> peers_;
+  // libfabric 1.17 shm crashes the *target* process (SIGSEGV in its progress) when the
+  // initiator fi_av_remove()s a peer and then inserts another (measured: the freed AV slot is
+  // reused). So on shm an evicted peer stays in the AV, "parked", and is reused if it comes
+  // back; parked entries are removed for real only when the AV (av_count_, 256 on shm) is full.
+  bool park_evicted_ = false;
+  std::size_t av_count_ = 0;
+  std::unordered_map<std::string, fi_addr_t> parked_;
+  std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
+  OpId next_op_ = 1;
+  std::unique_ptr<detail::ProgressThread> progress_thread_;
+};
+
+Result<fi_info*> get_info(const char* prov_name, std::uint64_t caps) {
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) return Status(Errc::unavailable, "fi_allocinfo failed");
+  hints->caps = caps;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;  // we serialise every call under Core::mu
+  hints->fabric_attr->prov_name = strdup(prov_name);
+  fi_info* info = nullptr;
+  int rc =
+      fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
+  fi_freeinfo(hints);
+  if (rc != 0 || info == nullptr) {
+    return Status(Errc::unavailable, std::string("fi_getinfo(") + prov_name + "): " + fi_error(rc));
+  }
+  return info;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& config,
+                                                              std::string_view provider) {
+  std::string prov_name;
+  if (provider == "tcp") {
+    prov_name = "tcp;ofi_rxm";
+    // tcp;ofi_rxm ignores the domain-name hint; pin it to loopback unless the operator chose.
+    setenv("FI_TCP_IFACE", "lo", 0);
+  } else if (provider == "verbs") {
+    prov_name = "verbs;ofi_rxm";
+  } else if (provider == "shm" || provider == "efa") {
+    prov_name = std::string(provider);
+  } else {
+    return Status(Errc::invalid_argument, "unknown libfabric provider \"" + std::string(provider) +
+                                              "\" (expected tcp, shm, verbs or efa)");
+  }
+
+  // Ask for write and read; a provider without RMA write (EFA before libfabric 1.18) still
+  // serves reads, and caps() says so.
+  auto info_or = get_info(prov_name.c_str(), rma_caps);
+  if (!info_or.ok()) {
+    auto read_only = get_info(prov_name.c_str(), rma_caps & ~(FI_WRITE | FI_REMOTE_WRITE));
+    if (!read_only.ok()) return info_or.status();
+    info_or = std::move(read_only);
+  }
+  auto core = std::make_shared<Core>();
+  core->info = *info_or;
+  fi_info* info = core->info;
+  auto fail = [&](const char* what, int rc) {
+    return Status(Errc::unavailable,
+                  "libfabric:" + std::string(provider) + ": " + what + ": " + fi_error(rc));
+  };
+
+  int rc = fi_fabric(info->fabric_attr, &core->fabric, nullptr);
+  if (rc != 0) return fail("fi_fabric", rc);
+  rc = fi_domain(core->fabric, info, &core->domain, nullptr);
+  if (rc != 0) return fail("fi_domain", rc);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  cq_attr.size = info->tx_attr->size + info->rx_attr->size;
+  cq_attr.wait_obj = FI_WAIT_NONE;  // shm and efa have no FI_WAIT_FD: we poll
+  rc = fi_cq_open(core->domain, &cq_attr, &core->cq, nullptr);
+  if (rc != 0) return fail("fi_cq_open", rc);
+  fi_av_attr av_attr{};
+  av_attr.type =
+      info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type : FI_AV_TABLE;
+  // Some providers cap the AV (shm: 256 peers in 1.17) and refuse a larger count with
+  // FI_ENOSYS; halve until accepted and cap the peer cache to what the AV holds.
+  // The AV is sized independently of peers_max so that shm can park evicted peers (see
+  // LibfabricTransport::parked_).
+  std::size_t av_count = std::max<std::size_t>(1024, config.peers_max);
+  for (;;) {
+    av_attr.count = av_count;
+    rc = fi_av_open(core->domain, &av_attr, &core->av, nullptr);
+    if (rc == 0 || av_count <= 16) break;
+    av_count /= 2;
+  }
+  if (rc != 0) return fail("fi_av_open", rc);
+
+  rc = fi_endpoint(core->domain, info, &core->ep, nullptr);
+  if (rc != 0) return fail("fi_endpoint", rc);
+  rc = fi_ep_bind(core->ep, &core->cq->fid, FI_TRANSMIT | FI_RECV);
+  if (rc != 0) return fail("fi_ep_bind(cq)", rc);
+  rc = fi_ep_bind(core->ep, &core->av->fid, 0);
+  if (rc != 0) return fail("fi_ep_bind(av)", rc);
+  rc = fi_enable(core->ep);
+  if (rc != 0) return fail("fi_enable", rc);
+
+  std::string address(64, '\0');
+  std::size_t len = address.size();
+  rc = fi_getname(&core->ep->fid, address.data(), &len);
+  if (rc == -FI_ETOOSMALL) {
+    address.resize(len);
+    rc = fi_getname(&core->ep->fid, address.data(), &len);
+  }
+  if (rc != 0) return fail("fi_getname", rc);
+  address.resize(len);
+
+  Capabilities caps;
+  caps.name = "libfabric:" + std::string(provider);
+  caps.backend = Backend::libfabric;
+  caps.provider = std::string(provider);
+  caps.addressing = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? Addressing::virtual_address
+                                                                   : Addressing::offset;
+  caps.rma_iov_max =
+      std::max<std::size_t>(1, std::min(info->tx_attr->rma_iov_limit, info->tx_attr->iov_limit));
+  caps.message_bytes_max = info->ep_attr->max_msg_size;
+  caps.can_write = (info->caps & FI_WRITE) != 0;
+  caps.can_read = (info->caps & FI_READ) != 0;
+  caps.host_memory = true;
+  caps.cuda_memory = (info->caps & FI_HMEM) != 0;
+  return std::unique_ptr<Transport>(std::make_unique<LibfabricTransport>(
+      std::move(core), std::move(caps), std::move(address), config, av_count));
+}
+
+}  // namespace objdirect::transport::libfabric

@@ -1,0 +1,172 @@
+// Transport: the one interface of ObjDirect's RDMA data plane (NIXL's backend contract, in order:
+// register, pack the remote key, load the remote key, post, check).
+//
+// A Transport owns one endpoint of one fabric (libfabric RDM endpoint or UCX worker). The same
+// object serves both sides of a transfer:
+//  - the client (target) registers its buffer, puts local_address() and the region's remote
+//    key/address into a token, and keeps the transport alive (its progress thread drives the
+//    provider: software RMA over tcp/shm stalls unless the target progresses);
+//  - the server (initiator) decodes the token and calls post_write (GET: server memory -> client
+//    memory) or post_read (PUT: client memory -> server memory), then wait().
+//
+// wait() returns OK only once the data is visible at the target: libfabric writes are posted
+// with FI_DELIVERY_COMPLETE, UCX operations are followed by ucp_ep_flush_nbx. Reads complete when
+// the bytes are in local memory.
+//
+// Backends: src/transport/libfabric (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa) and src/transport/ucx.
+// Each folder's README.md states what it supports.
+//
+// Thread safety: a Transport is thread-safe: any thread may register, post and wait, and the
+// progress thread runs concurrently (one internal mutex serialises provider calls).
+// MemoryRegion and RegistrationCache state their own rules below.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.hpp"
+#include "token/token.hpp"
+
+namespace objdirect::limits {
+// Local plus remote segments accepted by one post_write/post_read call (bounds planning work).
+inline constexpr std::size_t transport_segments_max = 4096;
+}  // namespace objdirect::limits
+
+namespace objdirect::transport {
+
+using token::Addressing;
+using token::Backend;
+using token::MemoryType;
+
+struct Config {
+  // "libfabric:tcp" | "libfabric:shm" | "libfabric:verbs" | "libfabric:efa" | "ucx".
+  // "libfabric:tcp" opens "tcp;ofi_rxm" and, when FI_TCP_IFACE is unset, sets FI_TCP_IFACE=lo
+  // in this process's environment (tcp;ofi_rxm ignores the domain hint; without it the provider
+  // may pick an external interface). "ucx" lets UCX choose (sm/tcp/rc/dc) and honours UCX_TLS.
+  std::string fabric;
+  // Run a thread that polls the provider with back-off. Without it the owner must call
+  // progress() often, including on the target side while a peer moves data.
+  bool progress_thread = true;
+  // Peers (fi_av entries / ucp endpoints) kept; the least recently used idle one is evicted.
+  std::size_t peers_max = 1024;
+};
+
+struct Capabilities {
+  std::string name;  // "libfabric:tcp", "libfabric:shm", "ucx"
+  Backend backend = Backend::libfabric;
+  std::string provider;  // the token's provider field: "tcp", "shm", "verbs", "efa"; UCX: UCX_TLS
+  Addressing addressing = Addressing::virtual_address;  // how RemoteSegment::addr is read
+  std::size_t rma_iov_max = 1;          // remote segments one provider operation can carry
+  std::uint64_t message_bytes_max = 0;  // largest single provider operation (larger are split)
+  bool can_write = false;               // post_write available (EFA before libfabric 1.18 has none)
+  bool can_read = false;
+  bool host_memory = true;
+  bool cuda_memory = false;  // only when the provider reports HMEM / UCS_MEMORY_TYPE_CUDA
+};
+
+// A registered memory range. Deregisters when the last shared_ptr goes away; operations in flight
+// hold a reference, so dropping yours during a transfer is safe (the buffer itself must outlive
+// the transfer).
+// Thread safety: immutable after creation; safe to share.
+class MemoryRegion : public std::enable_shared_from_this<MemoryRegion> {
+ public:
+  virtual ~MemoryRegion() = default;
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  void* ptr() const noexcept { return ptr_; }
+  std::size_t length() const noexcept { return length_; }
+  MemoryType memory_type() const noexcept { return memory_type_; }
+  // libfabric fi_mr_key(); 0 for UCX.
+  std::uint64_t key() const noexcept { return key_; }
+  // UCX ucp_rkey_pack() bytes; empty for libfabric.
+  const std::string& packed_rkey() const noexcept { return packed_rkey_; }
+  // The address a peer must use for byte `offset` of this region: ptr()+offset under
+  // virtual_address addressing, `offset` itself under offset addressing.
+  std::uint64_t remote_address(std::size_t offset = 0) const noexcept;
+  // A token segment for [offset, offset+length) of this region. Precondition: within length().
+  token::Segment remote_segment(std::size_t offset, std::size_t length) const;
+
+ protected:
+  MemoryRegion(void* ptr, std::size_t length, MemoryType type, Addressing addressing)
+      : ptr_(ptr), length_(length), memory_type_(type), addressing_(addressing) {}
+
+  void* ptr_;
+  std::size_t length_;
+  MemoryType memory_type_;
+  Addressing addressing_;
+  std::uint64_t key_ = 0;
+  std::string packed_rkey_;
+};
+
+// Bytes [offset, offset+length) of a local registered region.
+struct LocalSegment {
+  MemoryRegion* mr = nullptr;
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
+// A remote range, exactly as carried in a token: {addr, length, key, rkey}.
+using RemoteSegment = token::Segment;
+
+// Identifies one posted transfer until wait() consumes it.
+using OpId = std::uint64_t;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const Capabilities& caps() const noexcept = 0;
+
+  // This endpoint's address (fi_getname bytes / ucp worker address): the token's endpoint field.
+  virtual std::string local_address() const = 0;
+
+  // Registers [ptr, ptr+len) for local use and remote read/write.
+  // Errors: invalid_argument (null/empty, or cuda when caps().cuda_memory is false),
+  // transport_error (provider refused, with its message).
+  virtual Result<std::shared_ptr<MemoryRegion>> register_memory(void* ptr, std::size_t len,
+                                                                MemoryType type) = 0;
+
+  // Copies the concatenation of `local` into the concatenation of `remote` at peer_address
+  // (a token's endpoint). Segment boundaries need not line up; lists longer than
+  // caps().rma_iov_max and pieces larger than message_bytes_max are split into several provider
+  // operations. All of them are covered by one OpId.
+  // Checked before anything is posted: every local segment lies inside its region, the two
+  // lists carry the same number of bytes (a remote range shorter than asked is refused), the
+  // operation is in caps(), at most transport_segments_max segments.
+  // Errors: invalid_argument (those checks), unavailable (all peers_max peers busy),
+  // transport_error (peer address refused or posting failed, with the provider's message).
+  virtual Result<OpId> post_write(std::string_view peer_address,
+                                  std::span<const LocalSegment> local,
+                                  std::span<const RemoteSegment> remote) = 0;
+  // Copies the concatenation of `remote` into `local`. Same rules as post_write.
+  virtual Result<OpId> post_read(std::string_view peer_address, std::span<const LocalSegment> local,
+                                 std::span<const RemoteSegment> remote) = 0;
+
+  // Blocks until op completes (data visible at the target for writes, in local memory for
+  // reads), fails, or timeout passes; consumes op either way. Drives progress itself while
+  // waiting.
+  // Errors: rdma_transfer_failed (a provider operation failed, with its message; or timeout,
+  // after which the operation may still touch the buffers until it ends or the transport is
+  // destroyed), invalid_argument (unknown or already consumed op).
+  virtual Status wait(OpId op, std::chrono::milliseconds timeout) = 0;
+
+  // Polls the provider once; returns whether anything happened. Needed only without the
+  // progress thread.
+  virtual bool progress() = 0;
+
+  // Peers currently cached (for tests and metrics).
+  virtual std::size_t peers_cached() const = 0;
+};
+
+// Opens the fabric named in config.fabric.
+// Errors: invalid_argument (unknown fabric name), unavailable (the provider does not initialise
+// on this machine, with its message).
+Result<std::unique_ptr<Transport>> create_transport(const Config& config);
+
+}  // namespace objdirect::transport

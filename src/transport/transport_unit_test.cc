@@ -1,0 +1,176 @@
+// Single-process tests: transfer planning, the peer LRU, the registration cache and
+// create_transport's argument checks. The two-process data path is in transport_test.cc.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "transport/detail.hpp"
+#include "transport/registration_cache.hpp"
+#include "transport/transport.hpp"
+
+namespace objdirect::transport {
+namespace {
+
+// A region that registers nothing: planning only reads ptr/length.
+class FakeRegion final : public MemoryRegion {
+ public:
+  FakeRegion(void* p, std::size_t n, Addressing a) : MemoryRegion(p, n, MemoryType::host, a) {
+    key_ = 77;
+  }
+};
+
+TEST(PlanChunks, SplitsAtEveryBoundaryOfEitherSide) {
+  char buf[100];
+  FakeRegion mr(buf, sizeof buf, Addressing::virtual_address);
+  std::vector<LocalSegment> local = {{&mr, 0, 30}, {&mr, 50, 20}};
+  std::vector<RemoteSegment> remote = {{1000, 10, 1, ""}, {2000, 35, 2, ""}, {3000, 5, 3, ""}};
+  auto chunks = detail::plan_chunks(local, remote, 0);
+  ASSERT_TRUE(chunks.ok()) << chunks.status().to_string();
+  // local: [0,30) [50,70); remote: 10 | 35 | 5  -> 10, 20 (rest of local 0 / remote 1), 15, 5
+  ASSERT_EQ(chunks->size(), 4u);
+  auto expect = [&](std::size_t i, std::size_t loff, std::uint64_t raddr, std::uint64_t key,
+                    std::uint64_t len, std::size_t rindex) {
+    const auto& c = (*chunks)[i];
+    EXPECT_EQ(c.local_offset, loff) << i;
+    EXPECT_EQ(c.remote_addr, raddr) << i;
+    EXPECT_EQ(c.key, key) << i;
+    EXPECT_EQ(c.length, len) << i;
+    EXPECT_EQ(c.remote_index, rindex) << i;
+  };
+  expect(0, 0, 1000, 1, 10, 0);
+  expect(1, 10, 2000, 2, 20, 1);
+  expect(2, 50, 2020, 2, 15, 1);
+  expect(3, 65, 3000, 3, 5, 2);
+}
+
+TEST(PlanChunks, RespectsChunkBytesMaxAndSkipsEmptySegments) {
+  char buf[100];
+  FakeRegion mr(buf, sizeof buf, Addressing::offset);
+  std::vector<LocalSegment> local = {{&mr, 0, 0}, {&mr, 0, 25}};
+  std::vector<RemoteSegment> remote = {{0, 0, 1, ""}, {500, 25, 9, ""}};
+  auto chunks = detail::plan_chunks(local, remote, 10);
+  ASSERT_TRUE(chunks.ok());
+  ASSERT_EQ(chunks->size(), 3u);
+  EXPECT_EQ((*chunks)[2].remote_addr, 520u);
+  EXPECT_EQ((*chunks)[2].length, 5u);
+}
+
+TEST(PlanChunks, RefusesMismatchAndOutOfRegion) {
+  char buf[100];
+  FakeRegion mr(buf, sizeof buf, Addressing::virtual_address);
+  std::vector<LocalSegment> local = {{&mr, 0, 100}};
+  std::vector<RemoteSegment> shorter = {{0, 99, 1, ""}};
+  auto r = detail::plan_chunks(local, shorter, 0);
+  EXPECT_EQ(r.code(), Errc::invalid_argument);
+  EXPECT_NE(r.status().message().find("remote range shorter"), std::string::npos);
+  std::vector<RemoteSegment> longer = {{0, 101, 1, ""}};
+  EXPECT_EQ(detail::plan_chunks(local, longer, 0).code(), Errc::invalid_argument);
+  std::vector<LocalSegment> outside = {{&mr, 1, 100}};
+  std::vector<RemoteSegment> exact = {{0, 100, 1, ""}};
+  EXPECT_EQ(detail::plan_chunks(outside, exact, 0).code(), Errc::invalid_argument);
+  std::vector<LocalSegment> null_mr = {{nullptr, 0, 100}};
+  EXPECT_EQ(detail::plan_chunks(null_mr, exact, 0).code(), Errc::invalid_argument);
+  std::vector<RemoteSegment> wraps = {{~0ull - 10, 100, 1, ""}};
+  EXPECT_EQ(detail::plan_chunks(local, wraps, 0).code(), Errc::invalid_argument);
+  std::vector<LocalSegment> many(limits::transport_segments_max + 1, {&mr, 0, 0});
+  EXPECT_EQ(detail::plan_chunks(many, {}, 0).code(), Errc::invalid_argument);
+}
+
+TEST(MemoryRegion, RemoteAddressFollowsAddressingMode) {
+  char buf[64];
+  FakeRegion va(buf, sizeof buf, Addressing::virtual_address);
+  FakeRegion off(buf, sizeof buf, Addressing::offset);
+  EXPECT_EQ(va.remote_address(8), reinterpret_cast<std::uintptr_t>(buf) + 8);
+  EXPECT_EQ(off.remote_address(8), 8u);
+  token::Segment s = off.remote_segment(4, 16);
+  EXPECT_EQ(s.addr, 4u);
+  EXPECT_EQ(s.length, 16u);
+  EXPECT_EQ(s.key, 77u);
+}
+
+TEST(PeerLru, EvictsLeastRecentlyUsedIdlePeer) {
+  detail::PeerLru<int> lru(2);
+  std::string victim;
+  ASSERT_TRUE(lru.pick_victim(victim));
+  EXPECT_TRUE(victim.empty());
+  lru.insert("a", 1);
+  lru.insert("b", 2);
+  ASSERT_NE(lru.find("a"), nullptr);  // a is now most recent
+  ASSERT_TRUE(lru.pick_victim(victim));
+  EXPECT_EQ(victim, "b");
+  lru.peek("b")->inflight = 1;  // busy peers are never chosen
+  ASSERT_TRUE(lru.pick_victim(victim));
+  EXPECT_EQ(victim, "a");
+  lru.peek("a")->inflight = 1;
+  EXPECT_FALSE(lru.pick_victim(victim));
+  lru.peek("a")->inflight = 0;
+  ASSERT_TRUE(lru.pick_victim(victim));
+  lru.erase(victim);
+  lru.insert("c", 3);
+  EXPECT_EQ(lru.size(), 2u);
+  EXPECT_EQ(lru.find("a"), nullptr);
+  EXPECT_EQ(lru.find("c")->handle, 3);
+}
+
+TEST(CreateTransport, RefusesUnknownFabric) {
+  EXPECT_EQ(create_transport(Config{"infiniband"}).code(), Errc::invalid_argument);
+  EXPECT_EQ(create_transport(Config{"libfabric:nope"}).code(), Errc::invalid_argument);
+}
+
+TEST(CreateTransport, ReportsCapabilities) {
+  auto tcp = create_transport(Config{"libfabric:tcp", false});
+  if (!tcp.ok()) GTEST_SKIP() << tcp.status().to_string();
+  EXPECT_EQ((*tcp)->caps().name, "libfabric:tcp");
+  EXPECT_EQ((*tcp)->caps().provider, "tcp");
+  EXPECT_EQ((*tcp)->caps().addressing, Addressing::offset);  // tcp;ofi_rxm has no VIRT_ADDR
+  EXPECT_GE((*tcp)->caps().rma_iov_max, 1u);
+  EXPECT_FALSE((*tcp)->local_address().empty());
+  auto shm = create_transport(Config{"libfabric:shm", false});
+  if (shm.ok()) {
+    EXPECT_EQ((*shm)->caps().addressing, Addressing::virtual_address);
+  }
+  auto ucx = create_transport(Config{"ucx", false});
+  if (ucx.ok()) {
+    EXPECT_EQ((*ucx)->caps().addressing, Addressing::virtual_address);
+    EXPECT_LE((*ucx)->local_address().size(), limits::token_endpoint_bytes_max);
+  }
+}
+
+TEST(RegistrationCache, HitsEvictsAndInvalidates) {
+  auto t = create_transport(Config{"libfabric:tcp", false});
+  if (!t.ok()) GTEST_SKIP() << t.status().to_string();
+  std::vector<char> buf(1 << 16);
+  RegistrationCache cache(**t, /*entries_max=*/2, /*bytes_max=*/3 << 12);
+  auto a = cache.get(buf.data(), 4096, MemoryType::host);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  auto a2 = cache.get(buf.data(), 4096, MemoryType::host);
+  ASSERT_TRUE(a2.ok());
+  EXPECT_EQ(a->get(), a2->get());
+  EXPECT_EQ(cache.hits(), 1u);
+  EXPECT_EQ(cache.misses(), 1u);
+  // A different length is a different key.
+  auto b = cache.get(buf.data(), 8192, MemoryType::host);
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(a->get(), b->get());
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.bytes(), 3u << 12);
+  // A third entry evicts the least recently used (a), by count and by bytes.
+  ASSERT_NE(cache.get(buf.data(), 8192, MemoryType::host)->get(), nullptr);  // touch b
+  auto c = cache.get(buf.data() + 8192, 4096, MemoryType::host);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(cache.size(), 2u);
+  auto a3 = cache.get(buf.data(), 4096, MemoryType::host);
+  ASSERT_TRUE(a3.ok());
+  EXPECT_NE(a3->get(), a->get());  // re-registered; the evicted one lives on via `a`
+  EXPECT_EQ(cache.misses(), 4u);
+  // Invalidating a range drops every overlapping entry.
+  EXPECT_EQ(cache.invalidate(buf.data() + 4095, 2), 1u);  // a3; b was evicted when a3 came back
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.invalidate(buf.data() + 8192, 1), 1u);
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.bytes(), 0u);
+  EXPECT_EQ(cache.get(nullptr, 1, MemoryType::host).code(), Errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace objdirect::transport
