@@ -1,6 +1,9 @@
 #include "common/checksum.hpp"
 
 #include <isa-l/crc.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -55,8 +58,8 @@ constexpr Crc64Tables make_crc64_tables() {
 
 constexpr Crc64Tables kCrc64Tables = make_crc64_tables();
 
-// Advances the (non-inverted) CRC register over n bytes.
-std::uint64_t crc64nvme_update(std::uint64_t crc, const unsigned char* p, std::size_t n) {
+// Advances the (non-inverted) CRC register over n bytes, eight bytes per table step.
+std::uint64_t crc64nvme_slice8(std::uint64_t crc, const unsigned char* p, std::size_t n) {
   const auto& t = kCrc64Tables;
   while (n >= 8) {
     std::uint64_t word;
@@ -71,6 +74,89 @@ std::uint64_t crc64nvme_update(std::uint64_t crc, const unsigned char* p, std::s
   }
   while (n-- > 0) crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
   return crc;
+}
+
+#if defined(__x86_64__)
+// Carry-less multiplication folding (PCLMULQDQ), about ten times the table speed. In the reflected
+// domain a 64-bit value v stands for sum(v_i * x^(63-i)), a 128-bit block loaded little-endian for
+// LO*x^64 + HI, and clmul(a, b) yields A*B*x. Folding a block D bits further along the message is
+// a multiplication by x^D (mod P), done per half: LO * (x^(D+63) mod P) and HI * (x^(D-1) mod P),
+// the "-1" absorbing clmul's extra factor x. The folded 128 bits are finally run through the table
+// code as 16 message bytes, which reduces them without a Barrett step.
+
+// x^k mod P in the reflected representation.
+constexpr std::uint64_t xpow_mod_reflected(unsigned k) {
+  std::uint64_t v = std::uint64_t{1} << 63;  // x^0
+  for (unsigned i = 0; i < k; ++i) v = (v & 1) ? (v >> 1) ^ kCrc64NvmePolyReflected : v >> 1;
+  return v;
+}
+
+struct FoldConstants {
+  std::uint64_t lo, hi;
+};
+constexpr FoldConstants fold_constants(unsigned distance_bits) {
+  return {xpow_mod_reflected(distance_bits + 63), xpow_mod_reflected(distance_bits - 1)};
+}
+constexpr FoldConstants kFold128 = fold_constants(128);
+constexpr FoldConstants kFold256 = fold_constants(256);
+constexpr FoldConstants kFold384 = fold_constants(384);
+constexpr FoldConstants kFold512 = fold_constants(512);
+
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+__attribute__((target("pclmul,sse4.1"))) inline __m128i constants(FoldConstants c) {
+  return _mm_set_epi64x(static_cast<long long>(c.hi), static_cast<long long>(c.lo));
+}
+
+__attribute__((target("pclmul,sse4.1"))) std::uint64_t crc64nvme_clmul(std::uint64_t crc,
+                                                                       const unsigned char* p,
+                                                                       std::size_t n) {
+  if (n < 128) return crc64nvme_slice8(crc, p, n);
+  auto load = [](const unsigned char* q) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  };
+  // The running register is XORed into the first eight message bytes; from there on the fold
+  // works on a zero register.
+  __m128i x0 = _mm_xor_si128(load(p), _mm_cvtsi64_si128(static_cast<long long>(crc)));
+  __m128i x1 = load(p + 16), x2 = load(p + 32), x3 = load(p + 48);
+  p += 64;
+  n -= 64;
+  const __m128i k512 = constants(kFold512);
+  while (n >= 64) {
+    x0 = _mm_xor_si128(fold(x0, k512), load(p));
+    x1 = _mm_xor_si128(fold(x1, k512), load(p + 16));
+    x2 = _mm_xor_si128(fold(x2, k512), load(p + 32));
+    x3 = _mm_xor_si128(fold(x3, k512), load(p + 48));
+    p += 64;
+    n -= 64;
+  }
+  __m128i x =
+      _mm_xor_si128(_mm_xor_si128(fold(x0, constants(kFold384)), fold(x1, constants(kFold256))),
+                    _mm_xor_si128(fold(x2, constants(kFold128)), x3));
+  const __m128i k128 = constants(kFold128);
+  while (n >= 16) {
+    x = _mm_xor_si128(fold(x, k128), load(p));
+    p += 16;
+    n -= 16;
+  }
+  unsigned char folded[16];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(folded), x);
+  return crc64nvme_slice8(crc64nvme_slice8(0, folded, 16), p, n);
+}
+
+bool cpu_has_clmul() {
+  static const bool has = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return has;
+}
+#endif
+
+std::uint64_t crc64nvme_update(std::uint64_t crc, const unsigned char* p, std::size_t n) {
+#if defined(__x86_64__)
+  if (cpu_has_clmul()) return crc64nvme_clmul(crc, p, n);
+#endif
+  return crc64nvme_slice8(crc, p, n);
 }
 
 std::string big_endian_bytes(std::uint64_t v, std::size_t width) {
@@ -165,6 +251,22 @@ std::optional<std::string> b64_decode_symbols(std::string_view text, bool url) {
 }
 
 }  // namespace
+
+namespace detail {
+std::uint64_t crc64nvme_table(std::uint64_t reg, const void* data, std::size_t n) {
+  return crc64nvme_slice8(reg, static_cast<const unsigned char*>(data), n);
+}
+std::uint64_t crc64nvme_fast(std::uint64_t reg, const void* data, std::size_t n) {
+  return crc64nvme_update(reg, static_cast<const unsigned char*>(data), n);
+}
+bool crc64nvme_uses_clmul() {
+#if defined(__x86_64__)
+  return cpu_has_clmul();
+#else
+  return false;
+#endif
+}
+}  // namespace detail
 
 // --- names -----------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 // Checksums, digests and byte encodings used by S3: the x-amz-checksum-* family (CRC32, CRC32C,
 // CRC64NVME, SHA1, SHA256), MD5 for ETags and Content-MD5, HMAC-SHA256 for SigV4, hex and base64.
 //
-// CRC32 and CRC32C run on ISA-L (SIMD, runtime dispatch); CRC64NVME is our own slicing-by-8 table
-// code because ISA-L 2.30 has no NVMe (Rocksoft) polynomial; MD5/SHA1/SHA256/HMAC use OpenSSL EVP.
+// CRC32 and CRC32C run on ISA-L (SIMD, runtime dispatch); CRC64NVME is our own code because ISA-L
+// 2.30 has no NVMe (Rocksoft) polynomial: PCLMULQDQ folding where the CPU has it, slicing-by-8
+// tables otherwise; MD5/SHA1/SHA256/HMAC use OpenSSL EVP.
 // Every CRC digest is the S3 wire form: the CRC value as big-endian bytes, then base64.
 //
 // Nothing here reports errors through Status: digests cannot fail short of memory exhaustion (which
@@ -138,5 +139,14 @@ std::optional<std::string> multipart_etag(const std::vector<std::string>& part_m
 
 // Equality whose running time depends only on the lengths, not the contents (for MACs).
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
+
+namespace detail {
+// Internal, for tests: the CRC-64/NVME register update through the portable slicing-by-8 tables
+// and through the dispatched fast path (PCLMULQDQ folding where the CPU has it), and which one
+// crc64nvme_fast uses here. `reg` is the raw (non-inverted) register.
+std::uint64_t crc64nvme_table(std::uint64_t reg, const void* data, std::size_t n);
+std::uint64_t crc64nvme_fast(std::uint64_t reg, const void* data, std::size_t n);
+bool crc64nvme_uses_clmul();
+}  // namespace detail
 
 }  // namespace objdirect

@@ -110,6 +110,32 @@ TEST(Checksum, CopyContinuesIndependently) {
   }
 }
 
+// The PCLMULQDQ fold and the slicing-by-8 tables agree for every length around the fold
+// thresholds, any alignment and any starting register.
+TEST(Checksum, Crc64NvmeFastPathMatchesTables) {
+  std::mt19937_64 rng(3);
+  std::string data(70'000, '\0');
+  for (auto& ch : data) ch = static_cast<char>(rng());
+  for (std::size_t n = 0; n <= 700; ++n) {
+    std::size_t off = rng() % 64;
+    std::uint64_t reg = (n % 3 == 0) ? ~std::uint64_t{0} : rng();
+    ASSERT_EQ(detail::crc64nvme_fast(reg, data.data() + off, n),
+              detail::crc64nvme_table(reg, data.data() + off, n))
+        << "n=" << n << " off=" << off;
+  }
+  for (std::size_t n : {4096u, 65536u, 65537u, 69'999u}) {
+    ASSERT_EQ(detail::crc64nvme_fast(~0ull, data.data() + 1, n),
+              detail::crc64nvme_table(~0ull, data.data() + 1, n));
+  }
+  std::string digits(1000, '\0');
+  for (std::size_t i = 0; i < digits.size(); ++i) digits[i] = static_cast<char>('1' + i % 9);
+  // "123456789" repeated: long enough to take the folding path.
+  EXPECT_EQ(~detail::crc64nvme_fast(~0ull, digits.data(), 9), 0xAE8B14860A799888ull);
+  EXPECT_EQ(detail::crc64nvme_fast(~0ull, digits.data(), digits.size()),
+            detail::crc64nvme_table(~0ull, digits.data(), digits.size()));
+  RecordProperty("crc64nvme_clmul", detail::crc64nvme_uses_clmul() ? "yes" : "no");
+}
+
 // RFC 4231 test case 2.
 TEST(Checksum, HmacSha256) {
   EXPECT_EQ(hex_encode(hmac_sha256("Jefe", "what do ya want for nothing?")),
