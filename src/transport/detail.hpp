@@ -57,7 +57,7 @@ class Backoff {
 // Runs poll() in a loop with Backoff until destroyed. poll returns whether it did work.
 class ProgressThread {
  public:
-  explicit ProgressThread(std::function<bool()> poll);
+  ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max);
   ~ProgressThread();  // stops and joins
   ProgressThread(const ProgressThread&) = delete;
   ProgressThread& operator=(const ProgressThread&) = delete;

@@ -54,6 +54,11 @@ struct Config {
   bool progress_thread = true;
   // Peers (fi_av entries / ucp endpoints) kept; the least recently used idle one is evicted.
   std::size_t peers_max = 1024;
+  // The progress thread's longest sleep when it finds nothing to do. Software RMA (tcp, shm)
+  // moves on the target only while it polls, and libfabric reports no work on the target side,
+  // so this bounds how long an incoming transfer can sit unserved. Lower: faster first byte,
+  // more idle wake-ups (about 1e6 / this value per second).
+  std::chrono::microseconds progress_sleep_max{100};
 };
 
 struct Capabilities {

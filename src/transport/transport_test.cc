@@ -106,7 +106,11 @@ int run_child(const char* spec) {
   std::size_t bytes = 0;
   in >> fabric >> bytes;
   auto reply = [](const std::string& s) { return write_all(child_rep_fd, s + "\n"); };
-  auto t = create_transport(Config{fabric});
+  Config config{fabric};
+  if (const char* us = std::getenv("OBJDIRECT_PROGRESS_SLEEP_MAX_US")) {
+    config.progress_sleep_max = std::chrono::microseconds(std::atoi(us));
+  }
+  auto t = create_transport(config);
   if (!t.ok()) {
     reply("FAIL " + t.status().to_string());
     return 0;

@@ -103,7 +103,8 @@ class LibfabricTransport final : public Transport {
         park_evicted_(caps_.provider == "shm"),
         av_count_(av_count) {
     if (config.progress_thread) {
-      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); });
+      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); },
+                                                                  config.progress_sleep_max);
     }
   }
 

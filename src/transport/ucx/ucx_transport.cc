@@ -88,7 +88,8 @@ class UcxTransport final : public Transport {
         local_address_(std::move(local_address)),
         peers_(config.peers_max) {
     if (config.progress_thread) {
-      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); });
+      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); },
+                                                                  config.progress_sleep_max);
     }
   }
 
