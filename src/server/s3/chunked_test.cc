@@ -154,6 +154,26 @@ TEST(AwsChunked, UnsignedTrailer) {
                     {{"x-amz-checksum-crc64nvme", crc.digest_base64()}});
 }
 
+// Bodies exactly as botocore 1.43.11 sends them over HTTPS (captured at the wire), with the CRC32
+// botocore computed: the trailer must come out and match our own CRC32 of the payload.
+TEST(AwsChunked, BotocoreCapturedBodies) {
+  struct Case {
+    std::size_t size;
+    char fill;
+    std::string_view hex_size, crc32;
+  } cases[] = {{1000, 'y', "3e8", "IKoeIg=="}, {70000, 'z', "11170", "VZtM0w=="}};
+  for (const auto& c : cases) {
+    std::string payload(c.size, c.fill);
+    std::string body = std::string(c.hex_size) + "\r\n" + payload +
+                       "\r\n0\r\nx-amz-checksum-crc32:" + std::string(c.crc32) + "\r\n\r\n";
+    expect_all_splits(unsigned_trailer_options(), body, payload,
+                      {{"x-amz-checksum-crc32", std::string(c.crc32)}});
+    Checksummer crc(ChecksumAlgo::crc32);
+    crc.update(payload.data(), payload.size());
+    EXPECT_EQ(crc.digest_base64(), c.crc32);
+  }
+}
+
 // Signing the chain ourselves, with several chunk sizes, must verify.
 TEST(AwsChunked, SignedChainBuiltWithSigv4Helpers) {
   auto o = signed_options(kSeed, true);
