@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include "transport/detail.hpp"
@@ -19,6 +20,50 @@ std::uint64_t MemoryRegion::remote_address(std::size_t offset) const noexcept {
 
 token::Segment MemoryRegion::remote_segment(std::size_t offset, std::size_t length) const {
   return token::Segment{remote_address(offset), length, key_, packed_rkey_};
+}
+
+token::Token make_token(const Transport& transport, std::vector<RemoteSegment> segments,
+                        MemoryType type, std::uint64_t expires_unix_s) {
+  const Capabilities& caps = transport.caps();
+  token::Token t;
+  t.backend = caps.backend;
+  t.provider = caps.provider.substr(0, limits::token_provider_bytes_max);
+  t.addressing = caps.addressing;
+  t.memory_type = type;
+  t.expires_unix_s = expires_unix_s;
+  t.endpoint = transport.local_address();
+  // The nonce only has to be unpredictable enough to tell tokens apart and to refuse replays;
+  // it protects nothing by itself (SigV4 authenticates the request that carries the token).
+  std::random_device rd;
+  for (std::size_t i = 0; i < t.nonce.size(); i += 4) {
+    std::uint32_t v = rd();
+    for (std::size_t k = 0; k < 4 && i + k < t.nonce.size(); ++k) {
+      t.nonce[i + k] = static_cast<std::uint8_t>(v >> (8 * k));
+    }
+  }
+  for (const RemoteSegment& s : segments) t.total_length += s.length;
+  t.segments = std::move(segments);
+  return t;
+}
+
+Status check_token(const Transport& transport, const token::Token& token, bool need_write) {
+  const Capabilities& caps = transport.caps();
+  auto decline = [&](const std::string& why) {
+    return Status(Errc::rdma_declined, caps.name + " cannot serve this token: " + why);
+  };
+  if (token.backend != caps.backend) {
+    return decline(token.backend == Backend::ucx ? "it is a UCX token" : "it is a libfabric token");
+  }
+  if (caps.backend == Backend::libfabric && token.provider != caps.provider) {
+    return decline("provider \"" + token.provider + "\" differs");
+  }
+  if (token.addressing != caps.addressing) return decline("addressing mode differs");
+  if (token.memory_type == MemoryType::cuda && !caps.cuda_memory) {
+    return decline("CUDA memory is not supported");
+  }
+  if (need_write && !caps.can_write) return decline("no RMA write");
+  if (!need_write && !caps.can_read) return decline("no RMA read");
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Transport>> create_transport(const Config& config) {

@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.hpp"
 #include "token/token.hpp"
@@ -168,6 +169,19 @@ class Transport {
   // Peers currently cached (for tests and metrics).
   virtual std::size_t peers_cached() const = 0;
 };
+
+// Client side: the token that lets a peer reach `segments` (from MemoryRegion::remote_segment of
+// this transport's regions, all of memory type `type`) until expires_unix_s. Fills backend,
+// provider, addressing and endpoint from the transport and a fresh random nonce. Encode it with
+// token::encode; token::validate says whether it fits the token limits.
+token::Token make_token(const Transport& transport, std::vector<RemoteSegment> segments,
+                        MemoryType type, std::uint64_t expires_unix_s);
+
+// Server side: whether this transport can serve a decoded token: same backend, same libfabric
+// provider (UCX's provider field is only a hint), same addressing mode, memory type supported,
+// RMA write/read as needed (need_write: GET pushes into the client; PUT reads from it).
+// Errors: rdma_declined, saying what differs (the server then answers 501 / falls back to HTTP).
+Status check_token(const Transport& transport, const token::Token& token, bool need_write);
 
 // Opens the fabric named in config.fabric.
 // Errors: invalid_argument (unknown fabric name), unavailable (the provider does not initialise

@@ -52,24 +52,6 @@ std::int64_t check(const char* p, std::uint64_t len, std::uint64_t seed,
   return -1;
 }
 
-std::string to_hex(std::string_view bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out.empty() ? "-" : out;
-}
-std::string from_hex(const std::string& hex) {
-  if (hex == "-") return {};
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  return out;
-}
-
 bool write_all(int fd, const std::string& s) {
   std::size_t done = 0;
   while (done < s.size()) {
@@ -97,6 +79,12 @@ std::string read_line(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
+std::uint64_t unix_now() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
 // ---- child side --------------------------------------------------------------------------------
 
 int run_child(const char* spec) {
@@ -121,8 +109,14 @@ int run_child(const char* spec) {
     reply("FAIL " + mr.status().to_string());
     return 0;
   }
-  reply("READY " + to_hex((*t)->local_address()) + " " + std::to_string((*mr)->remote_address(0)) +
-        " " + std::to_string((*mr)->key()) + " " + to_hex((*mr)->packed_rkey()));
+  // The parent learns everything from a real token, as an S3 server would.
+  token::Token tok =
+      make_token(**t, {(*mr)->remote_segment(0, bytes)}, MemoryType::host, unix_now() + 600);
+  if (Status st = token::validate(tok); !st.ok()) {
+    reply("FAIL " + st.to_string());
+    return 0;
+  }
+  reply("READY " + token::encode(tok));
   for (;;) {
     std::string line = read_line(child_cmd_fd, 600s);
     std::istringstream cmd(line);
@@ -181,15 +175,18 @@ class Child {
     rep_ = rep[0];
     std::string ready = read_line(rep_, wait_timeout);
     std::istringstream in(ready);
-    std::string word, addr_hex, rkey_hex;
-    in >> word;
+    std::string word, text;
+    in >> word >> text;
     if (word != "READY") {
       error_ = ready.empty() ? "child sent nothing" : ready;
       return;
     }
-    in >> addr_hex >> remote_base_ >> key_ >> rkey_hex;
-    address_ = from_hex(addr_hex);
-    rkey_ = from_hex(rkey_hex);
+    auto tok = token::decode(text, unix_now());
+    if (!tok.ok() || tok->segments.size() != 1) {
+      error_ = "bad token from child: " + tok.status().to_string();
+      return;
+    }
+    token_ = std::move(*tok);
     ok_ = true;
   }
 
@@ -209,13 +206,14 @@ class Child {
 
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return token_.endpoint; }
+  const token::Token& token() const { return token_; }
 
-  // The remote segment for [off, off+len) of the child's buffer.
-  RemoteSegment segment(Addressing mode, std::uint64_t off, std::uint64_t len) const {
-    // remote_base_ is remote_address(0): the buffer address (virtual) or 0 (offset).
-    (void)mode;
-    return RemoteSegment{remote_base_ + off, len, key_, rkey_};
+  // The remote segment for [off, off+len) of the child's buffer. The token's one segment starts
+  // at the buffer's remote address (virtual address or offset 0, per its addressing mode).
+  RemoteSegment segment(std::uint64_t off, std::uint64_t len) const {
+    const token::Segment& s = token_.segments[0];
+    return RemoteSegment{s.addr + off, len, s.key, s.rkey};
   }
 
   std::string command(const std::string& op, std::uint64_t seed, std::uint64_t off,
@@ -239,10 +237,7 @@ class Child {
   int cmd_ = -1, rep_ = -1;
   bool ok_ = false, killed_ = false;
   std::string error_;
-  std::string address_;
-  std::uint64_t remote_base_ = 0;
-  std::uint64_t key_ = 0;
-  std::string rkey_;
+  token::Token token_;
 };
 
 struct Backend {
@@ -294,6 +289,9 @@ TEST_P(TransportTest, WritesAndReadsEveryByteAtEachSize) {
   const Capabilities& caps = t->caps();
   EXPECT_EQ(caps.name, GetParam().fabric);
   ASSERT_TRUE(caps.can_write && caps.can_read);
+  EXPECT_TRUE(check_token(*t, child->token(), true).ok());
+  EXPECT_TRUE(check_token(*t, child->token(), false).ok());
+  EXPECT_EQ(child->token().addressing, caps.addressing);
   std::vector<char> local(max_len + 2 * guard);
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok()) << mr.status().to_string();
@@ -310,7 +308,7 @@ TEST_P(TransportTest, WritesAndReadsEveryByteAtEachSize) {
     ASSERT_EQ(child->command("FILL", 1, 0, local.size()), "OK");
     fill(local.data() + guard + 3, len, seed, 0);
     LocalSegment ls{mr->get(), guard + 3, len};
-    RemoteSegment rs = child->segment(caps.addressing, guard, len);
+    RemoteSegment rs = child->segment(guard, len);
     auto best = std::chrono::steady_clock::duration::max();
     for (int rep = 0; rep < reps; ++rep) {
       auto start = std::chrono::steady_clock::now();
@@ -334,7 +332,7 @@ TEST_P(TransportTest, WritesAndReadsEveryByteAtEachSize) {
     ASSERT_EQ(child->command("FILL", seed, guard + 5, len), "OK");
     fill(local.data(), local.size(), 2, 0);
     ls = LocalSegment{mr->get(), guard, len};
-    rs = child->segment(caps.addressing, guard + 5, len);
+    rs = child->segment(guard + 5, len);
     best = std::chrono::steady_clock::duration::max();
     for (int rep = 0; rep < reps; ++rep) {
       auto start = std::chrono::steady_clock::now();
@@ -372,7 +370,7 @@ TEST_P(TransportTest, MultiSegmentListsLongerThanRmaIovMax) {
   std::uint64_t off = 100, total = 0;
   for (int i = 0; i < 10; ++i) {
     std::uint64_t len = 1000 + 3331 * static_cast<std::uint64_t>(i);
-    remote.push_back(child->segment(t->caps().addressing, off, len));
+    remote.push_back(child->segment(off, len));
     remote_ranges.emplace_back(off, len);
     total += len;
     off += len + 17;  // gap
@@ -466,7 +464,7 @@ TEST_P(TransportTest, PeerCacheEvictsLeastRecentlyUsed) {
     ++seed;
     fill(local.data(), local.size(), seed, 0);
     LocalSegment ls{mr->get(), 0, local.size()};
-    RemoteSegment rs = c->segment(t->caps().addressing, 0, local.size());
+    RemoteSegment rs = c->segment(0, local.size());
     auto op = t->post_write(c->address(), {&ls, 1}, {&rs, 1});
     ASSERT_TRUE(op.ok()) << op.status().to_string();
     Status st = t->wait(*op, wait_timeout);
@@ -485,7 +483,7 @@ TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok());
   LocalSegment ls{mr->get(), 0, local.size()};
-  RemoteSegment rs = child->segment(t->caps().addressing, 0, local.size());
+  RemoteSegment rs = child->segment(0, local.size());
   auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
   ASSERT_TRUE(op.ok());
   ASSERT_TRUE(t->wait(*op, wait_timeout).ok());

@@ -136,6 +136,44 @@ TEST(CreateTransport, ReportsCapabilities) {
   }
 }
 
+TEST(Token, MadeByTransportRoundTripsAndIsCheckedByServer) {
+  auto t = create_transport(Config{"libfabric:tcp", false});
+  if (!t.ok()) GTEST_SKIP() << t.status().to_string();
+  std::vector<char> buf(8192);
+  auto mr = (*t)->register_memory(buf.data(), buf.size(), MemoryType::host);
+  ASSERT_TRUE(mr.ok());
+  const std::uint64_t now = 1'700'000'000;
+  token::Token tok =
+      make_token(**t, {(*mr)->remote_segment(0, 4096), (*mr)->remote_segment(6000, 100)},
+                 MemoryType::host, now + 60);
+  EXPECT_EQ(tok.total_length, 4196u);
+  EXPECT_EQ(tok.provider, "tcp");
+  EXPECT_EQ(tok.addressing, Addressing::offset);
+  EXPECT_EQ(tok.segments[1].addr, 6000u);
+  EXPECT_EQ(tok.segments[1].key, (*mr)->key());
+  EXPECT_EQ(tok.endpoint, (*t)->local_address());
+  token::Token other = make_token(**t, {(*mr)->remote_segment(0, 1)}, MemoryType::host, now + 60);
+  EXPECT_NE(tok.nonce, other.nonce);
+  auto back = token::decode(token::encode(tok), now);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, tok);
+  EXPECT_TRUE(check_token(**t, *back, true).ok());
+  EXPECT_TRUE(check_token(**t, *back, false).ok());
+
+  token::Token wrong = tok;
+  wrong.backend = Backend::ucx;
+  EXPECT_EQ(check_token(**t, wrong, true).code(), Errc::rdma_declined);
+  wrong = tok;
+  wrong.provider = "shm";
+  EXPECT_EQ(check_token(**t, wrong, true).code(), Errc::rdma_declined);
+  wrong = tok;
+  wrong.addressing = Addressing::virtual_address;
+  EXPECT_EQ(check_token(**t, wrong, true).code(), Errc::rdma_declined);
+  wrong = tok;
+  wrong.memory_type = MemoryType::cuda;
+  EXPECT_EQ(check_token(**t, wrong, true).code(), Errc::rdma_declined);
+}
+
 TEST(RegistrationCache, HitsEvictsAndInvalidates) {
   auto t = create_transport(Config{"libfabric:tcp", false});
   if (!t.ok()) GTEST_SKIP() << t.status().to_string();
