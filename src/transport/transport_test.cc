@@ -424,6 +424,21 @@ TEST_P(TransportTest, MultiSegmentListsLongerThanRmaIovMax) {
     stream += l;
     prev_end = o + l;
   }
+
+  // Dropping the only reference to a region while its transfer is in flight is safe: the
+  // operation keeps it registered and releases it on completion (regression: this deadlocked
+  // when the release happened under the transport's lock).
+  std::vector<char> other(64 << 10);
+  fill(other.data(), other.size(), 6, 0);
+  auto mr2 = t->register_memory(other.data(), other.size(), MemoryType::host);
+  ASSERT_TRUE(mr2.ok());
+  LocalSegment ls{mr2->get(), 0, other.size()};
+  RemoteSegment rs = child->segment(0, other.size());
+  op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
+  ASSERT_TRUE(op.ok()) << op.status().to_string();
+  mr2->reset();
+  ASSERT_TRUE(t->wait(*op, wait_timeout).ok());
+  EXPECT_EQ(child->command("CHECK", 6, 0, other.size()), "OK");
 }
 
 TEST_P(TransportTest, ReadOfShorterRemoteSegmentIsRejectedBeforePosting) {

@@ -55,7 +55,9 @@ struct Op {
 // Everything that must outlive the Transport object while memory regions are still held:
 // regions close their fid_mr under mu and need the domain open.
 struct Core {
-  std::mutex mu;
+  // Recursive: an Op erased under the lock may drop the last reference to a region, whose
+  // destructor takes the lock again to fi_close its fid_mr.
+  std::recursive_mutex mu;
   fi_info* info = nullptr;
   fid_fabric* fabric = nullptr;
   fid_domain* domain = nullptr;

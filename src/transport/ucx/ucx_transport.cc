@@ -25,7 +25,9 @@ std::string ucs_error(ucs_status_t st) {
 
 // Owns the ucp context, which must stay alive while any region is still mapped.
 struct Core {
-  std::mutex mu;
+  // Recursive: an Op erased under the lock may drop the last reference to a region, whose
+  // destructor takes the lock again to ucp_mem_unmap.
+  std::recursive_mutex mu;
   ucp_context_h context = nullptr;
   ~Core() {
     if (context) ucp_cleanup(context);
@@ -224,6 +226,7 @@ class UcxTransport final : public Transport {
   bool poll_locked() {
     bool did = ucp_worker_progress(worker_) != 0;
     if (!closing_.empty()) reap_closing_locked();
+    graveyard_.clear();  // unmap released regions here, not inside a UCX callback
     return did;
   }
 
@@ -245,6 +248,8 @@ class UcxTransport final : public Transport {
     if (auto* e = peers_.peek(op->peer)) --e->inflight;
     if (--op->pending == 0) {
       release_rkeys(*op);
+      // We may be inside ucp_worker_progress: defer ucp_mem_unmap of a last reference.
+      for (auto& r : op->regions) graveyard_.push_back(std::move(r));
       op->regions.clear();
       if (op->abandoned) ops_.erase(op->id);
     }
@@ -413,7 +418,8 @@ class UcxTransport final : public Transport {
   detail::PeerLru<std::shared_ptr<Peer>> peers_;
   std::vector<Closing> closing_;
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
-  std::unordered_set<Ticket*> tickets_;  // requests UCX still holds
+  std::unordered_set<Ticket*> tickets_;                   // requests UCX still holds
+  std::vector<std::shared_ptr<MemoryRegion>> graveyard_;  // released in callbacks, freed later
   OpId next_op_ = 1;
   std::unique_ptr<detail::ProgressThread> progress_thread_;
 };
