@@ -942,7 +942,7 @@ Result<ListResult> LocalStore::list_objects(std::string_view bucket, const ListQ
         out.truncated = true;
         break;
       }
-      auto rec = decode_object(it.value());
+      auto rec = decode_object_without_parts(it.value());
       if (!rec.ok()) return rec.status();
       out.objects.push_back(std::move(rec->meta));
       out.next_marker = key;

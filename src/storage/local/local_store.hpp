@@ -16,6 +16,8 @@
 //    list when meta.etag / meta.parts are empty.
 //  - complete_upload: invalid_part_order unless part numbers strictly ascend, invalid_argument if
 //    meta.size differs from the sum of the chosen parts; unchosen parts are deleted.
+//  - list_objects returns ObjectMeta without `parts` (listings need none; head_object and
+//    open_object return them).
 //  - Errors: no_space for ENOSPC/EDQUOT/MDB_MAP_FULL, io_error for other system failures,
 //    corrupt for undecodable metadata or missing blob files, invalid_bucket_name,
 //    invalid_argument for empty keys or writers from another store, key_too_long.

@@ -429,6 +429,7 @@ TEST_F(LocalStoreTest, MultipartCompleteAcrossSegments) {
   meta.key = "big";
   meta.size = p1.size() + p2.size() + p3.size();
   meta.etag = "combined-3";
+  meta.parts = {(*parts)[0], (*parts)[1], (*parts)[2]};
   const std::string e1 = "etag-1-" + std::to_string(p1.size());
   const std::string e2 = part2->etag;
   const std::string e3 = "etag-3-" + std::to_string(p3.size());
@@ -475,6 +476,15 @@ TEST_F(LocalStoreTest, MultipartCompleteAcrossSegments) {
   }
   EXPECT_EQ(joined, buf);
   EXPECT_EQ((*r)->meta().etag, "combined-3");
+  EXPECT_EQ((*r)->meta().parts, meta.parts);
+  auto head = store_->head_object("b", "big");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->parts.size(), 3u);
+  auto listed = store_->list_objects("b", {});
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->objects.size(), 1u);
+  EXPECT_EQ(listed->objects[0].etag, "combined-3");
+  EXPECT_TRUE(listed->objects[0].parts.empty());  // listings skip the parts list
 
   // Overwriting the multipart object frees all its segments once the reader closes.
   ASSERT_TRUE(put(*store_, "b", "big", "small").ok());

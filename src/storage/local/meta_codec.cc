@@ -285,14 +285,19 @@ std::string encode_object(const ObjectRecord& rec) {
   return e.finish(RecordKind::object);
 }
 
-Result<ObjectRecord> decode_object(std::string_view bytes) {
+namespace {
+
+Result<ObjectRecord> decode_object_impl(std::string_view bytes, bool keep_parts) {
   Decoder d(bytes);
   d.header(RecordKind::object);
   ObjectRecord rec;
   d.meta_fields(rec.meta);
   const std::uint32_t n_parts = d.count(part_min_bytes);
-  rec.meta.parts.reserve(n_parts);
-  for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) rec.meta.parts.push_back(d.part_info());
+  if (keep_parts) rec.meta.parts.reserve(n_parts);
+  for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) {
+    PartInfo p = d.part_info();  // parsed (and validated) either way
+    if (keep_parts) rec.meta.parts.push_back(std::move(p));
+  }
   const std::uint32_t n_segments = d.count(segment_bytes);
   rec.segments.resize(n_segments);
   std::uint64_t total = 0;
@@ -307,6 +312,16 @@ Result<ObjectRecord> decode_object(std::string_view bytes) {
   if (d.ok() && total != rec.meta.size) d.fail("segment sizes do not add up to the object size");
   if (!d.ok()) return d.status();
   return rec;
+}
+
+}  // namespace
+
+Result<ObjectRecord> decode_object(std::string_view bytes) {
+  return decode_object_impl(bytes, true);
+}
+
+Result<ObjectRecord> decode_object_without_parts(std::string_view bytes) {
+  return decode_object_impl(bytes, false);
 }
 
 std::string encode_bucket(const BucketInfo& info) {

@@ -79,6 +79,9 @@ std::string encode_part(const PartRecord& rec);
 // wrong version or kind, truncated field, length or count beyond the input, trailing bytes, or
 // segment sizes that do not add up to meta.size.
 Result<ObjectRecord> decode_object(std::string_view bytes);
+// As decode_object (same validation) but leaves meta.parts empty: listings need no per-part
+// data, and a 10,000-part object would otherwise cost 10,000 allocations per listed entry.
+Result<ObjectRecord> decode_object_without_parts(std::string_view bytes);
 Result<BucketInfo> decode_bucket(std::string_view bytes);
 Result<UploadInfo> decode_upload(std::string_view bytes);
 Result<PartRecord> decode_part(std::string_view bytes);

@@ -20,7 +20,15 @@ namespace objdirect::storage::local {
 
 inline void fuzz_meta_codec_one(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
-  if (auto r = decode_object(in); r.ok() && encode_object(*r) != in) std::abort();
+  auto full = decode_object(in);
+  if (full.ok() && encode_object(*full) != in) std::abort();
+  // The listing decoder accepts exactly the same inputs and differs only in dropping parts.
+  auto lean = decode_object_without_parts(in);
+  if (lean.ok() != full.ok()) std::abort();
+  if (lean.ok() && (lean->meta.parts.size() != 0 || lean->segments != full->segments ||
+                    lean->meta.key != full->meta.key || lean->meta.size != full->meta.size)) {
+    std::abort();
+  }
   if (auto r = decode_bucket(in); r.ok() && encode_bucket(*r) != in) std::abort();
   if (auto r = decode_upload(in); r.ok() && encode_upload(*r) != in) std::abort();
   if (auto r = decode_part(in); r.ok() && encode_part(*r) != in) std::abort();
