@@ -4,11 +4,21 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
 namespace objdirect::storage::local {
 namespace {
+
+// Deterministic ids keep the encoded samples stable (they are the checked-in seed corpus).
+BlobId fixed_id(std::uint8_t seed) {
+  BlobId id;
+  for (std::size_t i = 0; i < id.bytes.size(); ++i) {
+    id.bytes[i] = static_cast<std::uint8_t>(seed * 31 + i);
+  }
+  return id;
+}
 
 ObjectRecord sample_object() {
   ObjectRecord rec;
@@ -28,7 +38,7 @@ ObjectRecord sample_object() {
   PartInfo p1{1, 5, "aa", -3, {{"CRC32C", "p1"}}};
   PartInfo p2{2, 7, "bb", 4, {}};
   rec.meta.parts = {p1, p2};
-  rec.segments = {{BlobId::random(), 5}, {BlobId::random(), 7}};
+  rec.segments = {{fixed_id(1), 5}, {fixed_id(2), 7}};
   return rec;
 }
 
@@ -137,25 +147,40 @@ TEST(MetaCodec, RejectsUnsortedChecksums) {
   EXPECT_EQ(decode_object(bytes).code(), Errc::corrupt);
 }
 
-// Writes the seed corpus for the fuzzer when OBJDIRECT_WRITE_META_SEEDS names a directory; the
-// checked-in src/storage/local/fuzz_corpus/ was produced this way.
-TEST(MetaCodec, WriteSeedsWhenAsked) {
-  const char* dir = std::getenv("OBJDIRECT_WRITE_META_SEEDS");
-  if (dir == nullptr) GTEST_SKIP() << "set OBJDIRECT_WRITE_META_SEEDS=<dir> to regenerate seeds";
-  auto write = [&](const std::string& name, const std::string& bytes) {
-    std::ofstream(std::string(dir) + "/" + name, std::ios::binary) << bytes;
-  };
-  write("object_multipart", encode_object(sample_object()));
-  write("object_empty", encode_object(ObjectRecord{}));
+// The records behind the checked-in seed corpus (src/storage/local/fuzz_corpus/).
+std::vector<std::pair<std::string, std::string>> seed_records() {
   ObjectRecord single;
   single.meta.key = "k";
   single.meta.size = 3;
   single.meta.etag = "e";
-  single.segments = {{BlobId::random(), 3}};
-  write("object_single", encode_object(single));
-  write("bucket", encode_bucket(BucketInfo{"b", 1, "o", "r"}));
-  write("upload", encode_upload(sample_upload()));
-  write("part", encode_part(PartRecord{{3, 9, "e", 1, {{"CRC32", "x"}}}, BlobId::random()}));
+  single.segments = {{fixed_id(3), 3}};
+  return {
+      {"object_multipart", encode_object(sample_object())},
+      {"object_empty", encode_object(ObjectRecord{})},
+      {"object_single", encode_object(single)},
+      {"bucket", encode_bucket(BucketInfo{"b", 1, "o", "r"})},
+      {"upload", encode_upload(sample_upload())},
+      {"part", encode_part(PartRecord{{3, 9, "e", 1, {{"CRC32", "x"}}}, fixed_id(4)})},
+  };
+}
+
+// Format stability: today's encoder must produce the checked-in version-1 bytes exactly, so an
+// accidental change to the on-disk format fails here. After a deliberate format change, rerun
+// with OBJDIRECT_WRITE_META_SEEDS=src/storage/local/fuzz_corpus to rewrite the files.
+TEST(MetaCodec, EncoderMatchesCheckedInVersion1Records) {
+  const char* rewrite = std::getenv("OBJDIRECT_WRITE_META_SEEDS");
+  for (const auto& [name, bytes] : seed_records()) {
+    const std::string path = std::string(OBJDIRECT_META_CORPUS_DIR) + "/" + name;
+    if (rewrite != nullptr) {
+      std::ofstream(std::string(rewrite) + "/" + name, std::ios::binary) << bytes;
+      continue;
+    }
+    std::ifstream in(path, std::ios::binary);
+    ASSERT_TRUE(in.good()) << path;
+    const std::string on_disk((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    EXPECT_EQ(on_disk, bytes) << name << ": the version-1 encoding changed";
+  }
 }
 
 }  // namespace
