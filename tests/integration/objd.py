@@ -269,24 +269,39 @@ def seed_signature(headers):
     return auth.rsplit("Signature=", 1)[1].strip()
 
 
-def aws_chunked_signed(headers, payload, chunk_bytes, secret_key=SECRET_KEY, corrupt_chunk=None):
-    """Encodes payload as STREAMING-AWS4-HMAC-SHA256-PAYLOAD chunks, chaining signatures from the
-    seed signature in headers (as produced by sign_headers). corrupt_chunk: index of a chunk whose
-    signature is flipped."""
+def aws_chunked_signed(headers, payload, chunk_bytes, secret_key=SECRET_KEY, corrupt_chunk=None, trailer=None,
+                       corrupt_trailer=False):
+    """Encodes payload as STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER] chunks, chaining signatures
+    from the seed signature in headers (as produced by sign_headers). corrupt_chunk: index of a
+    chunk whose signature is flipped. trailer: (name, value) sent after the final chunk with an
+    x-amz-trailer-signature (flipped if corrupt_trailer)."""
     amz_date = headers["X-Amz-Date"]
     scope = f"{amz_date[:8]}/{REGION}/s3/aws4_request"
     key = signing_key(secret_key, amz_date[:8])
     prev = seed_signature(headers)
     out = bytearray()
     chunks = [payload[i:i + chunk_bytes] for i in range(0, len(payload), chunk_bytes)] + [b""]
+
+    def flip(sig):
+        return ("0" if sig[0] != "0" else "1") + sig[1:]
+
     for i, c in enumerate(chunks):
         sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev, EMPTY_SHA256,
                          hashlib.sha256(c).hexdigest()])
         sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
         prev = sig
         if corrupt_chunk == i:
-            sig = ("0" if sig[0] != "0" else "1") + sig[1:]
-        out += f"{len(c):x};chunk-signature={sig}\r\n".encode() + c + b"\r\n"
+            sig = flip(sig)
+        out += f"{len(c):x};chunk-signature={sig}\r\n".encode() + c
+        if c or trailer is None:
+            out += b"\r\n"
+    if trailer is not None:
+        line = f"{trailer[0]}:{trailer[1]}\n".encode()
+        sts = "\n".join(["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, prev, hashlib.sha256(line).hexdigest()])
+        sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+        if corrupt_trailer:
+            sig = flip(sig)
+        out += line.replace(b"\n", b"\r\n") + f"x-amz-trailer-signature:{sig}\r\n\r\n".encode()
     return bytes(out)
 
 

@@ -237,3 +237,38 @@ def test_signed_streaming_payload(server, bucket):
     r = objd.send(server.host, "PUT", target, hdrs, body)
     assert r.status == 200, r
     assert objd.request(server, "GET", objd.opath(bucket, "sig-stream")).body == payload
+
+
+def _signed_trailer_put(server, bucket, key, payload, value, corrupt_trailer=False):
+    name = "x-amz-checksum-crc32c"
+    target, hdrs = objd.sign_headers(server.host, "PUT", objd.opath(bucket, key),
+                                     headers={"Content-Encoding": "aws-chunked", "x-amz-trailer": name,
+                                              "x-amz-decoded-content-length": str(len(payload))},
+                                     payload_hash="STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER")
+    body = objd.aws_chunked_signed(hdrs, payload, 64 * 1024, trailer=(name, value), corrupt_trailer=corrupt_trailer)
+    hdrs["Content-Length"] = str(len(body))  # not signed: computed after the seed signature
+    return objd.send(server.host, "PUT", target, hdrs, body)
+
+
+def test_signed_streaming_with_trailer(server, bucket):
+    payload = os.urandom(100_000)
+    r = _signed_trailer_put(server, bucket, "sig-trailer", payload, checksum("crc32c", payload))
+    assert r.status == 200, r
+    g = objd.request(server, "GET", objd.opath(bucket, "sig-trailer"), headers={"x-amz-checksum-mode": "ENABLED"})
+    assert g.body == payload
+    assert g.header("x-amz-checksum-crc32c") == checksum("crc32c", payload)
+
+
+def test_signed_streaming_trailer_bad_signature(server, bucket):
+    payload = os.urandom(100_000)
+    r = _signed_trailer_put(server, bucket, "sig-trailer-bad", payload, checksum("crc32c", payload),
+                            corrupt_trailer=True)
+    objd.assert_error(r, 403, "SignatureDoesNotMatch")
+    assert objd.request(server, "HEAD", objd.opath(bucket, "sig-trailer-bad")).status == 404
+
+
+def test_signed_streaming_trailer_wrong_checksum(server, bucket):
+    payload = os.urandom(100_000)
+    r = _signed_trailer_put(server, bucket, "sig-trailer-sum", payload, checksum("crc32c", payload + b"!"))
+    objd.assert_error(r, 400, "BadDigest")
+    assert objd.request(server, "HEAD", objd.opath(bucket, "sig-trailer-sum")).status == 404
