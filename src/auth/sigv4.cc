@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "auth/sigv2.hpp"
 #include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
@@ -363,11 +364,22 @@ Result<AuthContext> verify(const RequestView& req, const SecretLookup& secrets,
   } else if (raw_query.find("X-Amz-Algorithm") != std::string_view::npos) {
     return malformed("Malformed percent-encoding in the query string");
   }
-  if (authorization != nullptr && presigned) {
+  bool presigned_v2 = !presigned && query &&
+                      std::any_of(query->begin(), query->end(),
+                                  [](const auto& kv) { return kv.first == "AWSAccessKeyId"; }) &&
+                      std::any_of(query->begin(), query->end(),
+                                  [](const auto& kv) { return kv.first == "Signature"; });
+  if (authorization != nullptr && (presigned || presigned_v2)) {
     return Status(Errc::invalid_argument, "Only one auth mechanism allowed");
   }
-  if (authorization != nullptr) return verify_header(req, *authorization, secrets, region, now);
+  if (authorization != nullptr) {
+    if (trim(*authorization).starts_with("AWS ")) {
+      return sigv2::verify_header(req, *authorization, secrets, now);
+    }
+    return verify_header(req, *authorization, secrets, region, now);
+  }
   if (presigned) return verify_presigned(req, *query, secrets, region, now);
+  if (presigned_v2) return sigv2::verify_query(req, secrets, now);
   return Status(Errc::access_denied, "Anonymous access is forbidden");
 }
 

@@ -68,13 +68,19 @@ struct AuthContext {
   // x-amz-content-sha256 value ("UNSIGNED-PAYLOAD" for presigned requests without one).
   std::string payload_hash;
   bool anonymous = false;  // never set by verify(); for callers that admit anonymous requests
+  // Verified with SigV2 (HMAC-SHA1, see sigv2.hpp): signing_key, seed_signature and scope are
+  // empty, amz_date is the request (or expiry) time, signed_headers lists the x-amz-*,
+  // content-md5, content-type and date headers the signature covers.
+  bool sigv2 = false;
 };
 
 // Returns the secret key of an access key, or nullopt if the key is unknown.
 using SecretLookup = std::function<std::optional<std::string>(std::string_view access_key)>;
 
 // Verifies header auth ("Authorization: AWS4-HMAC-SHA256 Credential=...") or presigned-query auth
-// (X-Amz-Algorithm=... in the query). An empty `region` accepts any region in the scope; otherwise
+// (X-Amz-Algorithm=... in the query). Legacy SigV2 ("Authorization: AWS key:sig", or
+// AWSAccessKeyId/Signature/Expires in the query) is handed to sigv2.hpp, which reports the same
+// error codes. An empty `region` accepts any region in the scope; otherwise
 // the scope's region must equal it. Signatures are compared in constant time.
 // Errors:
 //  - access_denied "Anonymous access is forbidden": neither form of credentials present;

@@ -441,18 +441,27 @@ std::string sha256_hex(std::string_view data) {
   return h.hex();
 }
 
-std::string hmac_sha256(std::string_view key, std::string_view data) {
+namespace {
+std::string hmac(const EVP_MD* md, std::string_view key, std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   // OpenSSL wants a non-null key pointer even for an empty key.
   static const unsigned char kEmpty = 0;
   const void* k = key.empty() ? static_cast<const void*>(&kEmpty) : key.data();
-  if (HMAC(EVP_sha256(), k, static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
-           &len) == nullptr) {
+  if (HMAC(md, k, static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+           data.size(), out, &len) == nullptr) {
     std::abort();
   }
   return std::string(reinterpret_cast<const char*>(out), len);
+}
+}  // namespace
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  return hmac(EVP_sha256(), key, data);
+}
+
+std::string hmac_sha1(std::string_view key, std::string_view data) {
+  return hmac(EVP_sha1(), key, data);
 }
 
 // --- encodings ---------------------------------------------------------------------------------

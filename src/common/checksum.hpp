@@ -111,6 +111,8 @@ class Sha256 {
 std::string sha256_hex(std::string_view data);
 // HMAC-SHA256(key, data): the raw 32-byte MAC.
 std::string hmac_sha256(std::string_view key, std::string_view data);
+// HMAC-SHA1(key, data): the raw 20-byte MAC (SigV2 only).
+std::string hmac_sha1(std::string_view key, std::string_view data);
 
 // Lower-case hex of raw bytes.
 std::string hex_encode(std::string_view raw);

@@ -141,6 +141,9 @@ TEST(Checksum, HmacSha256) {
   EXPECT_EQ(hex_encode(hmac_sha256("Jefe", "what do ya want for nothing?")),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   EXPECT_EQ(hmac_sha256("", "x").size(), 32u);
+  // RFC 2202 test case 2.
+  EXPECT_EQ(hex_encode(hmac_sha1("Jefe", "what do ya want for nothing?")),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79");
 }
 
 TEST(Checksum, Hex) {

@@ -17,7 +17,8 @@ if(OBJDIRECT_FUZZ)
   find_program(OBJDIRECT_CLANGXX NAMES clang++-14 clang++ REQUIRED)
   set(chunked_fuzz_sources
       ${OBJDIRECT_CHUNKED_DIR}/chunked_fuzz.cc ${OBJDIRECT_CHUNKED_DIR}/chunked.cc
-      ${PROJECT_SOURCE_DIR}/src/auth/sigv4.cc ${PROJECT_SOURCE_DIR}/src/common/checksum.cc
+      ${PROJECT_SOURCE_DIR}/src/auth/sigv4.cc ${PROJECT_SOURCE_DIR}/src/auth/sigv2.cc
+      ${PROJECT_SOURCE_DIR}/src/common/checksum.cc
       ${PROJECT_SOURCE_DIR}/src/common/uri.cc ${PROJECT_SOURCE_DIR}/src/common/time.cc
       ${PROJECT_SOURCE_DIR}/src/common/status.cc)
   set(chunked_fuzz_out ${CMAKE_RUNTIME_OUTPUT_DIRECTORY}/chunked_fuzz)
