@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -531,7 +532,11 @@ class LocalStore final : public ObjectStore {
 Result<std::unique_ptr<ObjectStore>> LocalStore::open(const LocalStoreOptions& options) {
   if (options.data_dir.empty()) return Status(Errc::invalid_argument, "data_dir is empty");
   const std::string& root = options.data_dir;
-  OBJDIRECT_RETURN_IF_ERROR(make_dir(root));
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (ec) return errno_status(ec.value(), "create " + root);
+  }
   const std::string lock_path = root + "/LOCK";
   const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0) return errno_status(errno, "open " + lock_path);
@@ -552,6 +557,10 @@ Result<std::unique_ptr<ObjectStore>> LocalStore::open(const LocalStoreOptions& o
   }
   auto db = MetaDb::open({root + "/meta", options.lmdb_map_size_bytes, options.fsync});
   if (!db.ok()) return fail(db.status());
+  if (options.fsync) {
+    // Make the directory skeleton itself durable (a no-op cost after the first start).
+    if (Status st = fsync_dir(root); !st.ok()) return fail(st);
+  }
   auto files = std::make_shared<BlobFiles>(root, options.fsync);
   std::unique_ptr<LocalStore> store(
       new LocalStore(options, lock_fd, std::move(*db), std::move(files)));
@@ -1199,6 +1208,7 @@ Result<ListUploadsResult> LocalStore::list_uploads(std::string_view bucket,
 
   ListUploadsResult out;
   const std::uint32_t max = std::min(q.max_uploads, limits::list_keys_max);
+  if (max == 0) return out;
   std::uint32_t count = 0;
   for (const UploadInfo& u : all) {
     std::size_t cut = std::string::npos;

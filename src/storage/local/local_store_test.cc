@@ -664,6 +664,29 @@ TEST_F(LocalStoreTest, WriterDroppedWithoutCommitLeavesNothing) {
   EXPECT_EQ(blob_files(), 0u);
 }
 
+TEST_F(LocalStoreTest, CreatesNestedDataDirectory) {
+  LocalStoreOptions o;
+  o.data_dir = dir_ + "/nested/deeper/data";
+  o.fsync = true;
+  o.lmdb_map_size_bytes = 1ull << 30;
+  auto s = open_local_store(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  BucketInfo b;
+  b.name = "b";
+  ASSERT_TRUE((*s)->create_bucket(b).ok());
+  ASSERT_TRUE(put(**s, "b", "k", "v").ok());
+  EXPECT_TRUE(std::filesystem::is_directory(o.data_dir + "/blobs"));
+  ListUploadsQuery q;
+  q.max_uploads = 0;
+  UploadInfo u;
+  u.key = "k";
+  ASSERT_TRUE((*s)->create_upload("b", u).ok());
+  auto ups = (*s)->list_uploads("b", q);
+  ASSERT_TRUE(ups.ok());
+  EXPECT_TRUE(ups->uploads.empty());
+  EXPECT_FALSE(ups->truncated);
+}
+
 TEST_F(LocalStoreTest, FullMetadataMapIsNoSpace) {
   store_.reset();
   LocalStoreOptions o;
