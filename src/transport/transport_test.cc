@@ -284,6 +284,7 @@ TEST_P(TransportTest, WritesAndReadsEveryByteAtEachSize) {
   constexpr std::uint64_t max_len = std::uint64_t{64} << 20;
   auto child = spawn(max_len + 2 * guard);
   SKIP_IF_UNAVAILABLE(child);
+  std::vector<char> local(max_len + 2 * guard);
   auto t = open();
   ASSERT_NE(t, nullptr);
   const Capabilities& caps = t->caps();
@@ -292,7 +293,6 @@ TEST_P(TransportTest, WritesAndReadsEveryByteAtEachSize) {
   EXPECT_TRUE(check_token(*t, child->token(), true).ok());
   EXPECT_TRUE(check_token(*t, child->token(), false).ok());
   EXPECT_EQ(child->token().addressing, caps.addressing);
-  std::vector<char> local(max_len + 2 * guard);
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok()) << mr.status().to_string();
 
@@ -358,10 +358,12 @@ TEST_P(TransportTest, WritesAndReadsEveryByteAtEachSize) {
 TEST_P(TransportTest, MultiSegmentListsLongerThanRmaIovMax) {
   auto child = spawn(1 << 20);
   SKIP_IF_UNAVAILABLE(child);
+  // Buffers are declared before the transport so that they outlive anything it may still do.
+  std::vector<char> local(1 << 20);
+  std::vector<char> other(64 << 10);
   auto t = open();
   ASSERT_NE(t, nullptr);
   ASSERT_LT(t->caps().rma_iov_max, 10u);
-  std::vector<char> local(1 << 20);
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok()) << mr.status().to_string();
 
@@ -428,7 +430,6 @@ TEST_P(TransportTest, MultiSegmentListsLongerThanRmaIovMax) {
   // Dropping the only reference to a region while its transfer is in flight is safe: the
   // operation keeps it registered and releases it on completion (regression: this deadlocked
   // when the release happened under the transport's lock).
-  std::vector<char> other(64 << 10);
   fill(other.data(), other.size(), 6, 0);
   auto mr2 = t->register_memory(other.data(), other.size(), MemoryType::host);
   ASSERT_TRUE(mr2.ok());
@@ -442,9 +443,9 @@ TEST_P(TransportTest, MultiSegmentListsLongerThanRmaIovMax) {
 }
 
 TEST_P(TransportTest, ReadOfShorterRemoteSegmentIsRejectedBeforePosting) {
+  std::vector<char> local(8192, 'x');
   auto t = open();
   if (t == nullptr) GTEST_SKIP() << GetParam().name << " does not initialise here";
-  std::vector<char> local(8192, 'x');
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok());
   LocalSegment ls{mr->get(), 0, 4096};
@@ -469,9 +470,9 @@ TEST_P(TransportTest, PeerCacheEvictsLeastRecentlyUsed) {
   SKIP_IF_UNAVAILABLE(a);
   auto b = spawn(1 << 16);
   ASSERT_TRUE(b->ok()) << b->error();
+  std::vector<char> local(1 << 16);
   auto t = open(/*peers_max=*/1);
   ASSERT_NE(t, nullptr);
-  std::vector<char> local(1 << 16);
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok());
   std::uint64_t seed = 40;
@@ -492,9 +493,9 @@ TEST_P(TransportTest, PeerCacheEvictsLeastRecentlyUsed) {
 TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
   auto child = spawn(1 << 20);
   SKIP_IF_UNAVAILABLE(child);
+  std::vector<char> local(1 << 20, 'd');
   auto t = open();
   ASSERT_NE(t, nullptr);
-  std::vector<char> local(1 << 20, 'd');
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok());
   LocalSegment ls{mr->get(), 0, local.size()};
