@@ -239,6 +239,17 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
 
   http::Fields f = base_headers(c);
   add_object_headers(f, m);
+  // GetObject's response-* query parameters override the stored headers (presigned downloads).
+  static const std::pair<std::string_view, bhttp::field> kOverrides[] = {
+      {"response-content-type", bhttp::field::content_type},
+      {"response-content-language", bhttp::field::content_language},
+      {"response-expires", bhttp::field::expires},
+      {"response-cache-control", bhttp::field::cache_control},
+      {"response-content-disposition", bhttp::field::content_disposition},
+      {"response-content-encoding", bhttp::field::content_encoding}};
+  for (const auto& [name, field] : kOverrides) {
+    if (auto v = c.query_value(name)) f.set(field, *v);
+  }
   if (part_number && !m.parts.empty())
     f.set("x-amz-mp-parts-count", std::to_string(m.parts.size()));
   // Whole-object checksums only for whole-object responses, and only when asked for.
