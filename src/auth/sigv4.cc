@@ -228,8 +228,10 @@ bool valid_payload_hash(std::string_view v) {
          v == kStreamingUnsignedTrailer;
 }
 
+// `canonical_payload` goes into the canonical request; `payload_hash` is what the handlers see.
 Result<AuthContext> finish(const RequestView& req, const SecretLookup& secrets, Parsed& p,
-                           std::string payload_hash, bool presigned) {
+                           std::string_view canonical_payload, std::string payload_hash,
+                           bool presigned) {
   if (p.amz_date.compare(0, 8, p.scope_date) != 0 || p.scope_date.size() != 8) {
     return Status(Errc::authorization_header_malformed, "Credential scope date " + p.scope_date +
                                                             " does not match the request date " +
@@ -240,7 +242,7 @@ Result<AuthContext> finish(const RequestView& req, const SecretLookup& secrets, 
     return Status(Errc::invalid_access_key_id,
                   "The AWS Access Key Id you provided does not exist in our records.");
   }
-  std::string canonical = canonical_request(req, p.signed_headers, payload_hash, presigned);
+  std::string canonical = canonical_request(req, p.signed_headers, canonical_payload, presigned);
   std::string scope = credential_scope(p.scope_date, p.scope_region, p.scope_service);
   std::string key = signing_key(*secret, p.scope_date, p.scope_region, p.scope_service);
   std::string expected = signature_hex(key, string_to_sign(p.amz_date, scope, canonical));
@@ -293,7 +295,7 @@ Result<AuthContext> verify_header(const RequestView& req, std::string_view autho
     return Status(Errc::request_time_too_skewed,
                   "The difference between the request time and the server's time is too large.");
   }
-  return finish(req, secrets, p, *payload, false);
+  return finish(req, secrets, p, *payload, *payload, false);
 }
 
 Result<AuthContext> verify_presigned(const RequestView& req, const QueryPairs& query,
@@ -341,12 +343,19 @@ Result<AuthContext> verify_presigned(const RequestView& req, const QueryPairs& q
   if (p.date - now > seconds{limits::clock_skew_max_s}) {
     return Status(Errc::access_denied, "Request is not yet valid");
   }
-  const std::string* payload = find_header(req, "x-amz-content-sha256");
-  std::string payload_hash(payload ? std::string_view(*payload) : kUnsignedPayload);
-  if (!valid_payload_hash(payload_hash)) {
+  // A presigner cannot know the body: the canonical payload is UNSIGNED-PAYLOAD unless the URL
+  // itself carries X-Amz-Content-Sha256. An x-amz-content-sha256 header the client adds later is
+  // not covered by the signature, but is passed on for the handlers to check the body against.
+  std::string canonical_payload(kUnsignedPayload);
+  for (const auto& [k, v] : query) {
+    if (k == "X-Amz-Content-Sha256") canonical_payload = v;
+  }
+  const std::string* header = find_header(req, "x-amz-content-sha256");
+  std::string payload_hash = header ? *header : canonical_payload;
+  if (!valid_payload_hash(payload_hash) || !valid_payload_hash(canonical_payload)) {
     return Status(Errc::invalid_argument, "x-amz-content-sha256 has an invalid value");
   }
-  return finish(req, secrets, p, std::move(payload_hash), true);
+  return finish(req, secrets, p, canonical_payload, std::move(payload_hash), true);
 }
 
 }  // namespace
@@ -503,7 +512,11 @@ std::string presign(std::string_view method, std::string_view target, std::strin
   full.push_back('?');
   full += query;
   RequestView rv{method, full, {{"host", std::string(host)}}};
-  std::string canonical = canonical_request(rv, {"host"}, kUnsignedPayload, true);
+  std::string canonical_payload(kUnsignedPayload);
+  for (const auto& [k, v] : parse_query(existing)) {
+    if (k == "X-Amz-Content-Sha256") canonical_payload = v;  // as verify() reads it
+  }
+  std::string canonical = canonical_request(rv, {"host"}, canonical_payload, true);
   std::string sig = signature_hex(signing_key(c.secret_key, ymd, region, kService),
                                   string_to_sign(date, scope, canonical));
   full += "&X-Amz-Signature=" + sig;

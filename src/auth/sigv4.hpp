@@ -65,7 +65,8 @@ struct AuthContext {
   std::string seed_signature;               // hex, the request signature (seed for aws-chunked)
   std::vector<std::string> signed_headers;  // lower-case, as listed by the client
   bool presigned = false;
-  // x-amz-content-sha256 value ("UNSIGNED-PAYLOAD" for presigned requests without one).
+  // x-amz-content-sha256 value. Presigned requests without that header: the URL's
+  // X-Amz-Content-Sha256, else "UNSIGNED-PAYLOAD" (the value their signature covers).
   std::string payload_hash;
   bool anonymous = false;  // never set by verify(); for callers that admit anonymous requests
   // Verified with SigV2 (HMAC-SHA1, see sigv2.hpp): signing_key, seed_signature and scope are
@@ -125,7 +126,8 @@ std::string sign(const RequestView& req, const Credentials& c, std::string_view 
 
 // Client side: a presigned path+query ("/bucket/key?X-Amz-Algorithm=...&X-Amz-Signature=...") for
 // method/target/host. Any query already in `target` is kept and signed. Only host is signed and the
-// payload is UNSIGNED-PAYLOAD. `expires` is clamped to 1..604800 s.
+// payload is UNSIGNED-PAYLOAD, or the X-Amz-Content-Sha256 already in `target`'s query. `expires`
+// is clamped to 1..604800 s.
 std::string presign(std::string_view method, std::string_view target, std::string_view host,
                     const Credentials& c, std::string_view region, std::chrono::seconds expires,
                     std::chrono::system_clock::time_point now);

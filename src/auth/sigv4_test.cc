@@ -180,6 +180,13 @@ TEST(Sigv4, AwsExamplePresignedUrl) {
   EXPECT_EQ(r->payload_hash, kUnsignedPayload);
   EXPECT_EQ(r->seed_signature, "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404");
 
+  // A body hash header added by the client is passed on but does not enter the signature.
+  RequestView with_hash = req;
+  with_hash.headers.emplace_back("x-amz-content-sha256", std::string(kEmptySha256));
+  auto h = verify(with_hash, example_secrets(), "us-east-1", kNow);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->payload_hash, kEmptySha256);
+
   auto expired = verify(req, example_secrets(), "us-east-1", kNow + seconds{86401});
   EXPECT_EQ(expired.code(), Errc::access_denied);
   EXPECT_EQ(expired.status().message(), "Request has expired");
@@ -218,6 +225,17 @@ TEST(Sigv4, PresignKeepsExistingQueryAndRejectsBadExpiry) {
               Errc::authorization_header_malformed)
         << e;
   }
+  // A URL that pins the body hash signs it, and verify() reads it from the URL.
+  std::string pinned = presign("PUT", "/b/k?X-Amz-Content-Sha256=" + std::string(kEmptySha256),
+                               "h:9000", c, "us-east-1", seconds{600}, kNow);
+  auto pr = verify({"PUT", pinned, req.headers}, example_secrets(), "us-east-1", kNow);
+  ASSERT_TRUE(pr.ok()) << pr.status().to_string();
+  EXPECT_EQ(pr->payload_hash, kEmptySha256);
+  std::string repinned = pinned;
+  repinned.replace(repinned.find("Sha256=e3") + 7, 2, "f3");
+  EXPECT_EQ(verify({"PUT", repinned, req.headers}, example_secrets(), "us-east-1", kNow).code(),
+            Errc::signature_does_not_match);
+
   std::string missing = url;
   missing.replace(missing.find("&X-Amz-SignedHeaders=host"), 25, "");
   EXPECT_EQ(verify({"PUT", missing, req.headers}, example_secrets(), "us-east-1", kNow).code(),
