@@ -136,7 +136,22 @@ TEST(CreateTransport, ReportsCapabilities) {
   }
 }
 
-TEST(Token, MadeByTransportRoundTripsAndIsCheckedByServer) {
+TEST(Transport, EmptyTransferCompletesWithoutContactingAndOpsAreConsumedOnce) {
+  for (const char* fabric : {"libfabric:tcp", "ucx"}) {
+    SCOPED_TRACE(fabric);
+    auto t = create_transport(Config{fabric, false});
+    if (!t.ok()) continue;
+    auto op = (*t)->post_write("no such peer", {}, {});
+    ASSERT_TRUE(op.ok()) << op.status().to_string();
+    EXPECT_TRUE((*t)->wait(*op, std::chrono::milliseconds(100)).ok());
+    EXPECT_EQ((*t)->wait(*op, std::chrono::milliseconds(100)).code(), Errc::invalid_argument);
+    EXPECT_EQ((*t)->wait(OpId{12345}, std::chrono::milliseconds(100)).code(),
+              Errc::invalid_argument);
+    EXPECT_EQ((*t)->peers_cached(), 0u);
+  }
+}
+
+TEST(TransportToken, MadeByTransportRoundTripsAndIsCheckedByServer) {
   auto t = create_transport(Config{"libfabric:tcp", false});
   if (!t.ok()) GTEST_SKIP() << t.status().to_string();
   std::vector<char> buf(8192);
