@@ -339,3 +339,17 @@ def test_request_id_on_every_kind_of_response(server, bucket):
         assert rid, (m, p, h, r)
         ids.add(rid)
     assert len(ids) == len(cases), "request ids are not unique"
+
+
+def test_get_object_tagging_is_empty_tag_set(server, s3, bucket):
+    """AWS CLI v2 calls GetObjectTagging before a multipart server-side copy."""
+    put(server, bucket, "tagged")
+    r = objd.request(server, "GET", objd.opath(bucket, "tagged"), query=[("tagging", None)])
+    assert r.status == 200, r
+    root = r.xml()
+    assert root.tag == objd.S3_NS + "Tagging", root.tag
+    assert root.find(objd.S3_NS + "TagSet") is not None
+    assert list(root.find(objd.S3_NS + "TagSet")) == []
+    assert s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] == []
+    r = objd.request(server, "GET", objd.opath(bucket, "untagged-missing"), query=[("tagging", None)])
+    objd.assert_error(r, 404, "NoSuchKey")

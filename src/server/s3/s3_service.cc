@@ -243,6 +243,18 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
                                                                "restore",
                                                                "select",
                                                                "attributes"};
+  // GetObjectTagging: no tags are stored, so every object has an empty tag set. AWS CLI v2 asks
+  // for it before a multipart server-side copy (aws s3 cp s3://b/k s3://b/k2) and fails on 501.
+  if (!c.key.empty() && method == verb::get && c.has_query("tagging")) {
+    c.op = "GetObjectTagging";
+    if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+    auto m = store->head_object(c.bucket, c.key);
+    if (!m.ok()) co_return co_await send_error(c, m.status());
+    co_return co_await send_xml(
+        c, bhttp::status::ok,
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Tagging xmlns=\""
+        "http://s3.amazonaws.com/doc/2006-03-01/\"><TagSet></TagSet></Tagging>");
+  }
   for (auto sub : kUnsupportedBucketSub) {
     if (c.has_query(sub)) {
       co_return co_await send_error(
