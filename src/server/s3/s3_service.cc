@@ -83,7 +83,21 @@ std::string Ctx::resource() const {
     r += "/";
     r += key;
   }
-  return r;
+  // Control bytes (NUL above all) are not allowed in XML 1.0, not even as character references:
+  // percent-encode them so that an error body about such a key stays well-formed.
+  std::string out;
+  for (const char ch : r) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7F) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 Result<std::map<std::string, User>> load_credentials_file(const std::string& path) {
