@@ -246,6 +246,10 @@ struct Backend {
   std::string name;
 };
 
+void PrintTo(const Backend& b, std::ostream* os) {
+  *os << b.name;
+}
+
 class TransportTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
