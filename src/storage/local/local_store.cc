@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -509,6 +511,10 @@ class LocalStore final : public ObjectStore {
         files_(std::move(files)) {}
 
   Result<WriteTxn> begin_write_txn();
+  // Group commit: runs `apply` in a child transaction of a write transaction shared with other
+  // concurrent callers, committed (and synced) once for the whole group. A failing `apply` rolls
+  // back only its own child. Returns apply's status, or the group commit's failure.
+  Status group_commit(const std::function<Status(Txn&)>& apply);
   Status recover();
   Status require_bucket(const Txn& txn, std::string_view bucket) const;
   Result<std::optional<ObjectRecord>> get_object(const Txn& txn, std::string_view bucket,
@@ -522,6 +528,18 @@ class LocalStore final : public ObjectStore {
                      std::vector<BlobId>& doomed);
   Status mark_gc(WriteTxn& w, const std::vector<BlobId>& ids);
   Result<LocalBlobWriter*> own_writer(BlobWriter* w) const;
+
+  struct GroupOp {
+    const std::function<Status(Txn&)>* apply;
+    Status status;
+    bool done = false;
+  };
+  void run_group(const std::vector<GroupOp*>& ops);
+
+  std::mutex group_mu_;
+  std::condition_variable group_cv_;
+  std::vector<GroupOp*> group_queue_;
+  bool group_leader_active_ = false;
 
   LocalStoreOptions options_;
   int lock_fd_ = -1;
@@ -657,6 +675,54 @@ Result<LocalStore::WriteTxn> LocalStore::begin_write_txn() {
   if (!txn.ok()) return txn.status();
   WriteTxn w(std::move(*txn), files_, files_->take_unlinked());
   return w;
+}
+
+// One caller at a time becomes the leader: it takes every queued operation, applies each in its
+// own child transaction and commits the parent once, so N concurrent commits cost one LMDB sync
+// instead of N. Others wait; when the leader finishes, a waiter whose operation is still queued
+// becomes the next leader.
+Status LocalStore::group_commit(const std::function<Status(Txn&)>& apply) {
+  GroupOp op{&apply, Status(), false};
+  std::unique_lock lock(group_mu_);
+  group_queue_.push_back(&op);
+  while (!op.done) {
+    if (group_leader_active_) {
+      group_cv_.wait(lock);
+      continue;
+    }
+    group_leader_active_ = true;
+    std::vector<GroupOp*> batch = std::exchange(group_queue_, {});
+    lock.unlock();
+    run_group(batch);
+    lock.lock();
+    for (GroupOp* o : batch) o->done = true;
+    group_leader_active_ = false;
+    group_cv_.notify_all();
+  }
+  return op.status;
+}
+
+void LocalStore::run_group(const std::vector<GroupOp*>& ops) {
+  auto w = begin_write_txn();
+  if (!w.ok()) {
+    for (GroupOp* o : ops) o->status = w.status();
+    return;
+  }
+  for (GroupOp* o : ops) {
+    auto child = Txn::begin_nested(*db_, w->txn);
+    if (!child.ok()) {
+      o->status = child.status();
+      continue;
+    }
+    o->status = (*o->apply)(*child);
+    if (o->status.ok()) o->status = child->commit();
+  }
+  const Status committed = w->commit();
+  if (!committed.ok()) {
+    for (GroupOp* o : ops) {
+      if (o->status.ok()) o->status = committed;
+    }
+  }
 }
 
 Status LocalStore::mark_gc(WriteTxn& w, const std::vector<BlobId>& ids) {
@@ -803,11 +869,9 @@ Result<ObjectMeta> LocalStore::commit_object(std::string_view bucket, ObjectMeta
   };
 
   std::vector<BlobId> doomed;
-  Status st = [&]() -> Status {
-    auto w = begin_write_txn();
-    if (!w.ok()) return w.status();
-    OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
-    auto cur = get_object(w->txn, bucket, meta.key);
+  const std::function<Status(Txn&)> apply = [&](Txn& txn) -> Status {
+    OBJDIRECT_RETURN_IF_ERROR(require_bucket(txn, bucket));
+    auto cur = get_object(txn, bucket, meta.key);
     if (!cur.ok()) return cur.status();
     OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, *cur));
     if (cur->has_value()) {
@@ -815,10 +879,11 @@ Result<ObjectMeta> LocalStore::commit_object(std::string_view bucket, ObjectMeta
     }
     meta.mtime_ns = now_ns();
     rec.meta = meta;
-    OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
-    OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
-    return w->commit();
-  }();
+    OBJDIRECT_RETURN_IF_ERROR(key_tree::put(txn, *db_, bucket, meta.key, encode_object(rec)));
+    for (const BlobId& id : doomed) OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->gc, blob_key(id), ""));
+    return Status();
+  };
+  Status st = group_commit(apply);
   if (!st.ok()) {
     discard_new();
     return st;
@@ -895,18 +960,19 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::open_object(std::string_view b
 }
 
 Status LocalStore::delete_object(std::string_view bucket, std::string_view key) {
-  auto w = begin_write_txn();
-  if (!w.ok()) return w.status();
-  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
-  auto cur = get_object(w->txn, bucket, key);
-  if (!cur.ok()) return cur.status();
-  if (!cur->has_value()) return Status();
   std::vector<BlobId> doomed;
-  for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
-  auto e = key_tree::erase(w->txn, *db_, bucket, key);
-  if (!e.ok()) return e.status();
-  OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
-  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  const std::function<Status(Txn&)> apply = [&](Txn& txn) -> Status {
+    OBJDIRECT_RETURN_IF_ERROR(require_bucket(txn, bucket));
+    auto cur = get_object(txn, bucket, key);
+    if (!cur.ok()) return cur.status();
+    if (!cur->has_value()) return Status();
+    for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
+    auto e = key_tree::erase(txn, *db_, bucket, key);
+    if (!e.ok()) return e.status();
+    for (const BlobId& id : doomed) OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->gc, blob_key(id), ""));
+    return Status();
+  };
+  OBJDIRECT_RETURN_IF_ERROR(group_commit(apply));
   files_->release(doomed);
   return Status();
 }
@@ -1016,13 +1082,11 @@ Result<PartInfo> LocalStore::commit_part(std::string_view bucket, std::string_vi
   if (seg->has_value()) rec.blob = (*seg)->blob;
 
   std::vector<BlobId> doomed;
-  Status st = [&]() -> Status {
-    auto w = begin_write_txn();
-    if (!w.ok()) return w.status();
-    auto up = get_upload_in(w->txn, bucket, key, upload_id);
+  const std::function<Status(Txn&)> apply = [&](Txn& txn) -> Status {
+    auto up = get_upload_in(txn, bucket, key, upload_id);
     if (!up.ok()) return up.status();
     const std::string pk = part_key(upload_id, info.part_number);
-    auto old = w->txn.get(db_->parts, pk);
+    auto old = txn.get(db_->parts, pk);
     if (!old.ok()) return old.status();
     if (old->has_value()) {
       auto prev = decode_part(**old);
@@ -1031,10 +1095,11 @@ Result<PartInfo> LocalStore::commit_part(std::string_view bucket, std::string_vi
     }
     info.mtime_ns = now_ns();
     rec.info = info;
-    OBJDIRECT_RETURN_IF_ERROR(w->txn.put(db_->parts, pk, encode_part(rec)));
-    OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
-    return w->commit();
-  }();
+    OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->parts, pk, encode_part(rec)));
+    for (const BlobId& id : doomed) OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->gc, blob_key(id), ""));
+    return Status();
+  };
+  Status st = group_commit(apply);
   if (!st.ok()) {
     if (seg->has_value()) files_->discard(rec.blob);
     return st;

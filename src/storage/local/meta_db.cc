@@ -121,6 +121,13 @@ Result<Txn> Txn::begin(const MetaDb& db, bool write) {
   return Txn(t);
 }
 
+Result<Txn> Txn::begin_nested(const MetaDb& db, Txn& parent) {
+  MDB_txn* t = nullptr;
+  const int rc = mdb_txn_begin(db.env(), parent.get(), 0, &t);
+  if (rc != 0) return mdb_status(rc, "mdb_txn_begin (nested)");
+  return Txn(t);
+}
+
 Txn::~Txn() {
   if (txn_ != nullptr) mdb_txn_abort(txn_);
 }

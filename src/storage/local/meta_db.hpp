@@ -81,6 +81,9 @@ class MetaDb {
 class Txn {
  public:
   static Result<Txn> begin(const MetaDb& db, bool write);
+  // A child of a write transaction: its changes join the parent on commit() and vanish on abort.
+  // The parent must not be used while the child is open.
+  static Result<Txn> begin_nested(const MetaDb& db, Txn& parent);
   Txn(Txn&& other) noexcept : txn_(other.txn_) { other.txn_ = nullptr; }
   Txn& operator=(Txn&&) = delete;
   ~Txn();
