@@ -129,19 +129,25 @@ RdmaEngine::~RdmaEngine() {
   for (auto& b : buffers_) std::free(b->data);
 }
 
-std::size_t RdmaEngine::transport_index(const token::Token& t) const {
+std::size_t RdmaEngine::transport_index(const token::Token& t, bool need_write) const {
   for (std::size_t i = 0; i < transports_.size(); ++i) {
-    const auto& caps = transports_[i]->caps();
-    if (caps.backend != t.backend) continue;
-    if (t.backend == token::Backend::ucx || caps.provider == t.provider) return i;
+    if (transport::check_token(*transports_[i], t, need_write).ok()) return i;
   }
   return transports_.size();
 }
 
-transport::Transport* RdmaEngine::transport_for(const token::Token& t) const {
-  auto i = transport_index(t);
-  if (i == transports_.size()) return nullptr;
-  return transports_[i].get();
+Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
+  if (transports_.empty()) {
+    return Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
+  }
+  std::string why;
+  for (const auto& tr : transports_) {
+    Status st = transport::check_token(*tr, t, need_write);
+    if (st.ok()) return st;
+    if (!why.empty()) why += "; ";
+    why += tr->caps().name + ": " + st.message();
+  }
+  return Status(Errc::rdma_declined, "No enabled transport serves this token (" + why + ")");
 }
 
 Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64_t bytes) {
@@ -232,8 +238,8 @@ void RdmaEngine::release(Lease& lease, bool retire_all) {
 Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
                         std::uint64_t length) {
   OBJDIRECT_RETURN_IF_ERROR(token::check_scope(t, length));
-  auto ti = transport_index(t);
-  if (ti == transports_.size()) return Status(Errc::rdma_declined, "no transport for this token");
+  auto ti = transport_index(t, true);
+  if (ti == transports_.size()) return can_serve(t, true);
   if (length == 0) return Status::Ok();
   transport::Transport& tr = *transports_[ti];
   auto lease = acquire(t, length);
@@ -303,8 +309,8 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
 
 Status RdmaEngine::receive(const token::Token& t,
                            const std::function<Status(std::span<const std::byte>)>& sink) {
-  auto ti = transport_index(t);
-  if (ti == transports_.size()) return Status(Errc::rdma_declined, "no transport for this token");
+  auto ti = transport_index(t, false);
+  if (ti == transports_.size()) return can_serve(t, false);
   const std::uint64_t length = t.total_length;
   if (length == 0) return Status::Ok();
   transport::Transport& tr = *transports_[ti];

@@ -81,8 +81,10 @@ class RdmaEngine {
   // One line per transport tried at startup, with the outcome.
   const std::vector<std::string>& init_log() const { return init_log_; }
 
-  // The transport that serves this token's backend/provider, or nullptr (the S3 layer declines).
-  transport::Transport* transport_for(const token::Token& t) const;
+  // Whether an enabled transport serves this token (backend, provider, addressing, memory type,
+  // and RDMA write for a GET / read for a PUT). Errors: rdma_declined saying why (the S3 layer
+  // then answers x-amz-rdma-reply: 501).
+  Status can_serve(const token::Token& t, bool need_write) const;
 
   // GET: writes bytes [offset, offset+length) of `reader` into the token's segments, in order.
   // Errors: slow_down (no buffers), invalid_rdma_token (token shorter than length),
@@ -101,7 +103,7 @@ class RdmaEngine {
   RdmaEngine() = default;
   Result<Lease> acquire(const token::Token& t, std::uint64_t bytes);
   void release(Lease& lease, bool retire_all);
-  std::size_t transport_index(const token::Token& t) const;
+  std::size_t transport_index(const token::Token& t, bool need_write) const;
 
   RdmaOptions opts_;
   std::vector<std::unique_ptr<transport::Transport>> transports_;

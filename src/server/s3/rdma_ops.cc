@@ -63,8 +63,9 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
     opts.metrics->rdma_error(std::string(s3_code(tok.code())));
     co_return co_await send_error(c, tok.status());
   }
-  const bool usable = rdma && rdma->enabled() && rdma->transport_for(*tok) != nullptr;
-  if (!usable) {
+  Status serve = rdma ? rdma->can_serve(*tok, true)
+                      : Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
+  if (!serve.ok()) {
     opts.metrics->rdma_decline(rdma && rdma->enabled() ? "no-matching-transport" : "rdma-disabled");
     c.data_path = "http-fallback";
     // Decline: the client reads the body as from any S3 server.
@@ -105,14 +106,11 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
     opts.metrics->rdma_error(std::string(s3_code(tok.code())));
     co_return tok.status();
   }
-  if (!rdma || !rdma->enabled() || rdma->transport_for(*tok) == nullptr) {
+  Status serve = rdma ? rdma->can_serve(*tok, false)
+                      : Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
+  if (!serve.ok()) {
     opts.metrics->rdma_decline(rdma && rdma->enabled() ? "no-matching-transport" : "rdma-disabled");
-    co_return Status(
-        Errc::rdma_declined,
-        rdma && rdma->enabled()
-            ? "This server does not offer the token's transport (offers: " + rdma->offered() +
-                  "); retry with the data in the body"
-            : "This server has no RDMA transport enabled; retry with the data in the body");
+    co_return Status(Errc::rdma_declined, serve.message() + "; retry with the data in the body");
   }
   // The payload comes by RDMA: the HTTP body must be empty.
   if (auto cl = c.header("content-length"); (cl && *cl != "0") || c.chunked()) {
