@@ -8,6 +8,8 @@
 //    with Errc::unavailable.
 //  - open_local_store() runs recovery before returning: it empties tmp/, finishes deletions
 //    recorded before a crash and deletes blob files no metadata references.
+//  - Concurrent commit_object / commit_part / delete_object calls share one LMDB commit and sync
+//    (group commit); each is acknowledged only once that commit returned.
 //  - Empty objects and parts have no blob file.
 //  - Writers create their temporary file on the first non-empty append.
 //  - A WriteCondition etag_must_match on an absent key fails with no_such_key (as S3 answers
