@@ -54,6 +54,19 @@ class Backoff {
   unsigned idle_ = 0;
 };
 
+// Sets this thread's timer slack to 1 us for its lifetime (restoring the old value), so that
+// Backoff's microsecond sleeps are not stretched to the default 50 us slack.
+class FineTimerSlack {
+ public:
+  FineTimerSlack();
+  ~FineTimerSlack();
+  FineTimerSlack(const FineTimerSlack&) = delete;
+  FineTimerSlack& operator=(const FineTimerSlack&) = delete;
+
+ private:
+  long previous_ns_;
+};
+
 // Runs poll() in a loop with Backoff until destroyed. poll returns whether it did work.
 class ProgressThread {
  public:

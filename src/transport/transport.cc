@@ -160,6 +160,14 @@ void Backoff::pause() {
   std::this_thread::sleep_for(sleep);
 }
 
+FineTimerSlack::FineTimerSlack() : previous_ns_(::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) {
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+FineTimerSlack::~FineTimerSlack() {
+  if (previous_ns_ > 0)
+    ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(previous_ns_), 0, 0, 0);
+}
+
 ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max) {
   thread_ = std::thread([this, poll = std::move(poll), sleep_max] {
     // Default timer slack (50 us) would stretch every short back-off sleep to ~50 us.

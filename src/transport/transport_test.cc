@@ -130,6 +130,19 @@ int run_child(const char* spec) {
     } else if (op == "CHECK") {
       std::int64_t bad = check(buffer.data() + off, len, seed, stream);
       reply(bad < 0 ? "OK" : "BAD " + std::to_string(bad));
+    } else if (op == "CHECKS") {
+      // `stream` pieces of `len` bytes every 2*len bytes from `off`: piece i holds stream bytes
+      // [i*len, (i+1)*len); the gaps between them still hold seed-1 bytes at their own position.
+      std::string result = "OK";
+      for (std::uint64_t i = 0; i < stream && result == "OK"; ++i) {
+        const std::uint64_t at = off + 2 * len * i;
+        if (check(buffer.data() + at, len, seed, i * len) >= 0)
+          result = "BAD piece " + std::to_string(i);
+        if (check(buffer.data() + at + len, len, 1, at + len) >= 0) {
+          result = "BAD gap " + std::to_string(i);
+        }
+      }
+      reply(result);
     } else {
       return 0;  // EXIT or the parent went away
     }
@@ -444,6 +457,40 @@ TEST_P(TransportTest, MultiSegmentListsLongerThanRmaIovMax) {
   mr2->reset();
   ASSERT_TRUE(t->wait(*op, wait_timeout).ok());
   EXPECT_EQ(child->command("CHECK", 6, 0, other.size()), "OK");
+}
+
+// More provider operations than the transmit queue holds (tcp;ofi_rxm: 2048), posted before any
+// wait: the overflow waits in the backlog and is posted as completions free the queue.
+TEST_P(TransportTest, ManyOperationsBeyondTheTransmitQueue) {
+  constexpr std::uint64_t piece = 16, pieces = 4000, ops = 4;
+  constexpr std::uint64_t span = 2 * piece * pieces;  // remote bytes one op touches
+  auto child = spawn(ops * span);
+  SKIP_IF_UNAVAILABLE(child);
+  std::vector<char> local(ops * piece * pieces);
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
+  ASSERT_TRUE(mr.ok());
+  ASSERT_EQ(child->command("FILL", 1, 0, ops * span), "OK");
+  std::vector<OpId> ids;
+  for (std::uint64_t k = 0; k < ops; ++k) {
+    fill(local.data() + k * piece * pieces, piece * pieces, 70 + k, 0);
+    LocalSegment ls{mr->get(), k * piece * pieces, piece * pieces};
+    std::vector<RemoteSegment> remote;
+    for (std::uint64_t i = 0; i < pieces; ++i) {
+      remote.push_back(child->segment(k * span + 2 * piece * i, piece));
+    }
+    auto op = t->post_write(child->address(), {&ls, 1}, remote);
+    ASSERT_TRUE(op.ok()) << op.status().to_string();
+    ids.push_back(*op);
+  }
+  for (OpId id : ids) {
+    Status st = t->wait(id, wait_timeout);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  for (std::uint64_t k = 0; k < ops; ++k) {
+    EXPECT_EQ(child->command("CHECKS", 70 + k, k * span, piece, pieces), "OK") << "op " << k;
+  }
 }
 
 TEST_P(TransportTest, ReadOfShorterRemoteSegmentIsRejectedBeforePosting) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -25,8 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t rma_caps =
     FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG;
-// How long post_* keeps retrying a full transmit queue before giving up.
-constexpr auto post_retry_max = std::chrono::seconds(30);
 
 std::string fi_error(long rc) {
   return std::string(fi_strerror(static_cast<int>(rc < 0 ? -rc : rc))) + " (" + std::to_string(rc) +
@@ -37,19 +36,33 @@ struct Op;
 
 // The per-provider-operation context. fi_context2 must come first: providers that ask for
 // FI_CONTEXT/FI_CONTEXT2 use that space, and the completion hands back this address.
+// It also keeps the operation's iovecs until the provider has taken them.
 struct SubOp {
   fi_context2 ctx;
-  Op* op;
+  Op* op = nullptr;
+  std::vector<iovec> iov;
+  std::vector<void*> desc;
+  std::vector<fi_rma_iov> rma;
 };
 
+// One post_write/post_read: n_subs provider operations, posted in order. Those the transmit
+// queue cannot take yet (-FI_EAGAIN) wait in the backlog and are posted by later polls, so
+// posting never blocks; wait()'s timeout bounds the whole operation.
 struct Op {
   OpId id = 0;
   std::string peer;
-  std::size_t pending = 0;  // provider operations not yet completed
-  Status status;
-  bool abandoned = false;  // wait() gave up; erase on last completion
+  bool write = false;
+  fi_addr_t dest = FI_ADDR_UNSPEC;
   std::unique_ptr<SubOp[]> subs;
+  std::size_t n_subs = 0;
+  std::size_t next_post = 0;  // subs[next_post..n_subs) not yet handed to the provider
+  std::size_t pending = 0;    // handed to the provider, not yet completed
+  Status status;
+  bool abandoned = false;  // wait() gave up; erase when the provider is done with it
+  bool finished = false;   // peer in-flight count already released
   std::vector<std::shared_ptr<MemoryRegion>> regions;  // keep registrations alive while in flight
+
+  bool done() const { return pending == 0 && next_post == n_subs; }
 };
 
 // Everything that must outlive the Transport object while memory regions are still held:
@@ -183,6 +196,7 @@ class LibfabricTransport final : public Transport {
 
   Status wait(OpId id, std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
+    detail::FineTimerSlack slack;
     detail::Backoff backoff(std::chrono::microseconds(50));
     for (;;) {
       bool did = false;
@@ -192,17 +206,26 @@ class LibfabricTransport final : public Transport {
         if (it == ops_.end() || it->second->abandoned) {
           return Status(Errc::invalid_argument, "wait: unknown operation " + std::to_string(id));
         }
-        if (it->second->pending == 0) {
-          Status st = std::move(it->second->status);
+        Op* op = it->second.get();
+        if (op->done()) {
+          Status st = std::move(op->status);
           ops_.erase(it);
           return st;
         }
         did = poll_locked();
-        if (!did && Clock::now() >= deadline) {
-          it->second->abandoned = true;
-          return Status(Errc::rdma_transfer_failed, caps_.name +
-                                                        ": transfer to peer timed out after " +
-                                                        std::to_string(timeout.count()) + " ms");
+        if (op->done()) continue;
+        // The deadline holds even while other operations keep the CQ busy.
+        if (Clock::now() >= deadline) {
+          op->n_subs = op->next_post;  // never post the rest
+          op->abandoned = true;
+          std::string why = op->status.ok() ? "" : " (" + op->status.message() + ")";
+          if (op->done()) {
+            finish(op);
+            ops_.erase(id);
+          }
+          return Status(Errc::rdma_transfer_failed,
+                        caps_.name + ": transfer to peer timed out after " +
+                            std::to_string(timeout.count()) + " ms" + why);
         }
       }
       if (did) {
@@ -224,9 +247,15 @@ class LibfabricTransport final : public Transport {
   }
 
  private:
-  // Reads completions and settles their Ops. Called with mu held.
+  // Reads completions and settles their Ops, then posts backlogged operations. mu held.
   bool poll_locked() {
     if (core_->cq == nullptr || core_->ep == nullptr) return false;
+    bool did = read_cq_locked();
+    if (!backlog_.empty()) did |= drain_backlog_locked();
+    return did;
+  }
+
+  bool read_cq_locked() {
     fi_cq_entry entries[16];
     ssize_t n = fi_cq_read(core_->cq, entries, 16);
     if (n > 0) {
@@ -253,8 +282,72 @@ class LibfabricTransport final : public Transport {
   void settle(SubOp* sub, Status st) {
     Op* op = sub->op;
     if (!st.ok() && op->status.ok()) op->status = std::move(st);
+    if (!op->status.ok()) op->n_subs = op->next_post;  // a failed op posts nothing more
+    --op->pending;
+    if (op->done()) {
+      finish(op);
+      if (op->abandoned) ops_.erase(op->id);
+    }
+  }
+
+  // Releases the op's hold on its peer, once, when the provider is done with it.
+  void finish(Op* op) {
+    if (op->finished) return;
+    op->finished = true;
     if (auto* peer = peers_.peek(op->peer)) --peer->inflight;
-    if (--op->pending == 0 && op->abandoned) ops_.erase(op->id);
+  }
+
+  // Hands subs[next_post..) to the provider until the queue is full (-FI_EAGAIN: Ok, the rest
+  // stays for later) or an error (returned; the rest is dropped). mu held.
+  Status post_some_locked(Op* op) {
+    while (op->next_post < op->n_subs) {
+      SubOp& sub = op->subs[op->next_post];
+      fi_msg_rma msg{};
+      msg.msg_iov = sub.iov.data();
+      msg.desc = sub.desc.data();
+      msg.iov_count = sub.iov.size();
+      msg.addr = op->dest;
+      msg.rma_iov = sub.rma.data();
+      msg.rma_iov_count = sub.rma.size();
+      msg.context = &sub.ctx;
+      // FI_DELIVERY_COMPLETE: the completion means the bytes are visible in the target's
+      // memory, not merely that our buffer may be reused (tcp;ofi_rxm, libfabric#9651).
+      ssize_t rc = op->write ? fi_writemsg(core_->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+                             : fi_readmsg(core_->ep, &msg, FI_COMPLETION);
+      if (rc == -FI_EAGAIN) return Status::Ok();
+      if (rc != 0) {
+        op->n_subs = op->next_post;
+        return detail::transport_error(caps_.name + (op->write ? ": fi_writemsg" : ": fi_readmsg"),
+                                       fi_error(rc));
+      }
+      ++op->next_post;
+      ++op->pending;
+    }
+    return Status::Ok();
+  }
+
+  // Posts what the backlog holds, oldest first, until the queue is full again. mu held.
+  bool drain_backlog_locked() {
+    bool did = false;
+    while (!backlog_.empty()) {
+      auto it = ops_.find(backlog_.front());
+      if (it == ops_.end() || it->second->next_post == it->second->n_subs) {
+        backlog_.pop_front();
+        continue;
+      }
+      Op* op = it->second.get();
+      const std::size_t before = op->next_post;
+      Status st = post_some_locked(op);
+      did |= op->next_post != before;
+      if (!st.ok() && op->status.ok()) op->status = std::move(st);
+      if (op->next_post < op->n_subs) break;  // queue full: keep the order
+      backlog_.pop_front();
+      if (op->done()) {
+        finish(op);
+        if (op->abandoned) ops_.erase(op->id);
+      }
+    }
+    return did;
   }
 
   // The peer's fi_addr, inserting (and evicting an idle peer) on first contact. mu held.
@@ -309,6 +402,8 @@ class LibfabricTransport final : public Transport {
     auto op = std::make_unique<Op>();
     op->id = next_op_++;
     op->peer = peer;
+    op->write = write;
+    op->finished = true;  // holds no peer until it has one
     Op* raw = op.get();
     if (chunks.empty()) {
       ops_.emplace(raw->id, std::move(op));
@@ -316,62 +411,43 @@ class LibfabricTransport final : public Transport {
     }
     auto entry_or = peer_locked(peer);
     if (!entry_or.ok()) return entry_or.status();
-    const fi_addr_t dest = (*entry_or)->handle;
+    op->dest = (*entry_or)->handle;
+    ++(*entry_or)->inflight;  // not evictable while any part of the op may still be posted
+    op->finished = false;
 
     const std::size_t per_op = std::max<std::size_t>(1, caps_.rma_iov_max);
-    const std::size_t n_subs = (chunks.size() + per_op - 1) / per_op;
-    op->subs = std::make_unique<SubOp[]>(n_subs);
-    for (const LocalSegment& s : local) op->regions.push_back(s.mr->shared_from_this());
-    ops_.emplace(raw->id, std::move(op));
-
-    std::vector<iovec> iov(per_op);
-    std::vector<void*> desc(per_op);
-    std::vector<fi_rma_iov> rma(per_op);
-    for (std::size_t s = 0; s < n_subs; ++s) {
+    op->n_subs = (chunks.size() + per_op - 1) / per_op;
+    op->subs = std::make_unique<SubOp[]>(op->n_subs);
+    for (std::size_t s = 0; s < op->n_subs; ++s) {
+      SubOp& sub = op->subs[s];
+      sub.op = raw;
       const std::size_t first = s * per_op;
       const std::size_t count = std::min(per_op, chunks.size() - first);
       for (std::size_t k = 0; k < count; ++k) {
         const detail::Chunk& c = chunks[first + k];
         auto* region = static_cast<FabricRegion*>(c.mr);
-        iov[k] = iovec{static_cast<char*>(region->ptr()) + c.local_offset,
-                       static_cast<std::size_t>(c.length)};
-        desc[k] = region->desc();
-        rma[k] = fi_rma_iov{c.remote_addr, static_cast<std::size_t>(c.length), c.key};
+        sub.iov.push_back(iovec{static_cast<char*>(region->ptr()) + c.local_offset,
+                                static_cast<std::size_t>(c.length)});
+        sub.desc.push_back(region->desc());
+        sub.rma.push_back(fi_rma_iov{c.remote_addr, static_cast<std::size_t>(c.length), c.key});
       }
-      SubOp* sub = &raw->subs[s];
-      sub->op = raw;
-      fi_msg_rma msg{};
-      msg.msg_iov = iov.data();
-      msg.desc = desc.data();
-      msg.iov_count = count;
-      msg.addr = dest;
-      msg.rma_iov = rma.data();
-      msg.rma_iov_count = count;
-      msg.context = &sub->ctx;
-      const auto give_up = Clock::now() + post_retry_max;
-      ssize_t rc;
-      for (;;) {
-        // FI_DELIVERY_COMPLETE: the completion means the bytes are visible in the target's
-        // memory, not merely that our buffer may be reused (tcp;ofi_rxm, libfabric#9651).
-        rc = write ? fi_writemsg(core_->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
-                   : fi_readmsg(core_->ep, &msg, FI_COMPLETION);
-        if (rc != -FI_EAGAIN || Clock::now() >= give_up) break;
-        poll_locked();  // a full queue drains only as completions are read
-      }
-      if (rc != 0) {
-        Status st = detail::transport_error(caps_.name + (write ? ": fi_writemsg" : ": fi_readmsg"),
-                                            fi_error(rc));
-        if (raw->pending == 0) {
-          ops_.erase(raw->id);
-        } else {
-          raw->abandoned = true;
-          raw->status = st;
-        }
-        return st;
-      }
-      ++raw->pending;
-      if (auto* e = peers_.peek(peer)) ++e->inflight;
     }
+    for (const LocalSegment& s : local) op->regions.push_back(s.mr->shared_from_this());
+    ops_.emplace(raw->id, std::move(op));
+
+    // Older backlogged operations go first; this one joins the queue behind them.
+    Status st = backlog_.empty() ? post_some_locked(raw) : Status::Ok();
+    if (!st.ok()) {
+      if (raw->pending == 0) {
+        finish(raw);
+        ops_.erase(raw->id);
+      } else {
+        raw->abandoned = true;
+        raw->status = st;
+      }
+      return st;
+    }
+    if (raw->next_post < raw->n_subs) backlog_.push_back(raw->id);
     return raw->id;
   }
 
@@ -387,6 +463,7 @@ class LibfabricTransport final : public Transport {
   std::size_t av_count_ = 0;
   std::unordered_map<std::string, fi_addr_t> parked_;
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
+  std::deque<OpId> backlog_;  // ops with parts the transmit queue could not take yet
   OpId next_op_ = 1;
   std::unique_ptr<detail::ProgressThread> progress_thread_;
 };
