@@ -29,8 +29,9 @@ def server(tmp_path_factory):
     srv.root = str(root)
     yield srv
     crashed = not srv.alive()
-    srv.stop()
+    rc = srv.stop()
     assert not crashed, f"server died: {srv.log_tail()}"
+    assert rc == 0, f"exit status {rc} on SIGTERM: {srv.log_tail()}"
 
 
 @pytest.fixture(scope="module")
