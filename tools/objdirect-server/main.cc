@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
                  "Staging bytes one client's transfers may hold at once")
       ->envname("OBJDIRECT_RDMA_CLIENT_INFLIGHT_BYTES_MAX")
       ->capture_default_str();
+  std::uint32_t rdma_op_timeout_ms = static_cast<std::uint32_t>(ropts.op_timeout.count());
+  app.add_option("--rdma-op-timeout-ms", rdma_op_timeout_ms,
+                 "Longest wait for one RDMA operation (a dead or stalled client)")
+      ->envname("OBJDIRECT_RDMA_OP_TIMEOUT_MS")
+      ->capture_default_str();
   app.add_option("--metrics-allow", s3opts.metrics_allow,
                  "Besides loopback, who may GET /metrics: comma list of addresses or CIDRs, or *")
       ->envname("OBJDIRECT_METRICS_ALLOW");
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   hopts.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  ropts.op_timeout = std::chrono::milliseconds(rdma_op_timeout_ms);
   hopts.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   hopts.request_timeout = std::chrono::milliseconds(request_timeout_ms);
   if (!credentials_file.empty()) {

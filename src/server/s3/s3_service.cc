@@ -147,6 +147,9 @@ S3Service::~S3Service() {
 
 void S3Service::set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma) {
   impl_->rdma = std::move(rdma);
+  if (impl_->rdma && impl_->rdma->enabled() && !impl_->rdma_pool) {
+    impl_->rdma_pool = std::make_unique<boost::asio::thread_pool>(impl_->opts.rdma_threads);
+  }
 }
 
 std::string S3Service::error_body(Errc code, std::string_view message) {

@@ -1,0 +1,416 @@
+// The server side of the RDMA protocol, driven with hand-made tokens over real transports against
+// the real objdirect-server binary: success replies, declines, refusals of bad tokens before any
+// byte moves, admission control, and a client that dies (or stalls) mid-transfer.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/http_client.hpp"
+#include "common/uri.hpp"
+#include "token/token.hpp"
+#include "transport/transport.hpp"
+
+namespace objdirect {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr const char* kAk = "rdmaAK";
+constexpr const char* kSk = "rdmaSecretKey";
+
+std::uint64_t now_s() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<std::byte>(rng());
+  return v;
+}
+
+// The real server binary on a free loopback port.
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> extra) {
+    dir_ = fs::temp_directory_path() /
+           ("od-rdma-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    int out[2];
+    if (pipe(out) != 0) return;
+    // OBJDIRECT_TEST_SERVER_BIN overrides the binary (another build, or a debugger wrapper).
+    const char* bin = std::getenv("OBJDIRECT_TEST_SERVER_BIN");
+    if (!bin || !*bin) bin = OBJDIRECT_SERVER_BIN;
+    std::vector<std::string> args = {bin,           "--listen",     "127.0.0.1:0", "--data",
+                                     dir_.string(), "--access-key", kAk,           "--secret-key",
+                                     kSk,           "--no-fsync"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      close(out[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[512];
+    while (std::fgets(line, sizeof(line), f)) {
+      std::string l(line);
+      auto at = l.find("http://");
+      if (at != std::string::npos) {
+        endpoint_ = l.substr(at);
+        while (!endpoint_.empty() && std::isspace(static_cast<unsigned char>(endpoint_.back()))) {
+          endpoint_.pop_back();
+        }
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  bool alive() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+
+  client::HttpClient& http() {
+    if (!http_) {
+      client::HttpOptions o;
+      o.endpoint = *client::parse_endpoint(endpoint_);
+      o.credentials = {kAk, kSk};
+      o.region = "us-east-1";
+      http_ = std::make_unique<client::HttpClient>(o);
+    }
+    return *http_;
+  }
+
+  // A gauge or counter from /metrics (unauthenticated, loopback), or -1 if absent.
+  double metric(const std::string& name) {
+    std::string cmd = "curl -s " + endpoint_ + "/metrics";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return -1;
+    char line[1024];
+    double v = -1;
+    while (std::fgets(line, sizeof(line), p)) {
+      std::string l(line);
+      if (l.rfind(name + " ", 0) == 0) v = std::atof(l.c_str() + name.size() + 1);
+    }
+    pclose(p);
+    return v;
+  }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path dir_;
+  pid_t pid_ = -1;
+  std::string endpoint_;
+  std::unique_ptr<client::HttpClient> http_;
+};
+
+client::HttpResponse request(ServerProcess& s, const std::string& method, const std::string& path,
+                             std::vector<std::pair<std::string, std::string>> headers = {},
+                             std::span<const std::byte> body = {},
+                             std::optional<std::span<std::byte>> sink = std::nullopt) {
+  client::HttpRequest r;
+  r.method = method;
+  r.target = path;
+  r.headers = std::move(headers);
+  r.body = body;
+  r.send_content_length = method == "PUT" || method == "POST";
+  auto res = s.http().execute(r, sink);
+  EXPECT_TRUE(res.ok()) << res.status().to_string();
+  return res.ok() ? *res : client::HttpResponse{};
+}
+
+std::string header(const client::HttpResponse& r, std::string_view name) {
+  auto h = r.header(name);
+  return h ? std::string(*h) : std::string();
+}
+
+std::string s3_code(const client::HttpResponse& r) {
+  auto a = r.body.find("<Code>");
+  auto b = r.body.find("</Code>");
+  if (a == std::string::npos || b == std::string::npos) return {};
+  return r.body.substr(a + 6, b - a - 6);
+}
+
+// A transport plus one registered buffer: the client side of a transfer.
+struct ClientSide {
+  std::unique_ptr<transport::Transport> tr;
+  std::vector<std::byte> buf;
+  std::shared_ptr<transport::MemoryRegion> mr;
+
+  static std::optional<ClientSide> open(const std::string& fabric, std::size_t bytes,
+                                        bool progress_thread = true) {
+    transport::Config cfg;
+    cfg.fabric = fabric;
+    cfg.progress_thread = progress_thread;
+    auto t = transport::create_transport(cfg);
+    if (!t.ok()) return std::nullopt;
+    ClientSide c;
+    c.tr = std::move(*t);
+    c.buf.assign(std::max<std::size_t>(bytes, 1), std::byte{0xAA});
+    auto mr = c.tr->register_memory(c.buf.data(), c.buf.size(), token::MemoryType::host);
+    if (!mr.ok()) return std::nullopt;
+    c.mr = *mr;
+    return c;
+  }
+
+  std::string token(std::size_t offset, std::size_t length, std::uint64_t expires) const {
+    auto t = transport::make_token(*tr, {mr->remote_segment(offset, length)},
+                                   token::MemoryType::host, expires);
+    return token::encode(t);
+  }
+  std::string token(std::size_t length) const { return token(0, length, now_s() + 300); }
+};
+
+class RdmaServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--fabric", "libfabric:tcp,libfabric:shm", "--rdma-op-timeout-ms", "3000"});
+    ASSERT_FALSE(server_->endpoint().empty()) << "server did not start";
+    ASSERT_EQ(request(*server_, "PUT", "/bkt").status, 200);
+  }
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
+  constexpr std::size_t n = (4 << 20) + 12345;
+  auto data = pattern(n, 1);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/obj", {}, data).status, 200);
+  auto c = ClientSide::open("libfabric:tcp", n);
+  ASSERT_TRUE(c);
+
+  auto r = request(*server_, "GET", "/bkt/obj", {{"x-amz-rdma-token", c->token(n)}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_EQ(header(r, "x-amz-rdma-bytes-transferred"), std::to_string(n));
+  EXPECT_EQ(header(r, "content-length"), "0");
+  EXPECT_FALSE(header(r, "etag").empty());
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), c->buf.begin()));
+
+  // Range GET into an offset of the buffer: exactly the range's bytes, nothing around them.
+  std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
+  r = request(
+      *server_, "GET", "/bkt/obj",
+      {{"range", "bytes=100-1099"}, {"x-amz-rdma-token", c->token(5000, 1000, now_s() + 60)}});
+  EXPECT_EQ(r.status, 206);
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "206");
+  EXPECT_EQ(header(r, "content-range"), "bytes 100-1099/" + std::to_string(n));
+  EXPECT_TRUE(std::equal(data.begin() + 100, data.begin() + 1100, c->buf.begin() + 5000));
+  EXPECT_EQ(c->buf[4999], std::byte{0});
+  EXPECT_EQ(c->buf[6000], std::byte{0});
+
+  // PUT: the server reads the client's memory; an HTTP GET returns the same bytes.
+  auto up = pattern(n, 2);
+  std::copy(up.begin(), up.end(), c->buf.begin());
+  r = request(*server_, "PUT", "/bkt/put",
+              {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  std::vector<std::byte> back(n);
+  r = request(*server_, "GET", "/bkt/put", {}, {}, std::span(back));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(back == up);
+  EXPECT_EQ(server_->metric("objdirect_rdma_buffers_in_use"), 0);
+}
+
+TEST_F(RdmaServerTest, PutChecksumIsVerifiedOverTheRdmaBytes) {
+  auto c = ClientSide::open("libfabric:shm", 4096);
+  ASSERT_TRUE(c);
+  auto r = request(*server_, "PUT", "/bkt/sum",
+                   {{"x-amz-rdma-token", c->token(4096)},
+                    {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"},
+                    {"x-amz-checksum-crc32c", "AAAAAA=="}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(s3_code(r), "BadDigest");
+  EXPECT_EQ(request(*server_, "HEAD", "/bkt/sum").status, 404);
+}
+
+TEST_F(RdmaServerTest, ExpiredTokenIsRefusedAndNothingIsWritten) {
+  auto c = ClientSide::open("libfabric:tcp", 4096);
+  ASSERT_TRUE(c);
+  std::string expired = c->token(0, 4096, now_s() - 5);
+  auto r = request(*server_, "PUT", "/bkt/exp",
+                   {{"x-amz-rdma-token", expired}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(s3_code(r), "InvalidRDMAToken");
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "");
+  EXPECT_EQ(request(*server_, "HEAD", "/bkt/exp").status, 404);
+}
+
+TEST_F(RdmaServerTest, TokenShorterThanTheObjectIsRefusedBeforeAnyByteMoves) {
+  auto data = pattern(8192, 3);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/big", {}, data).status, 200);
+  auto c = ClientSide::open("libfabric:tcp", 8192);
+  ASSERT_TRUE(c);
+  auto r = request(*server_, "GET", "/bkt/big", {{"x-amz-rdma-token", c->token(4096)}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(s3_code(r), "InvalidRDMAToken");
+  for (auto b : c->buf) ASSERT_EQ(b, std::byte{0xAA}) << "a byte moved";
+}
+
+TEST_F(RdmaServerTest, OversizedTokenIsRefused) {
+  std::string big = "OD1." + std::string(limits::token_bytes_max + 10, 'A');
+  auto r = request(*server_, "PUT", "/bkt/x",
+                   {{"x-amz-rdma-token", big}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(s3_code(r), "InvalidRDMAToken");
+  EXPECT_EQ(request(*server_, "HEAD", "/bkt/x").status, 404);
+}
+
+TEST_F(RdmaServerTest, TokenForATransportTheServerLacksIsDeclined) {
+  // The server runs libfabric tcp and shm only: a UCX token is declined with 501.
+  auto c = ClientSide::open("ucx", 4096);
+  ASSERT_TRUE(c);
+  auto data = pattern(4096, 4);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/d", {}, data).status, 200);
+  std::vector<std::byte> body(4096);
+  auto r = request(*server_, "GET", "/bkt/d", {{"x-amz-rdma-token", c->token(4096)}}, {},
+                   std::span(body));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "501");
+  EXPECT_TRUE(body == data) << "a declined GET serves the body over HTTP";
+  r = request(*server_, "PUT", "/bkt/d2",
+              {{"x-amz-rdma-token", c->token(4096)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  EXPECT_EQ(r.status, 501);
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "501");
+  EXPECT_EQ(request(*server_, "HEAD", "/bkt/d2").status, 404) << "never a 0-byte object";
+  EXPECT_GE(server_->metric("objdirect_rdma_declines_total{reason=\"no-matching-transport\"}"), 2);
+}
+
+TEST(RdmaServerFallback, FabricNoneDeclinesGetWithBodyAndPutWithoutStoring) {
+  ServerProcess s({"--fabric", "none"});
+  ASSERT_FALSE(s.endpoint().empty());
+  ASSERT_EQ(request(s, "PUT", "/bkt").status, 200);
+  auto data = pattern(100000, 5);
+  ASSERT_EQ(request(s, "PUT", "/bkt/o", {}, data).status, 200);
+  auto c = ClientSide::open("libfabric:tcp", data.size());
+  ASSERT_TRUE(c);
+  std::vector<std::byte> body(data.size());
+  auto r = request(s, "GET", "/bkt/o", {{"x-amz-rdma-token", c->token(data.size())}}, {},
+                   std::span(body));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "501");
+  EXPECT_TRUE(body == data);
+  r = request(
+      s, "PUT", "/bkt/p",
+      {{"x-amz-rdma-token", c->token(data.size())}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  EXPECT_EQ(r.status, 501);
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "501");
+  EXPECT_EQ(request(s, "HEAD", "/bkt/p").status, 404);
+}
+
+TEST(RdmaServerAdmission, NoStagingBudgetAnswersSlowDown) {
+  ServerProcess s({"--fabric", "libfabric:tcp", "--rdma-inflight-bytes-max", "1"});
+  ASSERT_FALSE(s.endpoint().empty());
+  ASSERT_EQ(request(s, "PUT", "/bkt").status, 200);
+  auto data = pattern(10000, 6);
+  ASSERT_EQ(request(s, "PUT", "/bkt/o", {}, data).status, 200);
+  auto c = ClientSide::open("libfabric:tcp", data.size());
+  ASSERT_TRUE(c);
+  auto r = request(s, "GET", "/bkt/o", {{"x-amz-rdma-token", c->token(data.size())}});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(s3_code(r), "SlowDown");
+  EXPECT_EQ(header(r, "retry-after"), "1");
+  EXPECT_GE(s.metric("objdirect_rdma_admissions_refused_total"), 1);
+  EXPECT_EQ(s.metric("objdirect_rdma_buffers_in_use"), 0);
+}
+
+// A client that registers memory, sends an RDMA request and then neither progresses its
+// transport nor reads the reply; the test kills it while the server's transfer is stalled on it.
+void stalled_client(const std::string& endpoint, const std::string& method, std::size_t bytes) {
+  auto c = ClientSide::open("libfabric:tcp", bytes, /*progress_thread=*/false);
+  if (!c) _exit(3);
+  client::HttpOptions o;
+  o.endpoint = *client::parse_endpoint(endpoint);
+  o.credentials = {kAk, kSk};
+  o.region = "us-east-1";
+  client::HttpClient http(o);
+  client::HttpRequest r;
+  r.method = method;
+  r.target = method == "GET" ? "/bkt/victim" : "/bkt/uploaded";
+  r.headers = {{"x-amz-rdma-token", c->token(bytes)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}};
+  r.send_content_length = method == "PUT";
+  (void)http.execute(r);
+  _exit(0);
+}
+
+class ClientDeathTest : public RdmaServerTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ClientDeathTest, KilledClientFreesServerBuffersAndServerKeepsServing) {
+  const std::string method = GetParam();
+  constexpr std::size_t n = 64 << 20;
+  auto data = pattern(n, 7);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/victim", {}, data).status, 200);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) stalled_client(server_->endpoint(), method, n);
+  // Wait until the server is mid-transfer, then kill the client.
+  bool active = false;
+  for (int i = 0; i < 200 && !active; ++i) {
+    active = server_->metric("objdirect_rdma_transfers_active") >= 1;
+    if (!active) std::this_thread::sleep_for(50ms);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_TRUE(active) << "the transfer never started";
+  // The server notices (connection loss or the 3 s operation timeout) and frees everything.
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {
+    freed = server_->metric("objdirect_rdma_transfers_active") == 0 &&
+            server_->metric("objdirect_rdma_buffers_in_use") == 0 &&
+            server_->metric("objdirect_rdma_inflight_bytes") == 0;
+    if (!freed) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(freed);
+  EXPECT_GE(server_->metric("objdirect_rdma_transfers_failed_total"), 1);
+  EXPECT_TRUE(server_->alive());
+  // No partial object from the dead PUT; the old object is intact and the server still serves.
+  if (method == "PUT") {
+    EXPECT_EQ(request(*server_, "HEAD", "/bkt/uploaded").status, 404);
+  }
+  std::vector<std::byte> back(n);
+  auto r = request(*server_, "GET", "/bkt/victim", {}, {}, std::span(back));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(back == data);
+  // And RDMA still works for a healthy client.
+  auto c = ClientSide::open("libfabric:tcp", 4096);
+  ASSERT_TRUE(c);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/small", {}, std::span(data.data(), 4096)).status, 200);
+  r = request(*server_, "GET", "/bkt/small", {{"x-amz-rdma-token", c->token(4096)}});
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 4096, c->buf.begin()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, ClientDeathTest, ::testing::Values("GET", "PUT"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace objdirect
