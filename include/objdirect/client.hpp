@@ -71,7 +71,8 @@ struct ClientConfig {
   std::uint64_t registered_bytes_max = 64ull << 30;
 
   // Defaults from the environment and the AWS shared files:
-  //  - endpoint: AWS_ENDPOINT_URL, else endpoint_url in the profile's config section;
+  //  - endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else endpoint_url in the profile's config
+  //  section;
   //  - credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the
   //    profile in the credentials file (AWS_SHARED_CREDENTIALS_FILE, default
   //    ~/.aws/credentials, section [name]), else the config file (AWS_CONFIG_FILE, default
@@ -80,8 +81,9 @@ struct ClientConfig {
   //  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1";
   //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
   // Also honoured: OBJDIRECT_FABRIC (fabric). Missing files are fine.
-  // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile found in neither
-  // file while at least one file exists... or when a file cannot be parsed (line given).
+  // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
+  // "default" that neither file holds, or when a file cannot be parsed (the message names the
+  // file and line).
   static Result<ClientConfig> load(std::string_view profile = {});
 };
 
@@ -211,6 +213,8 @@ class Client {
   std::vector<Result<TransferResult>> get_many(std::span<const GetRequest> requests);
   std::vector<Result<TransferResult>> put_many(std::span<const PutRequest> requests);
 
+  // ListBuckets: the names of the caller's buckets. Errors: access_denied, unavailable, io_error.
+  Result<std::vector<std::string>> list_buckets();
   // HeadObject. Errors: no_such_key (also for a missing bucket: HEAD has no body to tell),
   // access_denied, unavailable, timeout.
   Result<ObjectInfo> head(std::string_view bucket, std::string_view key);

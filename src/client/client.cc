@@ -14,6 +14,11 @@
 #include "common/limits.hpp"
 #include "common/uri.hpp"
 
+namespace objdirect::limits {
+// Retries of a token-carrying request the server refused with 503 SlowDown (RDMA admission).
+inline constexpr std::uint32_t client_rdma_busy_retries_max = 5;
+}  // namespace objdirect::limits
+
 namespace objdirect {
 
 using client::HttpClient;
@@ -230,6 +235,22 @@ struct Client::Impl {
     return std::move(*t);
   }
 
+  // Sends a request that carries a token. The server refuses RDMA admission with 503 SlowDown
+  // when its staging buffers are taken; that is retried with a short exponential back-off
+  // (10 ms doubling, client_rdma_busy_retries_max times) before the caller falls back to HTTP.
+  Result<HttpResponse> execute_rdma(const HttpRequest& req,
+                                    std::optional<std::span<std::byte>> sink) {
+    std::chrono::milliseconds backoff(10);
+    for (std::uint32_t attempt = 0;; ++attempt) {
+      auto r = http->execute(req, sink);
+      if (!r.ok() || r->status != 503 || attempt == limits::client_rdma_busy_retries_max) {
+        return r;
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff *= 2;
+    }
+  }
+
   // --- one GET request --------------------------------------------------------------------------
   struct GetOutcome {
     HttpResponse resp;
@@ -250,12 +271,12 @@ struct Client::Impl {
     std::string token = try_token(dst, out.info, hold);
     if (!token.empty()) {
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = http->execute(req, dst);
+      auto r = execute_rdma(req, dst);
       if (!r.ok()) return r.status();
       if (!r->ok()) {
         Status st = client::status_from_response(*r);
         if (st.code() != Errc::invalid_rdma_token && st.code() != Errc::rdma_transfer_failed &&
-            st.code() != Errc::rdma_declined) {
+            st.code() != Errc::rdma_declined && st.code() != Errc::slow_down) {
           return st;
         }
         // The server refused the token itself: ask again without one.
@@ -315,7 +336,7 @@ struct Client::Impl {
       req.send_content_length = true;
       req.headers.emplace_back("x-amz-content-sha256", std::string(sigv4::kUnsignedPayload));
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = http->execute(req);
+      auto r = execute_rdma(req, std::nullopt);
       ++out.requests;
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
@@ -337,7 +358,7 @@ struct Client::Impl {
         bool rdma_error = (reply && *reply == "501") || st.code() == Errc::rdma_declined ||
                           st.code() == Errc::invalid_rdma_token ||
                           st.code() == Errc::rdma_transfer_failed ||
-                          st.code() == Errc::not_implemented;
+                          st.code() == Errc::not_implemented || st.code() == Errc::slow_down;
         if (!rdma_error) return st;
         out.info.reason = "server declined RDMA: " + st.message();
       }
@@ -651,6 +672,20 @@ std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest>
     return Status::Ok();
   });
   return out;
+}
+
+Result<std::vector<std::string>> Client::list_buckets() {
+  auto body = impl_->xml_call("GET", "/");
+  if (!body.ok()) return body.status();
+  pugi::xml_document doc;
+  if (!doc.load_buffer(body->data(), body->size())) {
+    return Status(Errc::io_error, "ListBuckets reply is not XML");
+  }
+  std::vector<std::string> names;
+  for (auto b : doc.child("ListAllMyBucketsResult").child("Buckets").children("Bucket")) {
+    names.emplace_back(b.child_value("Name"));
+  }
+  return names;
 }
 
 Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {

@@ -151,7 +151,9 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
     c.region = r3;
   }
 
-  if (const char* e = env("AWS_ENDPOINT_URL")) {
+  if (const char* e3 = env("AWS_ENDPOINT_URL_S3")) {
+    c.endpoint = e3;
+  } else if (const char* e = env("AWS_ENDPOINT_URL")) {
     c.endpoint = e;
   } else {
     c.endpoint = value_of(fs, "endpoint_url");

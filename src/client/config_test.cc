@@ -13,9 +13,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kVars[] = {"AWS_ENDPOINT_URL",  "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                       "AWS_SESSION_TOKEN", "AWS_REGION",        "AWS_DEFAULT_REGION",
-                       "AWS_PROFILE",       "AWS_CONFIG_FILE",   "AWS_SHARED_CREDENTIALS_FILE",
+const char* kVars[] = {"AWS_ENDPOINT_URL",   "AWS_ENDPOINT_URL_S3",
+                       "AWS_ACCESS_KEY_ID",  "AWS_SECRET_ACCESS_KEY",
+                       "AWS_SESSION_TOKEN",  "AWS_REGION",
+                       "AWS_DEFAULT_REGION", "AWS_PROFILE",
+                       "AWS_CONFIG_FILE",    "AWS_SHARED_CREDENTIALS_FILE",
                        "OBJDIRECT_FABRIC"};
 
 class ConfigTest : public ::testing::Test {

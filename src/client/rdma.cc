@@ -2,8 +2,6 @@
 // the OD1 token for one request's buffer.
 #include "client/rdma.hpp"
 
-#include <openssl/rand.h>
-
 #include <chrono>
 
 #include "client/registration_cache.hpp"
@@ -27,8 +25,7 @@ class TransportFabric final : public Fabric {
             [t = transport_.get()](void* p, std::size_t n) {
               return t->register_memory(p, n, transport::MemoryType::host);
             },
-            o.registrations_max, o.registered_bytes_max)),
-        endpoint_(transport_->local_address()) {}
+            o.registrations_max, o.registered_bytes_max)) {}
 
   ~TransportFabric() override = default;
 
@@ -40,23 +37,14 @@ class TransportFabric final : public Fabric {
     void* p = const_cast<std::byte*>(buf.data());
     auto hit = cache_->acquire(p, buf.size(), cache_unregistered_);
     if (!hit.ok()) return hit.status();
-    const auto& caps = transport_->caps();
-    token::Token t;
-    t.backend = caps.backend;
-    t.provider = caps.provider;
-    t.addressing = caps.addressing;
-    t.memory_type = token::MemoryType::host;
-    t.total_length = buf.size();
     auto now = std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
                    .count();
-    t.expires_unix_s = static_cast<std::uint64_t>(now) + lifetime_s;
-    if (RAND_bytes(t.nonce.data(), static_cast<int>(t.nonce.size())) != 1) {
-      return Status(Errc::internal, "RAND_bytes failed");
-    }
-    t.endpoint = endpoint_;
     const std::size_t offset = reinterpret_cast<std::uintptr_t>(p) - hit->base;
-    t.segments.push_back(hit->reg->remote_segment(offset, buf.size()));
+    // Exactly the bytes of this request, not the whole registration.
+    token::Token t = transport::make_token(
+        *transport_, {hit->reg->remote_segment(offset, buf.size())}, transport::MemoryType::host,
+        static_cast<std::uint64_t>(now) + lifetime_s);
     OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
     hold = hit->reg;
     return token::encode(t);
@@ -79,7 +67,6 @@ class TransportFabric final : public Fabric {
   std::unique_ptr<transport::Transport> transport_;
   bool cache_unregistered_;
   std::shared_ptr<RegistrationCache<transport::MemoryRegion>> cache_;
-  std::string endpoint_;
 };
 
 }  // namespace

@@ -1,0 +1,572 @@
+// libobjdirect and the objdirect CLI against a real objdirect-server on a loopback port, each in
+// its own process. Every transferred byte is compared.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/http_client.hpp"
+#include "objdirect/client.hpp"
+
+namespace objdirect {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kAccessKey = "clientAK";
+constexpr const char* kSecretKey = "clientSecretKey123";
+
+// The server process, shared by every test of the binary.
+struct Server {
+  pid_t pid = -1;
+  std::string endpoint;
+  fs::path dir;
+};
+Server* g_server = nullptr;
+
+std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937_64 rng(seed);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x = rng();
+    std::memcpy(v.data() + i, &x, 8);
+  }
+  for (; i < n; ++i) v[i] = static_cast<std::byte>(rng());
+  return v;
+}
+
+// Starts objdirect-server on a free loopback port (extra arguments appended) and waits for its
+// "listening on" line.
+Server* start_server(const std::string& name, std::vector<std::string> extra) {
+  auto* s = new Server;
+  s->dir = fs::temp_directory_path() / ("od-client-it-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(s->dir);
+  fs::create_directories(s->dir / "data");
+  int out[2];
+  if (pipe(out) != 0) return nullptr;
+  // OBJDIRECT_TEST_SERVER_BIN overrides the server binary (e.g. to test another build).
+  const char* bin = std::getenv("OBJDIRECT_TEST_SERVER_BIN");
+  if (!bin || !*bin) bin = OBJDIRECT_SERVER_BIN;
+  std::string data = (s->dir / "data").string();
+  std::vector<std::string> args = {bin,        "--listen",     "127.0.0.1:0", "--data",
+                                   data,       "--access-key", kAccessKey,    "--secret-key",
+                                   kSecretKey, "--no-fsync"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  s->pid = fork();
+  if (s->pid < 0) return nullptr;
+  if (s->pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    close(out[1]);
+    execv(bin, argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  const std::string marker = "listening on ";
+  auto line_done = [&] {
+    auto at = text.find(marker);
+    return at != std::string::npos && text.find('\n', at) != std::string::npos;
+  };
+  for (int waited_ms = 0; waited_ms < 30'000 && !line_done(); waited_ms += 100) {
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char buf[512];
+      ssize_t n = read(out[0], buf, sizeof(buf));
+      if (n <= 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  if (!line_done()) {
+    ADD_FAILURE() << "server did not start; said: " << text;
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, nullptr, 0);
+    return nullptr;
+  }
+  auto at = text.find(marker);
+  auto end = text.find('\n', at);
+  s->endpoint = text.substr(at + marker.size(), end - at - marker.size());
+  while (!s->endpoint.empty() && (s->endpoint.back() == '\r' || s->endpoint.back() == ' ')) {
+    s->endpoint.pop_back();
+  }
+  // Keep draining the server's stdout so that it never blocks on a full pipe.
+  std::thread([fd = out[0]] {
+    char buf[4096];
+    while (read(fd, buf, sizeof(buf)) > 0) {
+    }
+    close(fd);
+  }).detach();
+  return s;
+}
+
+void stop_server(Server*& s) {
+  if (!s) return;
+  kill(s->pid, SIGTERM);
+  waitpid(s->pid, nullptr, 0);
+  fs::remove_all(s->dir);
+  delete s;
+  s = nullptr;
+}
+
+// The server with its default data plane (every fabric that opens here), shared by all tests.
+class ServerEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { g_server = start_server("main", {}); }
+  void TearDown() override { stop_server(g_server); }
+};
+
+ClientConfig base_config(std::string fabric = "none", const Server* server = nullptr) {
+  ClientConfig c;
+  c.endpoint = (server ? server : g_server)->endpoint;
+  c.access_key = kAccessKey;
+  c.secret_key = kSecretKey;
+  c.fabric = std::move(fabric);
+  return c;
+}
+
+std::unique_ptr<Client> make(ClientConfig c) {
+  auto r = Client::create(std::move(c));
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+class ClientIT : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(g_server, nullptr);
+    client_ = make(base_config());
+    ASSERT_TRUE(client_);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    bucket_ = "it-" + std::to_string(counter_++) + "-" + std::to_string(getpid());
+    (void)info;
+    ASSERT_TRUE(client_->create_bucket(bucket_).ok());
+  }
+
+  // Round trip through put and get, every byte compared; returns the results.
+  void round_trip(Client& c, std::size_t n, TransferResult* put_out = nullptr,
+                  TransferResult* get_out = nullptr) {
+    auto src = pattern(n, static_cast<std::uint32_t>(n + 1));
+    std::string key = "obj/" + std::to_string(n);
+    auto p = c.put(bucket_, key, src);
+    ASSERT_TRUE(p.ok()) << n << ": " << p.status().to_string();
+    EXPECT_EQ(p->bytes, n);
+    EXPECT_FALSE(p->etag.empty());
+    auto h = c.head(bucket_, key);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    EXPECT_EQ(h->size, n) << "the stored object has the wrong size";
+    EXPECT_EQ(h->etag, p->etag);
+    std::vector<std::byte> dst(n + 3, std::byte{0x5a});
+    auto g = c.get(bucket_, key, dst);
+    ASSERT_TRUE(g.ok()) << n << ": " << g.status().to_string();
+    EXPECT_EQ(g->bytes, n);
+    EXPECT_EQ(g->object_size, n);
+    EXPECT_EQ(g->etag, p->etag);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << "content differs at size " << n;
+    EXPECT_EQ(dst[n], std::byte{0x5a}) << "wrote past the object";
+    if (put_out) *put_out = *p;
+    if (get_out) *get_out = *g;
+  }
+
+  static inline int counter_ = 0;
+  std::unique_ptr<Client> client_;
+  std::string bucket_;
+};
+
+TEST_F(ClientIT, RoundTripSizesOverHttp) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4096},
+                        std::size_t{(1 << 20) + 1}, std::size_t{64u << 20}}) {
+    TransferResult p, g;
+    round_trip(*client_, n, &p, &g);
+    EXPECT_EQ(p.path, TransferPath::http);
+    EXPECT_EQ(g.path, TransferPath::http);
+    EXPECT_EQ(g.reason, n == 0 ? g.reason : std::string("fabric none"));
+  }
+}
+
+TEST_F(ClientIT, MultipartAndRangedPartsWithSmallPartSize) {
+  auto cfg = base_config();
+  cfg.part_size_bytes = 1 << 20;  // uploads raise this to 5 MiB; downloads use 1 MiB ranges
+  cfg.concurrency = 4;
+  auto c = make(cfg);
+  TransferResult p, g;
+  round_trip(*c, (11u << 20) + 5, &p, &g);
+  EXPECT_NE(p.etag.find("-3"), std::string::npos) << "expected a 3-part upload, etag " << p.etag;
+  EXPECT_EQ(g.requests, 12u);             // first range + 11 pinned ranges
+  round_trip(*c, (1 << 20) + 1, &p, &g);  // boundary: part_size + 1
+  EXPECT_EQ(g.requests, 2u);
+  round_trip(*c, 1 << 20, &p, &g);  // boundary: exactly part_size
+  EXPECT_EQ(g.requests, 1u);
+  EXPECT_EQ(p.etag.find('-'), std::string::npos);
+}
+
+TEST_F(ClientIT, RangeGets) {
+  const std::size_t n = (3u << 20) + 11;
+  auto src = pattern(n, 7);
+  ASSERT_TRUE(client_->put(bucket_, "r", src).ok());
+  auto cfg = base_config();
+  cfg.part_size_bytes = 1 << 20;
+  auto c = make(cfg);
+  struct Case {
+    std::uint64_t off, len, want;
+  } cases[] = {{0, 1, 1},         {5, 100, 100}, {1 << 20, (2u << 20) + 3, (2u << 20) + 3},
+               {n - 10, 100, 10}, {n - 1, 1, 1}, {17, n, n - 17}};
+  for (const auto& k : cases) {
+    std::vector<std::byte> dst(k.len);
+    auto g = c->get(bucket_, "r", dst, ByteRange{k.off, k.len});
+    ASSERT_TRUE(g.ok()) << k.off << "+" << k.len << ": " << g.status().to_string();
+    EXPECT_EQ(g->bytes, k.want);
+    EXPECT_EQ(g->object_size, n);
+    EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + static_cast<std::ptrdiff_t>(k.want),
+                           src.begin() + static_cast<std::ptrdiff_t>(k.off)))
+        << k.off << "+" << k.len;
+  }
+  std::vector<std::byte> dst(10);
+  EXPECT_EQ(c->get(bucket_, "r", dst, ByteRange{n, 10}).code(), Errc::invalid_range);
+  EXPECT_EQ(c->get(bucket_, "r", dst, ByteRange{0, 11}).code(), Errc::invalid_argument);
+}
+
+TEST_F(ClientIT, ErrorsMapToCodes) {
+  std::vector<std::byte> dst(16);
+  EXPECT_EQ(client_->get(bucket_, "missing", dst).code(), Errc::no_such_key);
+  EXPECT_EQ(client_->get("no-such-bucket-x", "k", dst).code(), Errc::no_such_bucket);
+  EXPECT_EQ(client_->head(bucket_, "missing").code(), Errc::no_such_key);
+  auto src = pattern(100, 1);
+  ASSERT_TRUE(client_->put(bucket_, "k", src).ok());
+  EXPECT_EQ(client_->get(bucket_, "k", std::span(dst)).code(), Errc::invalid_argument);
+  EXPECT_EQ(client_->delete_bucket(bucket_).code(), Errc::bucket_not_empty);
+  EXPECT_EQ(client_->create_bucket(bucket_).code(), Errc::bucket_already_owned_by_you);
+
+  auto bad = base_config();
+  bad.secret_key = "wrong";
+  auto b = make(bad);
+  EXPECT_EQ(b->head(bucket_, "k").code(), Errc::access_denied);
+  EXPECT_EQ(b->put(bucket_, "k2", src).code(), Errc::signature_does_not_match);
+
+  auto off = base_config();
+  off.endpoint = "http://127.0.0.1:1";
+  EXPECT_EQ(make(off)->head(bucket_, "k").code(), Errc::unavailable);
+}
+
+TEST_F(ClientIT, ListDeleteAndBuckets) {
+  auto src = pattern(10, 2);
+  for (const char* k : {"a/1", "a/2", "a/b/3", "c", "d e+f"}) {
+    ASSERT_TRUE(client_->put(bucket_, k, src).ok()) << k;
+  }
+  ListOptions lo;
+  lo.delimiter = "/";
+  auto page = client_->list(bucket_, lo);
+  ASSERT_TRUE(page.ok()) << page.status().to_string();
+  ASSERT_EQ(page->common_prefixes, std::vector<std::string>{"a/"});
+  ASSERT_EQ(page->objects.size(), 2u);
+  EXPECT_EQ(page->objects[0].key, "c");
+  EXPECT_EQ(page->objects[1].key, "d e+f");
+  EXPECT_EQ(page->objects[1].size, 10u);
+
+  ListOptions paged;
+  paged.prefix = "a/";
+  paged.max_keys = 2;
+  std::vector<std::string> keys;
+  for (int guard = 0; guard < 10; ++guard) {
+    auto p = client_->list(bucket_, paged);
+    ASSERT_TRUE(p.ok());
+    for (const auto& e : p->objects) keys.push_back(e.key);
+    if (!p->is_truncated) break;
+    paged.continuation_token = p->next_continuation_token;
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"a/1", "a/2", "a/b/3"}));
+
+  auto buckets = client_->list_buckets();
+  ASSERT_TRUE(buckets.ok());
+  EXPECT_NE(std::find(buckets->begin(), buckets->end(), bucket_), buckets->end());
+
+  for (const char* k : {"a/1", "a/2", "a/b/3", "c", "d e+f"}) {
+    ASSERT_TRUE(client_->delete_object(bucket_, k).ok()) << k;
+  }
+  EXPECT_TRUE(client_->delete_object(bucket_, "never-existed").ok());
+  EXPECT_TRUE(client_->delete_bucket(bucket_).ok());
+  EXPECT_EQ(client_->delete_bucket(bucket_).code(), Errc::no_such_bucket);
+  ASSERT_TRUE(client_->create_bucket(bucket_).ok());
+}
+
+TEST_F(ClientIT, AsyncBatchAndRegisteredMemory) {
+  const std::size_t n = 300'000;
+  std::vector<std::vector<std::byte>> srcs;
+  std::vector<PutRequest> puts;
+  for (int i = 0; i < 6; ++i)
+    srcs.push_back(pattern(n + static_cast<std::size_t>(i), static_cast<std::uint32_t>(i)));
+  for (int i = 0; i < 6; ++i)
+    puts.push_back({bucket_, "batch/" + std::to_string(i), srcs[static_cast<std::size_t>(i)]});
+  auto pr = client_->put_many(puts);
+  for (auto& r : pr) ASSERT_TRUE(r.ok()) << r.status().to_string();
+
+  std::vector<std::byte> big(6 * (n + 8));
+  auto h = client_->register_memory(big.data(), big.size());
+  ASSERT_TRUE(h.ok());
+  std::vector<GetRequest> gets;
+  for (int i = 0; i < 6; ++i) {
+    gets.push_back({bucket_, "batch/" + std::to_string(i),
+                    h->span().subspan(static_cast<std::size_t>(i) * (n + 8), n + 8), std::nullopt});
+  }
+  auto gr = client_->get_many(gets);
+  for (int i = 0; i < 6; ++i) {
+    const auto& s = srcs[static_cast<std::size_t>(i)];
+    ASSERT_TRUE(gr[static_cast<std::size_t>(i)].ok());
+    EXPECT_EQ(gr[static_cast<std::size_t>(i)]->bytes, s.size());
+    EXPECT_TRUE(
+        std::equal(s.begin(), s.end(), big.begin() + i * static_cast<std::ptrdiff_t>(n + 8)));
+  }
+  std::vector<std::byte> one(n + 2);
+  auto f = client_->get_async(bucket_, "batch/2", one);
+  auto r = f.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::equal(srcs[2].begin(), srcs[2].end(), one.begin()));
+  auto fp = client_->put_async(bucket_, "async", srcs[0]);
+  ASSERT_TRUE(fp.get().ok());
+  EXPECT_EQ(client_->head(bucket_, "async")->size, srcs[0].size());
+}
+
+// What the server advertises in x-amz-rdma-fabrics (empty when it sends nothing).
+std::string offered_fabrics(const Server& server) {
+  client::HttpOptions o;
+  o.endpoint = *client::parse_endpoint(server.endpoint);
+  o.credentials = {kAccessKey, kSecretKey};
+  o.region = "us-east-1";
+  client::HttpClient http(o);
+  auto r = http.execute(client::HttpRequest{"GET", "/?rdma-capabilities", {}, {}, false});
+  if (!r.ok()) return {};
+  return std::string(r->header("x-amz-rdma-fabrics").value_or(""));
+}
+
+// Each fabric against the server's default data plane: the bytes arrive intact, a PUT never
+// leaves a 0-byte object, and the path says what happened. Where the server offers the fabric
+// the transfer must be RDMA; otherwise it must fall back with a reason.
+class ClientFabricIT : public ClientIT, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ClientFabricIT, RoundTripOverFabric) {
+  const std::string offered = offered_fabrics(*g_server);
+  const std::string fabric = GetParam();
+  const bool expect_rdma =
+      fabric == "auto" ? !offered.empty() : offered.find(fabric) != std::string::npos;
+  auto c = make(base_config(fabric));
+  for (std::size_t n :
+       {std::size_t{1}, std::size_t{4096}, std::size_t{(1 << 20) + 1}, std::size_t{20u << 20}}) {
+    TransferResult p, g;
+    round_trip(*c, n, &p, &g);
+    for (const auto* r : {&p, &g}) {
+      if (expect_rdma) {
+        EXPECT_EQ(r->path, TransferPath::rdma) << fabric << " " << n << ": " << r->reason;
+      }
+      if (r->path == TransferPath::rdma) {
+        EXPECT_TRUE(r->reason.empty()) << r->reason;
+        EXPECT_FALSE(r->fabric.empty());
+      } else {
+        EXPECT_FALSE(r->reason.empty()) << "a non-RDMA transfer must say why";
+      }
+    }
+    std::printf("[fabric %s, server offers '%s'] %zu bytes: put %s %s (%s) get %s %s (%s)\n",
+                fabric.c_str(), offered.c_str(), n, std::string(path_name(p.path)).c_str(),
+                p.fabric.c_str(), p.reason.c_str(), std::string(path_name(g.path)).c_str(),
+                g.fabric.c_str(), g.reason.c_str());
+  }
+  // Ranged parts into one registered buffer.
+  const std::size_t n = (5u << 20) + 3;
+  auto src = pattern(n, 5);
+  ASSERT_TRUE(c->put(bucket_, "ranged", src).ok());
+  std::vector<std::byte> dst(n);
+  auto h = c->register_memory(dst.data(), dst.size());
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  auto cfg = base_config(fabric);
+  cfg.part_size_bytes = 1 << 20;
+  auto small = make(cfg);
+  auto g = small->get(bucket_, "ranged", dst, ByteRange{7, n - 7});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->bytes, n - 7);
+  EXPECT_TRUE(std::equal(src.begin() + 7, src.end(), dst.begin()));
+  if (expect_rdma) {
+    EXPECT_EQ(g->path, TransferPath::rdma) << g->reason;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, ClientFabricIT,
+                         ::testing::Values("auto", "libfabric:tcp", "libfabric:shm", "ucx"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& ch : s) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
+
+// A server started with --fabric none declines every token: GETs must come back over the body,
+// PUTs must be re-sent with the body (never a 0-byte object), and the path is http-fallback.
+class ServerFallbackIT : public ::testing::TestWithParam<const char*> {
+ protected:
+  static void SetUpTestSuite() { server_ = start_server("norma", {"--fabric", "none"}); }
+  static void TearDownTestSuite() { stop_server(server_); }
+  static inline Server* server_ = nullptr;
+  static inline int buckets_ = 0;
+};
+
+TEST_P(ServerFallbackIT, DeclinedTokensFallBackToBodies) {
+  ASSERT_NE(server_, nullptr);
+  auto c = make(base_config(GetParam(), server_));
+  const std::string bucket = "fb-" + std::to_string(buckets_++) + "-" + std::to_string(getpid());
+  ASSERT_TRUE(c->create_bucket(bucket).ok());
+  for (std::size_t n : {std::size_t{1}, std::size_t{(1 << 20) + 1}, std::size_t{9u << 20}}) {
+    auto src = pattern(n, 3);
+    auto p = c->put(bucket, "k", src);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    auto h = c->head(bucket, "k");
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->size, n) << "a declined RDMA PUT must not leave a short object";
+    std::vector<std::byte> dst(n);
+    auto g = c->get(bucket, "k", dst);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
+    for (const auto* r : {&*p, &*g}) {
+      EXPECT_NE(r->path, TransferPath::rdma);
+      EXPECT_FALSE(r->reason.empty());
+    }
+    std::printf("[server none, client %s] %zu bytes: put %s (%s) get %s (%s)\n", GetParam(), n,
+                std::string(path_name(p->path)).c_str(), p->reason.c_str(),
+                std::string(path_name(g->path)).c_str(), g->reason.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, ServerFallbackIT,
+                         ::testing::Values("auto", "libfabric:tcp", "libfabric:shm", "ucx"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& ch : s) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
+
+// --- the CLI as a separate process --------------------------------------------------------------
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+};
+
+CliRun run_cli(const std::string& args, const std::string& endpoint = "",
+               const std::string& secret = kSecretKey) {
+  std::string cmd =
+      "env -u AWS_PROFILE HOME=/nonexistent AWS_ACCESS_KEY_ID=" + std::string(kAccessKey) +
+      " AWS_SECRET_ACCESS_KEY=" + secret +
+      " AWS_ENDPOINT_URL=" + (endpoint.empty() ? g_server->endpoint : endpoint) +
+      " " OBJDIRECT_CLI_BIN " " + args + " 2>&1";
+  CliRun r;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
+  int st = pclose(f);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST_F(ClientIT, CliCopyBothWaysAndExitCodes) {
+  fs::path dir = g_server->dir / ("cli-" + bucket_);
+  fs::create_directories(dir);
+  for (std::size_t n : {std::size_t{0}, std::size_t{4096}, std::size_t{(9u << 20) + 3}}) {
+    auto data = pattern(n, 99);
+    fs::path in = dir / ("in-" + std::to_string(n));
+    std::ofstream(in, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(n));
+    std::string url = "s3://" + bucket_ + "/cli/" + std::to_string(n);
+    CliRun up = run_cli("cp --fabric none --json " + in.string() + " " + url);
+    ASSERT_EQ(up.code, 0) << up.out;
+    EXPECT_NE(up.out.find("\"bytes\":" + std::to_string(n)), std::string::npos) << up.out;
+    EXPECT_NE(up.out.find("\"path\":\"http\""), std::string::npos) << up.out;
+    EXPECT_NE(up.out.find("\"gbps\":"), std::string::npos) << up.out;
+
+    fs::path out = dir / ("out-" + std::to_string(n));
+    CliRun down = run_cli("cp --part-size 2097152 --concurrency 3 " + url + " " + out.string());
+    ASSERT_EQ(down.code, 0) << down.out;
+    EXPECT_NE(down.out.find("download:"), std::string::npos) << down.out;
+    std::ifstream got(out, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(got)), {});
+    ASSERT_EQ(bytes.size(), n);
+    EXPECT_EQ(std::memcmp(bytes.data(), data.data(), n), 0);
+  }
+  // Downloading into a directory keeps the key's base name; no temporary file is left.
+  CliRun into_dir = run_cli("cp s3://" + bucket_ + "/cli/4096 " + dir.string() + "/");
+  ASSERT_EQ(into_dir.code, 0) << into_dir.out;
+  EXPECT_TRUE(fs::exists(dir / "4096"));
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().filename().string().find(".objdirect-"), std::string::npos) << e.path();
+  }
+
+  CliRun stat = run_cli("stat --json s3://" + bucket_ + "/cli/4096");
+  EXPECT_EQ(stat.code, 0) << stat.out;
+  EXPECT_NE(stat.out.find("\"size\":4096"), std::string::npos) << stat.out;
+  CliRun ls = run_cli("ls s3://" + bucket_ + "/cli/");
+  EXPECT_EQ(ls.code, 0) << ls.out;
+  EXPECT_NE(ls.out.find("cli/4096"), std::string::npos) << ls.out;
+  CliRun cat = run_cli("cat s3://" + bucket_ + "/cli/4096");
+  EXPECT_EQ(cat.code, 0);
+  auto want = pattern(4096, 99);
+  EXPECT_EQ(cat.out.size(), 4096u);
+  EXPECT_EQ(std::memcmp(cat.out.data(), want.data(), std::min<std::size_t>(4096, cat.out.size())),
+            0);
+
+  // Exit codes: 3 not found (and no destination file), 4 access denied, 5 unreachable, 2 usage.
+  CliRun missing = run_cli("cp s3://" + bucket_ + "/nope " + (dir / "nope").string());
+  EXPECT_EQ(missing.code, 3) << missing.out;
+  EXPECT_FALSE(fs::exists(dir / "nope"));
+  EXPECT_EQ(run_cli("stat s3://" + bucket_ + "/cli/4096", "", "wrong-secret").code, 4);
+  EXPECT_EQ(run_cli("stat s3://" + bucket_ + "/cli/4096", "http://127.0.0.1:1").code, 5);
+  EXPECT_EQ(run_cli("cp a b").code, 2);
+  EXPECT_EQ(run_cli("cp --fabric bogus a s3://x/y").code, 2);
+  EXPECT_EQ(run_cli("frobnicate").code, 2);
+  CliRun rm = run_cli("rm s3://" + bucket_ + "/cli/0");
+  EXPECT_EQ(rm.code, 0) << rm.out;
+  EXPECT_EQ(client_->head(bucket_, "cli/0").code(), Errc::no_such_key);
+  CliRun mb = run_cli("mb s3://" + bucket_ + "-cli");
+  EXPECT_EQ(mb.code, 0) << mb.out;
+  CliRun rb = run_cli("rb s3://" + bucket_ + "-cli");
+  EXPECT_EQ(rb.code, 0) << rb.out;
+}
+
+TEST_F(ClientIT, CApiProgram) {
+  std::string cmd =
+      "env -u AWS_PROFILE HOME=/nonexistent AWS_ACCESS_KEY_ID=" + std::string(kAccessKey) +
+      " AWS_SECRET_ACCESS_KEY=" + kSecretKey + " AWS_ENDPOINT_URL=" + g_server->endpoint +
+      " " OBJDIRECT_C_PROGRAM_BIN " " + bucket_ + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[1024];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  int st = pclose(f);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+  EXPECT_NE(out.find("c api ok"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace objdirect
+
+// gtest_main runs the tests; the server starts once, before the first.
+[[maybe_unused]] static ::testing::Environment* const g_env =
+    ::testing::AddGlobalTestEnvironment(new objdirect::ServerEnvironment);
