@@ -82,10 +82,12 @@ class Server:
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
+                stacks = self._stacks() if self.proc.poll() is None else ""
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError(f"server did not print its listening line within {timeout_s}s "
-                                     f"(rc={self.proc.returncode}, got {line!r}); log:\n{self.log_tail()}")
+                                     f"(rc={self.proc.returncode}, got {line!r}); log:\n{self.log_tail()}"
+                                     f"\n{stacks}")
             r, _, _ = select.select([self.proc.stdout], [], [], min(left, 0.2))
             if r:
                 c = os.read(self.proc.stdout.fileno(), 1)
@@ -107,6 +109,18 @@ class Server:
         self._pump = threading.Thread(target=pump, daemon=True)
         self._pump.start()
         return self
+
+    def _stacks(self):
+        """Thread stacks of a hung server (gdb, if installed), for the failure message."""
+        gdb = shutil.which("gdb")
+        if not gdb:
+            return "(no gdb for stacks)"
+        try:
+            p = subprocess.run([gdb, "-batch", "-p", str(self.proc.pid), "-ex", "thread apply all bt 30"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            return "stacks of the hung server:\n" + p.stdout.decode(errors="replace")[-12000:]
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"(gdb failed: {e})"
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
