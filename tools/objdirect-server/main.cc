@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
                  "Longest wait for one RDMA operation (a dead or stalled client)")
       ->envname("OBJDIRECT_RDMA_OP_TIMEOUT_MS")
       ->capture_default_str();
+  app.add_option("--tls-cert", hopts.tls_cert_file, "PEM certificate chain: serve HTTPS")
+      ->envname("OBJDIRECT_TLS_CERT");
+  app.add_option("--tls-key", hopts.tls_key_file, "PEM private key for --tls-cert")
+      ->envname("OBJDIRECT_TLS_KEY");
   app.add_option("--metrics-allow", s3opts.metrics_allow,
                  "Besides loopback, who may GET /metrics: comma list of addresses or CIDRs, or *")
       ->envname("OBJDIRECT_METRICS_ALLOW");
@@ -203,7 +207,8 @@ int main(int argc, char** argv) {
   signals.async_wait([&server](const boost::system::error_code&, int) { server.stop(); });
   std::string shown_host =
       hopts.host.find(':') != std::string::npos ? "[" + hopts.host + "]" : hopts.host;
-  std::printf("objdirect-server listening on http://%s:%u\n", shown_host.c_str(), server.port());
+  std::printf("objdirect-server listening on %s://%s:%u\n",
+              hopts.tls_cert_file.empty() ? "http" : "https", shown_host.c_str(), server.port());
   std::fflush(stdout);
   server.run();
   return 0;

@@ -10,6 +10,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/version.hpp>
 #include <cerrno>
 #include <cstring>
@@ -41,9 +42,11 @@ asio::awaitable<Result<std::string>> Exchange::read_body_string(std::size_t max_
 namespace {
 
 // The per-request Exchange over a Beast parser whose body is read in caller-provided buffers.
+// Stream is beast::tcp_stream (plain HTTP, bodies leave by sendfile) or an ssl_stream over it.
+template <class Stream>
 class BeastExchange final : public Exchange {
  public:
-  BeastExchange(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+  BeastExchange(Stream& stream, beast::flat_buffer& buffer,
                 bhttp::request_parser<bhttp::buffer_body>& parser, const ServerOptions& opts,
                 std::string remote)
       : stream_(stream),
@@ -61,7 +64,7 @@ class BeastExchange final : public Exchange {
       // Clients that ask before sending a body (boto3, awscli, the AWS SDKs) wait for this.
       continue_sent_ = true;
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      stream_.expires_after(opts_.idle_timeout);
+      tcp().expires_after(opts_.idle_timeout);
       auto [ec, n] = co_await asio::async_write(
           stream_, asio::buffer(kContinue, sizeof(kContinue) - 1), tuple_awaitable);
       if (ec) co_return Status(Errc::incomplete_body, "connection lost: " + ec.message());
@@ -69,7 +72,7 @@ class BeastExchange final : public Exchange {
     auto& body = parser_.get().body();
     body.data = dst.data();
     body.size = dst.size();
-    stream_.expires_after(opts_.idle_timeout);
+    tcp().expires_after(opts_.idle_timeout);
     auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser_, tuple_awaitable);
     if (ec == bhttp::error::need_buffer) ec = {};
     std::size_t got = dst.size() - body.size;
@@ -99,7 +102,7 @@ class BeastExchange final : public Exchange {
     finish_headers(res);
     started_ = true;
     status_ = static_cast<int>(status);
-    stream_.expires_after(opts_.request_timeout);
+    tcp().expires_after(opts_.request_timeout);
     auto [ec, n] = co_await bhttp::async_write(stream_, res, tuple_awaitable);
     if (ec) {
       close_ = true;
@@ -117,7 +120,7 @@ class BeastExchange final : public Exchange {
     started_ = true;
     status_ = static_cast<int>(status);
     bhttp::response_serializer<bhttp::empty_body> sr(res);
-    stream_.expires_after(opts_.request_timeout);
+    tcp().expires_after(opts_.request_timeout);
     auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, tuple_awaitable);
     if (ec) {
       close_ = true;
@@ -127,7 +130,7 @@ class BeastExchange final : public Exchange {
   }
 
   asio::awaitable<Status> send_raw(std::span<const std::byte> data) override {
-    stream_.expires_after(opts_.request_timeout);
+    tcp().expires_after(opts_.request_timeout);
     auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(data.data(), data.size()),
                                               tuple_awaitable);
     bytes_sent_ += n;
@@ -139,8 +142,12 @@ class BeastExchange final : public Exchange {
   }
 
   asio::awaitable<Status> send_file(const FileRegion& region) override {
+    if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+      // TLS encrypts in user space: read the file and write through the stream.
+      co_return co_await send_file_copy(region);
+    }
     using namespace asio::experimental::awaitable_operators;
-    auto& sock = stream_.socket();
+    auto& sock = tcp().socket();
     sock.native_non_blocking(true);
     off_t off = static_cast<off_t>(region.offset);
     std::uint64_t remaining = region.length;
@@ -174,6 +181,26 @@ class BeastExchange final : public Exchange {
     co_return Status::Ok();
   }
 
+  asio::awaitable<Status> send_file_copy(const FileRegion& region) {
+    std::vector<std::byte> buf(std::min<std::uint64_t>(region.length, 1u << 20));
+    std::uint64_t off = region.offset, left = region.length;
+    while (left > 0) {
+      std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+      ssize_t n = ::pread(region.fd, buf.data(), want, static_cast<off_t>(off));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close_ = true;
+        co_return Status(Errc::io_error, "object file shorter than its metadata");
+      }
+      auto st =
+          co_await send_raw(std::span<const std::byte>(buf.data(), static_cast<std::size_t>(n)));
+      if (!st.ok()) co_return st;
+      off += static_cast<std::uint64_t>(n);
+      left -= static_cast<std::uint64_t>(n);
+    }
+    co_return Status::Ok();
+  }
+
   void close_after_response() override { close_ = true; }
   bool response_started() const override { return started_; }
   int response_status() const override { return status_; }
@@ -197,7 +224,8 @@ class BeastExchange final : public Exchange {
     if (!keep) close_ = true;
   }
 
-  beast::tcp_stream& stream_;
+  Stream& stream_;
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
   beast::flat_buffer& buffer_;
   bhttp::request_parser<bhttp::buffer_body>& parser_;
   const ServerOptions& opts_;
@@ -225,6 +253,22 @@ HttpServer::~HttpServer() {
 
 Status HttpServer::start() {
   boost::system::error_code ec;
+  if (!opts_.tls_cert_file.empty() || !opts_.tls_key_file.empty()) {
+    if (opts_.tls_cert_file.empty() || opts_.tls_key_file.empty()) {
+      return Status(Errc::invalid_argument, "TLS needs both a certificate and a key");
+    }
+    ssl_ctx_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ssl_ctx_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                          asio::ssl::context::no_tlsv1_1);
+    ssl_ctx_->use_certificate_chain_file(opts_.tls_cert_file, ec);
+    if (ec)
+      return Status(Errc::invalid_argument,
+                    "TLS certificate " + opts_.tls_cert_file + ": " + ec.message());
+    ssl_ctx_->use_private_key_file(opts_.tls_key_file, asio::ssl::context::pem, ec);
+    if (ec)
+      return Status(Errc::invalid_argument, "TLS key " + opts_.tls_key_file + ": " + ec.message());
+  }
   auto addr = asio::ip::make_address(opts_.host, ec);
   if (ec) return Status(Errc::invalid_argument, "bad listen address '" + opts_.host + "'");
   tcp::endpoint ep(addr, opts_.port);
@@ -281,6 +325,7 @@ asio::awaitable<void> HttpServer::serve(tcp::socket socket) {
 
   if (open > opts_.connections_max) {
     counters_.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    if (ssl_ctx_) co_return;  // a TLS client cannot read a plain answer: just close
     bhttp::response<bhttp::string_body> res(bhttp::status::service_unavailable, 11);
     res.set(bhttp::field::content_type, "application/xml");
     res.set(bhttp::field::retry_after, "1");
@@ -292,14 +337,31 @@ asio::awaitable<void> HttpServer::serve(tcp::socket socket) {
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
     co_return;
   }
+  if (!ssl_ctx_) {
+    co_await serve_http(stream, remote);
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.close();
+    co_return;
+  }
+  beast::ssl_stream<beast::tcp_stream> tls(std::move(stream), *ssl_ctx_);
+  beast::get_lowest_layer(tls).expires_after(opts_.header_timeout);
+  auto [hec] = co_await tls.async_handshake(asio::ssl::stream_base::server, tuple_awaitable);
+  if (hec) co_return;
+  co_await serve_http(tls, remote);
+  beast::get_lowest_layer(tls).expires_after(std::chrono::seconds(2));
+  co_await tls.async_shutdown(tuple_awaitable);
+}
 
+template <class Stream>
+asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& remote) {
   beast::flat_buffer buffer;
   bool first = true;
   for (;;) {
     bhttp::request_parser<bhttp::buffer_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(opts_.header_bytes_max));
     parser.body_limit(boost::none);  // the S3 layer bounds bodies per operation
-    stream.expires_after(first ? opts_.header_timeout : opts_.idle_timeout);
+    beast::get_lowest_layer(stream).expires_after(first ? opts_.header_timeout
+                                                        : opts_.idle_timeout);
     first = false;
     auto [rec, n] = co_await bhttp::async_read_header(stream, buffer, parser, tuple_awaitable);
     if (rec) {
@@ -321,18 +383,16 @@ asio::awaitable<void> HttpServer::serve(tcp::socket socket) {
                                        : "Malformed HTTP request: " + rec.message());
       res.keep_alive(false);
       res.prepare_payload();
-      stream.expires_after(std::chrono::seconds(5));
+      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
       co_await bhttp::async_write(stream, res, tuple_awaitable);
       break;
     }
     counters_.requests_total.fetch_add(1, std::memory_order_relaxed);
-    BeastExchange exch(stream, buffer, parser, opts_, remote);
+    BeastExchange<Stream> exch(stream, buffer, parser, opts_, remote);
     co_await handler_->handle(exch);
     if (!exch.response_started()) break;  // the handler lost the connection
     if (exch.wants_close()) break;
   }
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-  stream.close();
 }
 
 }  // namespace objdirect::http

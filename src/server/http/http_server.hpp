@@ -18,6 +18,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
@@ -52,6 +53,9 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{limits::header_timeout_ms};
   std::chrono::milliseconds idle_timeout{limits::idle_timeout_ms};
   std::chrono::milliseconds request_timeout{limits::request_timeout_ms};
+  // TLS on the control plane: PEM certificate chain and private key. Both empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // A region of a file to send with sendfile(2).
@@ -122,7 +126,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and listens; returns an error if the address is unusable.
+  // Loads the TLS certificate and key if configured, binds and listens; returns an error if the
+  // address is unusable or the certificate cannot be loaded.
   Status start();
   // The bound port (useful with port 0).
   std::uint16_t port() const { return bound_port_; }
@@ -137,11 +142,14 @@ class HttpServer {
  private:
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> serve(tcp::socket socket);
+  template <class Stream>
+  asio::awaitable<void> serve_http(Stream& stream, const std::string& remote);
 
   ServerOptions opts_;
   std::shared_ptr<Handler> handler_;
   asio::io_context ioc_;
   std::optional<tcp::acceptor> acceptor_;
+  std::unique_ptr<asio::ssl::context> ssl_ctx_;  // set when TLS is configured
   std::uint16_t bound_port_ = 0;
   ServerCounters counters_;
 };
