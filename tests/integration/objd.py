@@ -13,6 +13,7 @@ Nothing here skips: a missing binary or tool is a failure.
 """
 
 import datetime
+import glob
 import hashlib
 import hmac
 import http.client
@@ -141,6 +142,20 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+            self._remove_shm_leftovers()
+
+    def _remove_shm_leftovers(self):
+        """A SIGKILLed server cannot unlink its libfabric shm region (/dev/shm/<pid>:0:0, 16 MiB of
+        tmpfs each); remove what the dead process left so that repeated runs do not fill memory."""
+        leaked = glob.glob(f"/dev/shm/{self.proc.pid}:*")
+        for f in leaked:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        if leaked:
+            with open(self.log_path, "ab") as log:
+                log.write(f"### removed after SIGKILL: {' '.join(leaked)}\n".encode())
 
     def log_tail(self, n_bytes=4000):
         try:
