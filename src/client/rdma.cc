@@ -53,13 +53,19 @@ class TransportFabric final : public Fabric {
   Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) override {
     auto hit = cache_->pin(ptr, len);
     if (!hit.ok()) return hit.status();
+    // Built in place: a temporary Pinned would unpin when it dies.
     struct Pinned {
+      Pinned(std::shared_ptr<RegistrationCache<transport::MemoryRegion>> c, std::uintptr_t b,
+             std::shared_ptr<transport::MemoryRegion> r)
+          : cache(std::move(c)), base(b), reg(std::move(r)) {}
+      Pinned(const Pinned&) = delete;
+      Pinned& operator=(const Pinned&) = delete;
+      ~Pinned() { cache->unpin(base); }
       std::shared_ptr<RegistrationCache<transport::MemoryRegion>> cache;
       std::uintptr_t base;
       std::shared_ptr<transport::MemoryRegion> reg;
-      ~Pinned() { cache->unpin(base); }
     };
-    return std::shared_ptr<void>(std::make_shared<Pinned>(Pinned{cache_, hit->base, hit->reg}));
+    return std::shared_ptr<void>(std::make_shared<Pinned>(cache_, hit->base, hit->reg));
   }
 
  private:
