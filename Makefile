@@ -8,7 +8,7 @@ ACCESS_KEY ?= objdirect
 SECRET_KEY ?= objdirect-secret
 CTEST_ARGS ?=
 
-.PHONY: bootstrap build run test format clean
+.PHONY: bootstrap build run test test-asan test-tsan fuzz format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -28,6 +28,22 @@ run: build
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# ASan+UBSan and TSan builds of the whole suite, each in its own build folder.
+test-asan: bootstrap
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=address
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+test-tsan: bootstrap
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=second_deadlock_stack=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# Every libFuzzer target for FUZZ_SECONDS each (default 30).
+FUZZ_SECONDS ?= 30
+fuzz: bootstrap
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 format:
 	find src include tools tests bench python -name '*.cc' -o -name '*.hpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i
