@@ -207,8 +207,8 @@ class Child {
     if (pid_ > 0) {
       if (!killed_) {
         write_all(cmd_, "EXIT\n");
-        // Give it a moment to exit cleanly, then make sure.
-        for (int i = 0; i < 200 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i) ::usleep(10'000);
+        // Let it close its transport (shm unlinks its region then), then make sure.
+        for (int i = 0; i < 1000 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i) ::usleep(10'000);
         ::kill(pid_, SIGKILL);
       }
       ::waitpid(pid_, nullptr, 0);
@@ -243,6 +243,11 @@ class Child {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
     killed_ = true;
+    // SIGKILL leaves libfabric shm's region file behind; remove it as the provider would have.
+    constexpr std::string_view shm_prefix = "fi_shm://";
+    std::string name = token_.endpoint.c_str();
+    if (name.starts_with(shm_prefix))
+      ::unlink(("/dev/shm/" + name.substr(shm_prefix.size())).c_str());
   }
 
  private:
@@ -282,10 +287,13 @@ class TransportTest : public ::testing::TestWithParam<Backend> {
   }
 };
 
+// Skips only when the backend does not initialise in this (parent) process either; a child that
+// fails where the parent succeeds is a failure, not a skip.
 #define SKIP_IF_UNAVAILABLE(child)                                                            \
   do {                                                                                        \
     if (!(child)->ok()) {                                                                     \
-      if ((child)->error().rfind("FAIL unavailable", 0) == 0) {                               \
+      if ((child)->error().rfind("FAIL unavailable", 0) == 0 &&                               \
+          !create_transport(Config{GetParam().fabric, false}).ok()) {                         \
         GTEST_SKIP() << GetParam().name << " does not initialise here: " << (child)->error(); \
       }                                                                                       \
       FAIL() << "child failed: " << (child)->error();                                         \
@@ -567,7 +575,9 @@ TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
   EXPECT_FALSE(st.ok());
   EXPECT_TRUE(st.code() == Errc::rdma_transfer_failed || st.code() == Errc::transport_error)
       << st.to_string();
-  EXPECT_LT(elapsed, 3 * timeout + 1s);
+  // Each attempt is bounded by `timeout`; the slack is for a loaded machine (once, under load
+  // average 20 on 2 cores, shm took 20 s here). A hang would run into it.
+  EXPECT_LT(elapsed, 3 * timeout + 30s);
   std::printf("[ dead     ] %s: %s (elapsed %lld ms)\n", GetParam().name.c_str(),
               st.to_string().c_str(),
               static_cast<long long>(

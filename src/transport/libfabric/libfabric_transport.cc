@@ -7,13 +7,16 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <unordered_map>
 #include <vector>
 
@@ -554,6 +557,17 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   if (rc != 0) return fail("fi_ep_bind(cq)", rc);
   rc = fi_ep_bind(core->ep, &core->av->fid, 0);
   if (rc != 0) return fail("fi_ep_bind(av)", rc);
+  if (provider == "shm") {
+    // shm names its region in /dev/shm after the pid ("<pid>:0:0"). A process killed with
+    // SIGKILL leaves that file behind, and a later process that reuses the pid then fails
+    // fi_enable with EBUSY (measured). A random name per endpoint never collides.
+    std::random_device rd;
+    char name[64];
+    std::snprintf(name, sizeof(name), "fi_shm://objdirect-%d-%08x%08x",
+                  static_cast<int>(::getpid()), rd(), rd());
+    rc = fi_setname(&core->ep->fid, name, std::strlen(name) + 1);
+    if (rc != 0) return fail("fi_setname", rc);
+  }
   rc = fi_enable(core->ep);
   if (rc != 0) return fail("fi_enable", rc);
 
