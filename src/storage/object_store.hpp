@@ -184,8 +184,8 @@ class ObjectStore {
   // Starts writing data for a new object in `bucket` (no_such_bucket if absent).
   virtual Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) = 0;
   // Atomically makes `data` the new version of meta.key, if `cond` holds (precondition_failed
-  // otherwise; nothing changes). meta.size must equal data->size(). Returns the stored meta
-  // (mtime filled in).
+  // otherwise, or no_such_key for etag_must_match on an absent key, as AWS answers; nothing
+  // changes). meta.size must equal data->size(). Returns the stored meta (mtime filled in).
   virtual Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
                                            std::unique_ptr<BlobWriter> data,
                                            const WriteCondition& cond) = 0;
