@@ -208,10 +208,18 @@ class Child {
       if (!killed_) {
         write_all(cmd_, "EXIT\n");
         // Let it close its transport (shm unlinks its region then), then make sure.
-        for (int i = 0; i < 1000 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i) ::usleep(10'000);
-        ::kill(pid_, SIGKILL);
+        bool reaped = false;
+        for (int i = 0; i < 1000 && !reaped; ++i) {
+          reaped = ::waitpid(pid_, nullptr, WNOHANG) == pid_;
+          if (!reaped) ::usleep(10'000);
+        }
+        if (!reaped) {
+          std::fprintf(stderr, "transport_test: child %d did not exit within 10 s; killing it\n",
+                       static_cast<int>(pid_));
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, nullptr, 0);
+        }
       }
-      ::waitpid(pid_, nullptr, 0);
     }
     if (cmd_ >= 0) ::close(cmd_);
     if (rep_ >= 0) ::close(rep_);
