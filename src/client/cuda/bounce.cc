@@ -30,8 +30,8 @@ class Crc32c {
 
 Status check_geometry(std::size_t slots, std::size_t chunk_bytes) {
   if (slots == 0 || slots > limits::bounce_slots_max) {
-    return {Errc::invalid_argument, "staging slots must be 1.." +
-                                        std::to_string(limits::bounce_slots_max)};
+    return {Errc::invalid_argument,
+            "staging slots must be 1.." + std::to_string(limits::bounce_slots_max)};
   }
   if (chunk_bytes == 0 || chunk_bytes > limits::bounce_chunk_bytes_max) {
     return {Errc::invalid_argument, "staging chunk must be 1.." +
@@ -50,7 +50,9 @@ Status HostCopyEngine::start_copy(std::size_t, void* dst, const void* src, std::
   return Status::Ok();
 }
 
-Status HostCopyEngine::wait_slot(std::size_t) { return Status::Ok(); }
+Status HostCopyEngine::wait_slot(std::size_t) {
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<CudaCopyEngine>> CudaCopyEngine::create(cudaStream_t stream,
                                                                std::size_t slots) {
@@ -79,8 +81,8 @@ CudaCopyEngine::~CudaCopyEngine() {
 Status CudaCopyEngine::start_copy(std::size_t slot, void* dst, const void* src, std::size_t n,
                                   CopyDirection direction) {
   const CudaApi& api = **CudaApi::get();  // create() succeeded, so the API is loaded
-  int kind = direction == CopyDirection::to_device ? k_memcpy_host_to_device
-                                                   : k_memcpy_device_to_host;
+  int kind =
+      direction == CopyDirection::to_device ? k_memcpy_host_to_device : k_memcpy_device_to_host;
   if (cudaError_t e = api.memcpy_async(dst, src, n, kind, stream_); e != k_success) {
     return api.runtime_error("cudaMemcpyAsync", e);
   }
@@ -201,8 +203,8 @@ Result<BounceResult> BouncePipeline::get(void* device_dst, std::size_t size,
     if (*got > 0) {
       if (crc) crc->update(staging.data(), *got);
       busy[s] = true;
-      Status st = engine_.start_copy(s, dst + offset, staging.data(), *got,
-                                     CopyDirection::to_device);
+      Status st =
+          engine_.start_copy(s, dst + offset, staging.data(), *got, CopyDirection::to_device);
       if (!st.ok()) return drain(busy, std::move(st));
     }
     result.bytes += *got;
@@ -305,25 +307,26 @@ std::future<Result<BounceResult>> BounceContext::get_async(void* device_dst, std
                                                            cudaStream_t stream, FetchChunk fetch,
                                                            BounceOptions options) {
   int device = current_device();
-  return std::async(std::launch::async, [=, this, fetch = std::move(fetch)]() -> Result<BounceResult> {
-    if (auto api = CudaApi::get(); api.ok()) {
-      OBJDIRECT_RETURN_IF_ERROR((*api)->bind_current_device(device));
-    }
-    return get(device_dst, size, stream, fetch, options);
-  });
+  return std::async(std::launch::async,
+                    [=, this, fetch = std::move(fetch)]() -> Result<BounceResult> {
+                      if (auto api = CudaApi::get(); api.ok()) {
+                        OBJDIRECT_RETURN_IF_ERROR((*api)->bind_current_device(device));
+                      }
+                      return get(device_dst, size, stream, fetch, options);
+                    });
 }
 
-std::future<Result<BounceResult>> BounceContext::put_async(const void* device_src,
-                                                           std::size_t size, cudaStream_t stream,
-                                                           StoreChunk store,
+std::future<Result<BounceResult>> BounceContext::put_async(const void* device_src, std::size_t size,
+                                                           cudaStream_t stream, StoreChunk store,
                                                            BounceOptions options) {
   int device = current_device();
-  return std::async(std::launch::async, [=, this, store = std::move(store)]() -> Result<BounceResult> {
-    if (auto api = CudaApi::get(); api.ok()) {
-      OBJDIRECT_RETURN_IF_ERROR((*api)->bind_current_device(device));
-    }
-    return put(device_src, size, stream, store, options);
-  });
+  return std::async(std::launch::async,
+                    [=, this, store = std::move(store)]() -> Result<BounceResult> {
+                      if (auto api = CudaApi::get(); api.ok()) {
+                        OBJDIRECT_RETURN_IF_ERROR((*api)->bind_current_device(device));
+                      }
+                      return put(device_src, size, stream, store, options);
+                    });
 }
 
 }  // namespace objdirect::cuda

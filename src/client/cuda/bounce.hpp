@@ -137,12 +137,11 @@ struct Chunk {
 // chunk.length long and lies in slot `slot` of the pool). Returns the bytes delivered: fewer than
 // chunk.length means the data ended there (e.g. a range cut at the end of the object) and ends
 // the transfer. Any error ends it too.
-using FetchChunk = std::function<Result<std::size_t>(const Chunk& chunk,
-                                                     std::span<std::byte> staging,
-                                                     std::size_t slot)>;
+using FetchChunk = std::function<Result<std::size_t>(
+    const Chunk& chunk, std::span<std::byte> staging, std::size_t slot)>;
 // PUT: send staging (exactly chunk.length bytes of the device data) to the network.
-using StoreChunk = std::function<Status(const Chunk& chunk, std::span<const std::byte> staging,
-                                        std::size_t slot)>;
+using StoreChunk =
+    std::function<Status(const Chunk& chunk, std::span<const std::byte> staging, std::size_t slot)>;
 
 struct BounceResult {
   std::size_t bytes = 0;  // bytes that reached the device (GET) or the network (PUT)

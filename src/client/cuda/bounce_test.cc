@@ -60,7 +60,8 @@ class RecordingEngine : public CopyEngine {
   Status wait_slot(std::size_t slot) override {
     ++waits;
     pending_.at(slot) = false;
-    if (fail_wait_at != 0 && waits == fail_wait_at) return {Errc::io_error, "injected wait failure"};
+    if (fail_wait_at != 0 && waits == fail_wait_at)
+      return {Errc::io_error, "injected wait failure"};
     return Status::Ok();
   }
   bool any_pending() const {
@@ -91,9 +92,9 @@ class BounceTest : public ::testing::TestWithParam<std::size_t> {
 // Ragged sizes: 0, 1, chunk-1, chunk, chunk+1, exactly slots chunks, many chunks plus a tail.
 INSTANTIATE_TEST_SUITE_P(Sizes, BounceTest,
                          ::testing::Values(0, 1, k_chunk - 1, k_chunk, k_chunk + 1,
-                                           k_chunk * k_slots, k_chunk * k_slots + 1,
+                                           k_chunk* k_slots, k_chunk* k_slots + 1,
                                            k_chunk * 17 + 333),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+                         [](const auto& info) { return std::to_string(info.param) + "bytes"; });
 
 TEST_P(BounceTest, GetCopiesEveryChunkIntoAnOffsetOfTheDeviceBuffer) {
   const std::size_t n = GetParam();
@@ -128,7 +129,8 @@ TEST_P(BounceTest, GetCopiesEveryChunkIntoAnOffsetOfTheDeviceBuffer) {
   EXPECT_FALSE(engine.any_pending()) << "returned with copies not waited for";
   EXPECT_EQ(0, std::memcmp(device.data() + device_offset, object.data() + object_offset, n));
   for (std::size_t i = 0; i < device_offset; ++i) ASSERT_EQ(device[i], std::byte{0xEE});
-  for (std::size_t i = device_offset + n; i < device.size(); ++i) ASSERT_EQ(device[i], std::byte{0xEE});
+  for (std::size_t i = device_offset + n; i < device.size(); ++i)
+    ASSERT_EQ(device[i], std::byte{0xEE});
   ASSERT_TRUE(r->crc32c.has_value());
   EXPECT_EQ(*r->crc32c, isal_crc32c({object.data() + object_offset, n}));
 }
@@ -160,7 +162,7 @@ TEST_P(BounceTest, PutStoresEveryChunkInOrderFromAnOffset) {
 
 class BounceFailureTest : public ::testing::Test {
  protected:
-  void SetUp() override { pool = std::move(*StagingPool::create_host(k_slots, k_chunk)); }
+  void SetUp() override { pool = StagingPool::create_host(k_slots, k_chunk).value(); }
   std::unique_ptr<StagingPool> pool;
   const std::size_t n = k_chunk * 10 + 7;
   std::vector<std::byte> object = pattern(n, 3);

@@ -82,7 +82,8 @@ Result<DeviceCrc> crc_on_gpu(const CudaApi& api, const Kernel& k, const void* de
   const void* data = device_ptr;
   std::uint64_t n64 = n;
   void* args[] = {&data, &n64, const_cast<std::uint64_t*>(&seg), &out};
-  unsigned blocks = static_cast<unsigned>((segments + k_threads_per_block - 1) / k_threads_per_block);
+  unsigned blocks =
+      static_cast<unsigned>((segments + k_threads_per_block - 1) / k_threads_per_block);
   if (CUresult r = api.cu_launch_kernel(k.function, blocks, 1, 1, k_threads_per_block, 1, 1, 0,
                                         reinterpret_cast<CUstream>(stream), args, nullptr);
       r != k_success) {
@@ -131,7 +132,15 @@ Result<DeviceCrc> crc_on_host(const CudaApi& api, const void* device_ptr, std::s
 
 }  // namespace
 
-bool crc32c_kernel_built() noexcept { return objdirect_crc32c_ptx[0] != '\0'; }
+bool crc32c_kernel_built() noexcept {
+  return objdirect_crc32c_ptx[0] != '\0';
+}
+
+Status crc32c_kernel_status() {
+  auto api = CudaApi::get();
+  if (!api.ok()) return api.status();
+  return kernel(**api).status;
+}
 
 std::uint32_t crc32c_fold(std::span<const std::uint32_t> raw, std::uint64_t n,
                           std::uint64_t seg_bytes) {

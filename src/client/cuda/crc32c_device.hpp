@@ -30,6 +30,10 @@ struct DeviceCrc {
 
 // Whether this build embeds the kernel's PTX.
 bool crc32c_kernel_built() noexcept;
+// Whether the kernel loads here (loads it on first call): OK, or why crc32c_device falls back to
+// the host (unavailable: no CUDA or no PTX; io_error: cuModuleLoadData refused it, e.g. a driver
+// older than the toolkit that wrote the PTX).
+Status crc32c_kernel_status();
 
 // CRC32C of [device_ptr, device_ptr+n), ordered after work queued on `stream`; returns once the
 // result is known (the stream is synchronised). prefer_gpu=false forces the host fallback.

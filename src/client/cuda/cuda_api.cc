@@ -68,8 +68,8 @@ Result<const CudaApi*> CudaApi::get() {
   static Loaded* loaded = [] {
     auto* l = new Loaded();  // never freed: CUDA must stay loaded until exit
     std::string errors;
-    void* rt = open_first({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"},
-                          errors);
+    void* rt = open_first(
+        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}, errors);
     if (rt == nullptr) {
       l->result = Status(Errc::unavailable, "libcudart not found: " + errors);
       return l;
@@ -133,7 +133,9 @@ Result<const CudaApi*> CudaApi::get() {
   return loaded->result;
 }
 
-bool cuda_available() noexcept { return CudaApi::get().ok(); }
+bool cuda_available() noexcept {
+  return CudaApi::get().ok();
+}
 
 PointerKind classify_pointer(const void* ptr) noexcept {
   auto api = CudaApi::get();

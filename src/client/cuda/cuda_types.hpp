@@ -35,8 +35,8 @@ using CUfunction = CUfunc_st*;
 
 namespace objdirect::cuda {
 
-inline constexpr int k_success = 0;               // cudaSuccess, CUDA_SUCCESS
-inline constexpr int k_error_invalid_value = 1;   // cudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE
+inline constexpr int k_success = 0;              // cudaSuccess, CUDA_SUCCESS
+inline constexpr int k_error_invalid_value = 1;  // cudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE
 inline constexpr int k_memcpy_host_to_device = 1;
 inline constexpr int k_memcpy_device_to_host = 2;
 inline constexpr int k_memcpy_device_to_device = 3;

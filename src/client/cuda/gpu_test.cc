@@ -2,7 +2,6 @@
 // the CRC32C kernel against ISA-L, stream ordering. Every test that needs a GPU skips with the
 // loader's message when there is none (cuInit fails, no device, no libcuda).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -107,13 +106,13 @@ TEST_F(GpuTest, BounceRoundTripRaggedSizesAndOffsets) {
     for (std::size_t offset : {std::size_t{0}, std::size_t{3}, std::size_t{4096}}) {
       auto object = pattern(n, static_cast<unsigned>(n + offset));
       auto* dev = static_cast<std::byte*>(device_alloc(n + offset));
-      auto got = (*ctx)->get(dev + offset, n, nullptr,
-                             [&](const Chunk& c, std::span<std::byte> s,
-                                 std::size_t) -> Result<std::size_t> {
-                               std::memcpy(s.data(), object.data() + c.offset, c.length);
-                               return c.length;
-                             },
-                             {true});
+      auto got = (*ctx)->get(
+          dev + offset, n, nullptr,
+          [&](const Chunk& c, std::span<std::byte> s, std::size_t) -> Result<std::size_t> {
+            std::memcpy(s.data(), object.data() + c.offset, c.length);
+            return c.length;
+          },
+          {true});
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       EXPECT_EQ(got->bytes, n);
       EXPECT_EQ(*got->crc32c, isal_crc32c(object.data(), n));
@@ -143,12 +142,12 @@ TEST_F(GpuTest, AsyncGetOnAStreamIsVisibleToLaterWorkOnIt) {
   auto* dev = static_cast<std::byte*>(device_alloc(n));
   // Earlier work on the stream: a memset the GET must not be overtaken by.
   ASSERT_EQ(api->memset_sync(dev, 0, n), k_success);
-  auto fut = (*ctx)->get_async(dev, n, stream,
-                               [&](const Chunk& c, std::span<std::byte> s,
-                                   std::size_t) -> Result<std::size_t> {
-                                 std::memcpy(s.data(), object.data() + c.offset, c.length);
-                                 return c.length;
-                               });
+  auto fut = (*ctx)->get_async(
+      dev, n, stream,
+      [&](const Chunk& c, std::span<std::byte> s, std::size_t) -> Result<std::size_t> {
+        std::memcpy(s.data(), object.data() + c.offset, c.length);
+        return c.length;
+      });
   auto r = fut.get();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::vector<std::byte> back(n);
@@ -160,6 +159,8 @@ TEST_F(GpuTest, AsyncGetOnAStreamIsVisibleToLaterWorkOnIt) {
 
 TEST_F(GpuTest, Crc32cKernelMatchesIsal) {
   if (!crc32c_kernel_built()) GTEST_SKIP() << "built without nvcc: no kernel (host fallback only)";
+  Status loaded = crc32c_kernel_status();
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
   for (std::size_t n : {std::size_t{1}, std::size_t{4095}, std::size_t{4096}, std::size_t{100'003},
                         std::size_t{(64 << 20) + 3}}) {
     for (std::size_t offset : {std::size_t{0}, std::size_t{1}, std::size_t{8}}) {
