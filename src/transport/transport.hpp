@@ -145,6 +145,9 @@ class Transport {
   // Checked before anything is posted: every local segment lies inside its region, the two
   // lists carry the same number of bytes (a remote range shorter than asked is refused), the
   // operation is in caps(), at most transport_segments_max segments.
+  // Never blocks on the fabric: what the provider cannot take yet (full queue, connection still
+  // being set up) is posted later by progress, within wait()'s timeout. Every OpId must be
+  // passed to wait() once, or its bookkeeping stays until the transport is destroyed.
   // Errors: invalid_argument (those checks), unavailable (all peers_max peers busy),
   // transport_error (peer address refused or posting failed, with the provider's message).
   virtual Result<OpId> post_write(std::string_view peer_address,
@@ -159,7 +162,8 @@ class Transport {
   // waiting.
   // Errors: rdma_transfer_failed (a provider operation failed, with its message; or timeout,
   // after which the operation may still touch the buffers until it ends or the transport is
-  // destroyed), invalid_argument (unknown or already consumed op).
+  // destroyed), transport_error (a part posted late was refused), invalid_argument (unknown or
+  // already consumed op).
   virtual Status wait(OpId op, std::chrono::milliseconds timeout) = 0;
 
   // Polls the provider once; returns whether anything happened. Needed only without the
