@@ -1,0 +1,206 @@
+#include "bench.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+namespace objdirect::bench {
+namespace {
+
+bool equals_nocase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+template <typename T>
+bool parse_number(std::string_view s, T& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return std::nullopt;
+  std::uint64_t n = 0;
+  if (!parse_number(text.substr(0, digits), n) || n == 0) return std::nullopt;
+  std::string_view unit = text.substr(digits);
+  unsigned shift = 0;
+  if (unit.empty() || equals_nocase(unit, "b")) {
+    shift = 0;
+  } else {
+    const char c = unit[0];
+    if (c == 'k' || c == 'K') {
+      shift = 10;
+    } else if (c == 'm' || c == 'M') {
+      shift = 20;
+    } else if (c == 'g' || c == 'G') {
+      shift = 30;
+    } else if (c == 't' || c == 'T') {
+      shift = 40;
+    } else {
+      return std::nullopt;
+    }
+    std::string_view rest = unit.substr(1);
+    if (!rest.empty() && !equals_nocase(rest, "ib") && !equals_nocase(rest, "b")) {
+      return std::nullopt;
+    }
+  }
+  if (shift > 0 && n > (UINT64_MAX >> shift)) return std::nullopt;
+  return n << shift;
+}
+
+std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text) {
+  std::vector<std::uint64_t> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    auto one = parse_size(text.substr(0, comma));
+    if (!one) return std::nullopt;
+    out.push_back(*one);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+std::string format_size(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  for (int i = 3; i >= 0; --i) {
+    const unsigned shift = 10u * static_cast<unsigned>(i + 1);
+    if (bytes >= (1ull << shift) && bytes % (1ull << shift) == 0) {
+      return std::to_string(bytes >> shift) + kUnits[i];
+    }
+  }
+  return std::to_string(bytes);
+}
+
+void LatencyHistogram::add(std::uint64_t ns) {
+  std::size_t i = 0;
+  if (ns > 1) {
+    i = static_cast<std::size_t>(std::log2(static_cast<double>(ns)) * kSubBuckets);
+    if (i >= kBuckets) i = kBuckets - 1;
+  }
+  ++counts_[i];
+  ++count_;
+}
+
+void LatencyHistogram::merge(const LatencyHistogram& other) {
+  for (std::size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
+  count_ += other.count_;
+}
+
+double LatencyHistogram::quantile_ns(double q) const {
+  if (count_ == 0) return 0;
+  if (q < 0) q = 0;
+  if (q > 1) q = 1;
+  // The smallest bucket whose cumulative count reaches ceil(q * count) (at least the first
+  // sample), i.e. the nearest-rank percentile.
+  auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_)));
+  if (rank == 0) rank = 1;
+  std::uint64_t seen = 0;
+  for (std::size_t i = 0; i < kBuckets; ++i) {
+    seen += counts_[i];
+    if (seen >= rank) return std::exp2((static_cast<double>(i) + 0.5) / kSubBuckets);
+  }
+  return std::exp2(static_cast<double>(kBuckets) / kSubBuckets);
+}
+
+std::string LatencyHistogram::encode() const {
+  std::string out;
+  for (std::size_t i = 0; i < kBuckets; ++i) {
+    if (counts_[i] == 0) continue;
+    if (!out.empty()) out += ',';
+    out += std::to_string(i) + ':' + std::to_string(counts_[i]);
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::optional<LatencyHistogram> LatencyHistogram::decode(std::string_view text) {
+  LatencyHistogram h;
+  if (text == "-") return h;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    std::size_t i = 0;
+    std::uint64_t c = 0;
+    if (!parse_number(item.substr(0, colon), i) || !parse_number(item.substr(colon + 1), c) ||
+        i >= kBuckets) {
+      return std::nullopt;
+    }
+    h.counts_[i] += c;
+    h.count_ += c;
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return h;
+}
+
+std::string WorkerResult::encode() const {
+  std::ostringstream o;
+  o.precision(9);
+  o << "result ops=" << ops << " bytes=" << bytes << " errors=" << errors << " rdma=" << rdma_ops
+    << " fallback=" << fallback_ops << " cpu_s=" << cpu_s << " wall_s=" << wall_s
+    << " lat=" << latency.encode() << " note=";
+  for (char c : note) o << (c == '\n' || c == '\r' ? ' ' : c);
+  return o.str();
+}
+
+std::optional<WorkerResult> WorkerResult::decode(std::string_view line) {
+  constexpr std::string_view kPrefix = "result ";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  line.remove_prefix(kPrefix.size());
+  WorkerResult r;
+  bool have_lat = false, have_ops = false;
+  while (!line.empty()) {
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    const std::string_view name = line.substr(0, eq);
+    line.remove_prefix(eq + 1);
+    if (name == "note") {  // always last: the rest of the line
+      r.note = std::string(line);
+      break;
+    }
+    const std::size_t sp = line.find(' ');
+    const std::string_view value = line.substr(0, sp);
+    line.remove_prefix(sp == std::string_view::npos ? line.size() : sp + 1);
+    bool ok = true;
+    if (name == "ops") {
+      ok = parse_number(value, r.ops);
+      have_ops = true;
+    } else if (name == "bytes") {
+      ok = parse_number(value, r.bytes);
+    } else if (name == "errors") {
+      ok = parse_number(value, r.errors);
+    } else if (name == "rdma") {
+      ok = parse_number(value, r.rdma_ops);
+    } else if (name == "fallback") {
+      ok = parse_number(value, r.fallback_ops);
+    } else if (name == "cpu_s" || name == "wall_s") {
+      // from_chars for double is in libstdc++ 11+; strtod would accept trailing junk.
+      double d = 0;
+      ok = parse_number(value, d);
+      (name == "cpu_s" ? r.cpu_s : r.wall_s) = d;
+    } else if (name == "lat") {
+      auto h = LatencyHistogram::decode(value);
+      ok = h.has_value();
+      if (ok) r.latency = *h;
+      have_lat = true;
+    }
+    if (!ok) return std::nullopt;
+  }
+  if (!have_lat || !have_ops) return std::nullopt;
+  return r;
+}
+
+}  // namespace objdirect::bench

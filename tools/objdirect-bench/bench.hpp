@@ -1,0 +1,84 @@
+// objdirect-bench: shared pieces of the coordinator and its worker processes.
+//
+// The coordinator (main.cc) starts objdirect-server and nginx, runs the baselines and forks/execs
+// itself as workers (worker.cc), one per client process of a measured point. A worker prints
+// "ready ..." once its client is warm, waits for "go" on stdin, runs the workload for the
+// requested time and prints one "result ..." line (WorkerResult::encode). Latencies cross the
+// pipe as a LatencyHistogram so that percentiles of several processes can be merged.
+//
+// Errors: parse functions return std::nullopt on malformed input; nothing here throws.
+// Thread safety: LatencyHistogram is thread-compatible (one per thread, merge afterwards); the
+// free functions are pure.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/limits.hpp"
+
+namespace objdirect::limits {
+// Client buffer memory one measured point may allocate across all its threads and processes
+// (threads are cut to fit: a 1 GiB point runs at most two transfers at once).
+inline constexpr std::uint64_t bench_buffer_bytes_max = 2ull << 30;
+// Worker processes per point and threads per worker.
+inline constexpr std::uint32_t bench_processes_max = 64;
+inline constexpr std::uint32_t bench_threads_max = 256;
+}  // namespace objdirect::limits
+
+namespace objdirect::bench {
+
+// "4KiB", "64KiB", "1MiB", "1GiB", "1G", "512k", "4096" -> bytes (binary multiples; k/M/G and
+// KB/MB/GB are binary too). nullopt for anything else, 0, or overflow.
+std::optional<std::uint64_t> parse_size(std::string_view text);
+// Comma list of sizes ("4KiB,1MiB"). nullopt if any element fails.
+std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text);
+// Inverse for exact binary multiples: 65536 -> "64KiB"; otherwise the decimal byte count.
+std::string format_size(std::uint64_t bytes);
+
+// Log-bucketed latency histogram: bucket i holds values in [2^(i/16), 2^((i+1)/16)) ns, so a
+// percentile is exact to about 4.4 %. Values 0 and 1 ns land in bucket 0.
+class LatencyHistogram {
+ public:
+  static constexpr std::size_t kSubBuckets = 16;
+  static constexpr std::size_t kBuckets = 48 * kSubBuckets;  // up to 2^48 ns (~3 days)
+
+  void add(std::uint64_t ns);
+  void merge(const LatencyHistogram& other);
+  std::uint64_t count() const noexcept { return count_; }
+  // Value at quantile q in [0, 1] (geometric middle of its bucket); 0 when empty.
+  double quantile_ns(double q) const;
+  // "i:c,i:c,..." of the non-empty buckets; "-" when empty.
+  std::string encode() const;
+  static std::optional<LatencyHistogram> decode(std::string_view text);
+
+ private:
+  std::array<std::uint64_t, kBuckets> counts_{};
+  std::uint64_t count_ = 0;
+};
+
+// What one worker process measured between "go" and the end of its last transfer.
+struct WorkerResult {
+  std::uint64_t ops = 0;     // transfers that succeeded
+  std::uint64_t bytes = 0;   // bytes they moved
+  std::uint64_t errors = 0;  // transfers that failed
+  std::uint64_t rdma_ops = 0;
+  std::uint64_t fallback_ops = 0;  // RDMA attempted, bytes went over HTTP
+  double cpu_s = 0;                // getrusage user+system of the whole process in the window
+  double wall_s = 0;
+  LatencyHistogram latency;
+  std::string note;  // first error or fallback reason (spaces allowed, no newline)
+
+  // One line: "result ops=.. bytes=.. ... lat=<histogram> note=<rest of line>".
+  std::string encode() const;
+  static std::optional<WorkerResult> decode(std::string_view line);
+};
+
+// Worker mode entry point (argv after "--worker"); returns the process exit code.
+int worker_main(int argc, char** argv);
+
+}  // namespace objdirect::bench

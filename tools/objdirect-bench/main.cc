@@ -1,0 +1,744 @@
+// objdirect-bench: measures every ObjDirect data path side by side, with baselines, in one run.
+//
+// Paths (all through objdirect::Client): http (fabric none), lf-shm (libfabric:shm), lf-tcp
+// (libfabric:tcp, FI_TCP_IFACE=lo), ucx-sm (ucx, UCX_TLS=sm,self), ucx-tcp (ucx, UCX_TLS=tcp),
+// and nginx (the same HTTP client code against nginx serving the same bytes; GET only).
+// Baselines: one-thread memcpy and one loopback TCP connection, per size.
+// Sweeps: size (GET and PUT, 1 process x 1 thread), concurrency (GET, 1 process x N threads),
+// processes (GET, P processes x C/P threads at a fixed total concurrency C).
+//
+// Output: a Markdown table on stdout, --csv FILE, --plot FILE.png (gnuplot), and with --json a
+// last line holding {"P1".."P6"} (see docs/BENCHMARKS.md). Exit status: 0 when every point
+// ran without transfer errors, 1 otherwise, 2 on bad arguments.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "baselines.hpp"
+#include "bench.hpp"
+#include "client/http_client.hpp"
+#include "objdirect/client.hpp"
+#include "process.hpp"
+
+#ifndef OBJDIRECT_SOURCE_DIR
+#define OBJDIRECT_SOURCE_DIR "."
+#endif
+
+namespace objdirect::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct PathSpec {
+  std::string name;
+  std::string fabric;  // ClientConfig::fabric
+  std::vector<std::pair<std::string, std::string>> env;
+  bool nginx = false;
+};
+
+const std::vector<PathSpec>& all_paths() {
+  static const std::vector<PathSpec> paths = {
+      {"http", "none", {}, false},
+      {"lf-shm", "libfabric:shm", {}, false},
+      {"lf-tcp", "libfabric:tcp", {{"FI_TCP_IFACE", "lo"}}, false},
+      {"ucx-sm", "ucx", {{"UCX_TLS", "sm,self"}}, false},
+      {"ucx-tcp", "ucx", {{"UCX_TLS", "tcp"}}, false},
+      {"nginx", "none", {}, true},
+  };
+  return paths;
+}
+
+struct Point {
+  std::string sweep;  // "size", "conc", "procs"
+  std::string op;     // "get", "put"
+  const PathSpec* path = nullptr;
+  std::uint64_t size = 0;
+  std::uint32_t procs = 1;
+  std::uint32_t threads = 1;
+};
+
+struct Row {
+  Point p;
+  bool ran = false;
+  double gbps = 0, ops_s = 0, p50_ms = 0, p99_ms = 0;
+  std::optional<double> cli_cpu_gib, srv_cpu_gib, x_memcpy, x_tcp, x_nginx;
+  std::uint64_t ops = 0, errors = 0, rdma_ops = 0, fallback_ops = 0;
+  std::string note;
+};
+
+struct Options {
+  std::string endpoint, access_key = "AK", secret_key = "SK", server_bin, csv, plot, plot_script;
+  std::string sizes_text, paths_text, ops_text = "get,put", conc_text, procs_text;
+  std::string tmp_parent = "/tmp";
+  std::uint64_t duration_ms = 0;
+  std::uint32_t total_concurrency = 8;
+  bool quick = false, json = false, keep_tmp = false, no_nginx = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string fmt(double v, int prec = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+std::string fmt_opt(const std::optional<double>& v, int prec = 2) {
+  return v ? fmt(*v, prec) : "";
+}
+std::string json_num(const std::optional<double>& v) {
+  if (!v || !std::isfinite(*v)) return "null";
+  return fmt(*v, 4);
+}
+
+// Progress bar on stderr: a line redrawn in place on a terminal, one line per step otherwise.
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(::isatty(2) != 0) {}
+  void step(const std::string& what) {
+    ++done_;
+    const std::size_t width = 30;
+    const std::size_t filled = total_ ? width * (done_ - 1) / total_ : width;
+    const double el = std::chrono::duration<double>(Clock::now() - t0_).count();
+    std::string bar(filled, '#');
+    bar.resize(width, '.');
+    std::fprintf(stderr, "%s[%s] %zu/%zu %5.0fs  %-40s%s", tty_ ? "\r" : "", bar.c_str(), done_,
+                 total_, el, what.c_str(), tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  std::size_t total_, done_ = 0;
+  bool tty_;
+  Clock::time_point t0_ = Clock::now();
+};
+
+class Bench {
+ public:
+  explicit Bench(Options o) : o_(std::move(o)) {}
+  int run();
+
+ private:
+  Status setup_dirs();
+  Status start_server();
+  Status ensure_object(std::uint64_t size);
+  Row run_point(const Point& p);
+  void compute_ratios();
+  void print_markdown(std::ostream& out) const;
+  void write_csv(const std::string& file) const;
+  void plot() const;
+  std::string json() const;
+  const Row* find(const std::string& sweep, const std::string& op, const std::string& path,
+                  std::uint64_t size, std::uint32_t procs, std::uint32_t threads) const;
+
+  Options o_;
+  std::vector<std::uint64_t> sizes_;
+  std::vector<const PathSpec*> paths_;
+  std::vector<std::string> ops_;
+  std::vector<std::uint32_t> conc_, procs_;
+  std::uint64_t conc_size_ = 0, procs_size_ = 0;
+  std::string tmp_, endpoint_, fabrics_offered_ = "(unknown)";
+  Process server_;
+  std::optional<Nginx> nginx_;
+  std::string nginx_note_;
+  std::unique_ptr<Client> admin_;
+  std::set<std::uint64_t> uploaded_;
+  std::map<std::uint64_t, double> memcpy_, tcp_;
+  std::vector<Row> rows_;
+};
+
+Status Bench::setup_dirs() {
+  std::string tmpl = o_.tmp_parent + "/objdirect-bench-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) {
+    return Status(Errc::io_error, "mkdtemp in " + o_.tmp_parent + ": " + std::strerror(errno));
+  }
+  tmp_ = tmpl;
+  // nginx workers may run as another user: let them read the served files.
+  ::chmod(tmp_.c_str(), 0755);
+  std::filesystem::create_directories(tmp_ + "/www/bench");
+  std::filesystem::create_directories(tmp_ + "/data");
+  return Status::Ok();
+}
+
+Status Bench::start_server() {
+  std::string bin = o_.server_bin;
+  if (bin.empty()) {
+    bin = std::filesystem::path(self_exe()).parent_path().string() + "/objdirect-server";
+  }
+  if (::access(bin.c_str(), X_OK) != 0) {
+    return Status(Errc::unavailable, "objdirect-server not found at " + bin + " (--server-bin)");
+  }
+  SpawnOptions so;
+  so.argv = {
+      bin,           "--listen",     "127.0.0.1:0", "--data",   tmp_ + "/data", "--access-key",
+      o_.access_key, "--secret-key", o_.secret_key, "--fabric", "auto",         "--no-fsync"};
+  so.env = {{"FI_TCP_IFACE", "lo"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+  so.pipe_stdout = true;
+  so.stderr_file = tmp_ + "/server.log";
+  auto p = Process::spawn(so);
+  if (!p.ok()) return p.status();
+  server_ = std::move(*p);
+  auto line = server_.read_line(milliseconds(30'000));
+  constexpr std::string_view kListening = "objdirect-server listening on ";
+  if (!line || line->rfind(kListening, 0) != 0) {
+    return Status(Errc::unavailable,
+                  "objdirect-server did not start (see " + tmp_ + "/server.log)");
+  }
+  endpoint_ = line->substr(kListening.size());
+  return Status::Ok();
+}
+
+// Uploads bench/obj-<size> over HTTP and writes the same bytes where nginx serves them.
+Status Bench::ensure_object(std::uint64_t size) {
+  if (uploaded_.count(size)) return Status::Ok();
+  std::vector<std::byte> data(size);
+  for (std::uint64_t i = 0; i < size; i += 8) {
+    const std::uint64_t v = i * 0x9e3779b97f4a7c15ull;
+    std::memcpy(data.data() + i, &v, std::min<std::uint64_t>(8, size - i));
+  }
+  const std::string key = "obj-" + format_size(size);
+  auto r = admin_->put("bench", key, data);
+  if (!r.ok()) return r.status();
+  if (nginx_) {
+    std::ofstream f(tmp_ + "/www/bench/" + key, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(size));
+    if (!f) return Status(Errc::io_error, "cannot write the nginx copy of " + key);
+  }
+  uploaded_.insert(size);
+  return Status::Ok();
+}
+
+Row Bench::run_point(const Point& p) {
+  Row row;
+  row.p = p;
+  const std::string self = self_exe();
+  const std::string endpoint =
+      p.path->nginx ? "http://127.0.0.1:" + std::to_string(nginx_->port()) : endpoint_;
+  std::vector<Process> workers;
+  std::string first_note;
+  for (std::uint32_t i = 0; i < p.procs; ++i) {
+    SpawnOptions so;
+    so.argv = {self,
+               "--worker",
+               "--endpoint",
+               endpoint,
+               "--access-key",
+               o_.access_key,
+               "--secret-key",
+               o_.secret_key,
+               "--fabric",
+               p.path->fabric,
+               "--op",
+               p.op,
+               "--bucket",
+               "bench",
+               "--key",
+               p.op == "get" ? "obj-" + format_size(p.size) : "put-" + p.path->name,
+               "--size",
+               std::to_string(p.size),
+               "--threads",
+               std::to_string(p.threads),
+               "--duration-ms",
+               std::to_string(o_.duration_ms),
+               "--id",
+               "p" + std::to_string(i)};
+    so.env = p.path->env;
+    so.env.emplace_back("UCX_WARN_UNUSED_ENV_VARS", "n");
+    so.pipe_stdin = so.pipe_stdout = true;
+    so.stderr_file = tmp_ + "/workers.log";
+    auto w = Process::spawn(so);
+    if (!w.ok()) {
+      row.note = w.status().message();
+      return row;
+    }
+    workers.push_back(std::move(*w));
+  }
+  for (auto& w : workers) {
+    auto line = w.read_line(milliseconds(120'000));
+    if (!line || line->rfind("ready", 0) != 0) {
+      row.note = line ? *line : "worker did not become ready (see " + tmp_ + "/workers.log)";
+      return row;
+    }
+    if (first_note.empty()) first_note = line->substr(std::min<std::size_t>(6, line->size()));
+  }
+  // nginx's CPU is spread over its workers; only ObjDirect's server CPU is reported.
+  std::optional<double> srv0;
+  if (server_.pid() > 0 && !p.path->nginx) srv0 = process_cpu_s(server_.pid());
+  const auto t0 = Clock::now();
+  for (auto& w : workers) w.write("go\n");
+  WorkerResult total;
+  double cpu = 0;
+  for (auto& w : workers) {
+    auto line = w.read_line(milliseconds(o_.duration_ms + 600'000));
+    auto r = line ? WorkerResult::decode(*line) : std::nullopt;
+    if (!r) {
+      row.note = "worker result missing or malformed: " + line.value_or("(none)");
+      return row;
+    }
+    total.ops += r->ops;
+    total.bytes += r->bytes;
+    total.errors += r->errors;
+    total.rdma_ops += r->rdma_ops;
+    total.fallback_ops += r->fallback_ops;
+    total.latency.merge(r->latency);
+    cpu += r->cpu_s;
+    if (total.note.empty()) total.note = r->note;
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (srv0) {
+    if (auto srv1 = process_cpu_s(server_.pid()); srv1 && total.bytes > 0) {
+      row.srv_cpu_gib = (*srv1 - *srv0) / (static_cast<double>(total.bytes) / kGiB);
+    }
+  }
+  for (auto& w : workers) (void)w.wait(milliseconds(30'000));
+  row.ran = true;
+  row.ops = total.ops;
+  row.errors = total.errors;
+  row.rdma_ops = total.rdma_ops;
+  row.fallback_ops = total.fallback_ops;
+  row.gbps = static_cast<double>(total.bytes) / wall / 1e9;
+  row.ops_s = static_cast<double>(total.ops) / wall;
+  row.p50_ms = total.latency.quantile_ns(0.50) / 1e6;
+  row.p99_ms = total.latency.quantile_ns(0.99) / 1e6;
+  if (total.bytes > 0) row.cli_cpu_gib = cpu / (static_cast<double>(total.bytes) / kGiB);
+  row.note = total.note.empty() ? first_note : total.note;
+  return row;
+}
+
+const Row* Bench::find(const std::string& sweep, const std::string& op, const std::string& path,
+                       std::uint64_t size, std::uint32_t procs, std::uint32_t threads) const {
+  for (const auto& r : rows_) {
+    if (r.ran && r.p.sweep == sweep && r.p.op == op && r.p.path->name == path && r.p.size == size &&
+        r.p.procs == procs && r.p.threads == threads) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+void Bench::compute_ratios() {
+  for (auto& r : rows_) {
+    if (!r.ran) continue;
+    if (auto it = memcpy_.find(r.p.size); it != memcpy_.end() && it->second > 0) {
+      r.x_memcpy = r.gbps / it->second;
+    }
+    if (auto it = tcp_.find(r.p.size); it != tcp_.end() && it->second > 0) {
+      r.x_tcp = r.gbps / it->second;
+    }
+    if (r.p.op == "get" && !r.p.path->nginx) {
+      const Row* n = find(r.p.sweep, "get", "nginx", r.p.size, r.p.procs, r.p.threads);
+      if (n && n->gbps > 0) r.x_nginx = r.gbps / n->gbps;
+    }
+  }
+}
+
+void Bench::print_markdown(std::ostream& out) const {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  out << "## objdirect-bench\n\n"
+      << "Host " << host << ", " << std::thread::hardware_concurrency() << " CPUs; server "
+      << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
+      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; " << o_.duration_ms
+      << " ms per point.\n\n"
+      << "### Baselines\n\n| size | memcpy GB/s (1 thread) | loopback TCP GB/s (1 conn) |\n"
+      << "|---:|---:|---:|\n";
+  for (auto s : sizes_) {
+    out << "| " << format_size(s) << " | " << fmt(memcpy_.count(s) ? memcpy_.at(s) : 0) << " | "
+        << fmt(tcp_.count(s) ? tcp_.at(s) : 0) << " |\n";
+  }
+  out << "\n### Data paths\n\n"
+      << "| sweep | op | path | size | procs x threads | GB/s | ops/s | p50 ms | p99 ms "
+         "| client CPU-s/GiB | server CPU-s/GiB | x memcpy | x TCP | x nginx | rdma/fallback "
+         "ops | note |\n"
+      << "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n";
+  for (const auto& r : rows_) {
+    out << "| " << r.p.sweep << " | " << r.p.op << " | " << r.p.path->name << " | "
+        << format_size(r.p.size) << " | " << r.p.procs << "x" << r.p.threads << " | ";
+    if (!r.ran) {
+      out << "failed | | | | | | | | | | |";
+    } else {
+      out << fmt(r.gbps) << " | " << fmt(r.ops_s, 0) << " | " << fmt(r.p50_ms, 3) << " | "
+          << fmt(r.p99_ms, 3) << " | " << fmt_opt(r.cli_cpu_gib, 3) << " | "
+          << fmt_opt(r.srv_cpu_gib, 3) << " | " << fmt_opt(r.x_memcpy) << " | " << fmt_opt(r.x_tcp)
+          << " | " << fmt_opt(r.x_nginx) << " | " << r.rdma_ops << "/" << r.fallback_ops
+          << (r.errors ? " (" + std::to_string(r.errors) + " errors)" : "") << " |";
+    }
+    std::string note = r.note;
+    std::replace(note.begin(), note.end(), '|', '/');
+    out << " " << note << " |\n";
+  }
+}
+
+void Bench::write_csv(const std::string& file) const {
+  std::ofstream f(file);
+  f << "sweep,op,path,size_bytes,procs,threads,gbps,ops_s,p50_ms,p99_ms,client_cpu_s_per_gib,"
+       "server_cpu_s_per_gib,x_memcpy,x_tcp,x_nginx,ops,rdma_ops,fallback_ops,errors,note\n";
+  for (auto s : sizes_) {
+    for (const auto& [name, m] : {std::pair{"memcpy", &memcpy_}, std::pair{"tcp", &tcp_}}) {
+      if (!m->count(s)) continue;
+      f << "baseline,copy," << name << "," << s << ",1,1," << fmt(m->at(s), 4) << ",,,,,,,,,,,,,\n";
+    }
+  }
+  for (const auto& r : rows_) {
+    std::string note = r.note;
+    std::replace(note.begin(), note.end(), ',', ';');
+    std::replace(note.begin(), note.end(), '"', '\'');
+    f << r.p.sweep << "," << r.p.op << "," << r.p.path->name << "," << r.p.size << "," << r.p.procs
+      << "," << r.p.threads << ",";
+    if (r.ran) {
+      f << fmt(r.gbps, 4) << "," << fmt(r.ops_s, 1) << "," << fmt(r.p50_ms, 4) << ","
+        << fmt(r.p99_ms, 4) << "," << fmt_opt(r.cli_cpu_gib, 4) << "," << fmt_opt(r.srv_cpu_gib, 4)
+        << "," << fmt_opt(r.x_memcpy, 4) << "," << fmt_opt(r.x_tcp, 4) << ","
+        << fmt_opt(r.x_nginx, 4) << "," << r.ops << "," << r.rdma_ops << "," << r.fallback_ops
+        << "," << r.errors << ",";
+    } else {
+      f << ",,,,,,,,,,,,,";
+    }
+    f << "\"" << note << "\"\n";
+  }
+}
+
+void Bench::plot() const {
+  std::string csv = o_.csv;
+  if (csv.empty()) {
+    csv = tmp_ + "/plot.csv";
+    write_csv(csv);
+  }
+  std::string script = o_.plot_script.empty()
+                           ? std::string(OBJDIRECT_SOURCE_DIR) + "/scripts/bench-plot.gp"
+                           : o_.plot_script;
+  SpawnOptions so;
+  so.argv = {"/usr/bin/gnuplot", "-e", "csv='" + csv + "'; png='" + o_.plot + "'", script};
+  so.stderr_file = tmp_ + "/gnuplot.log";
+  auto p = Process::spawn(so);
+  if (!p.ok() || p->wait(milliseconds(60'000)) != 0) {
+    std::cerr << "objdirect-bench: gnuplot failed (is gnuplot installed? see " << tmp_
+              << "/gnuplot.log)\n";
+  }
+}
+
+std::string Bench::json() const {
+  auto pick = [&](std::uint64_t want) {
+    // The requested size if measured, else the largest measured size below it.
+    std::uint64_t best = 0;
+    for (auto s : sizes_) {
+      if (s <= want) best = std::max(best, s);
+    }
+    return best ? best : sizes_.back();
+  };
+  auto gbps = [&](const Row* r) -> std::optional<double> {
+    return r && r->ops > 0 && r->rdma_ops + (r->p.path->fabric == "none" ? r->ops : 0) > 0
+               ? std::optional<double>(r->gbps)
+               : std::nullopt;
+  };
+  auto ratio = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
+    if (!a || !b || *b <= 0) return std::nullopt;
+    return *a / *b;
+  };
+  const std::uint64_t s256 = pick(256ull << 20), s1g = pick(1ull << 30);
+  const Row* shm = find("size", "get", "lf-shm", s256, 1, 1);
+  const Row* tcp = find("size", "get", "lf-tcp", s256, 1, 1);
+  const Row* http = find("size", "get", "http", s256, 1, 1);
+  const Row* http1g = find("size", "get", "http", s1g, 1, 1);
+  const Row* nginx1g = find("size", "get", "nginx", s1g, 1, 1);
+  std::optional<double> mc;
+  if (memcpy_.count(s256)) mc = memcpy_.at(s256);
+  const auto p1 = ratio(gbps(shm), mc);
+  const auto p2 = ratio(shm && shm->rdma_ops ? shm->cli_cpu_gib : std::nullopt,
+                        http ? http->cli_cpu_gib : std::nullopt);
+  const auto p3 = ratio(gbps(tcp), gbps(http));
+  const auto p4 = ratio(gbps(http1g), gbps(nginx1g));
+  std::optional<double> p6;
+  std::string p6_basis = "none";
+  if (!procs_.empty()) {
+    const std::uint32_t pmax = *std::max_element(procs_.begin(), procs_.end());
+    for (const char* path : {"lf-shm", "http"}) {
+      const Row* one = find("procs", "get", path, procs_size_, 1, o_.total_concurrency);
+      const Row* many =
+          find("procs", "get", path, procs_size_, pmax, std::max(1u, o_.total_concurrency / pmax));
+      if (one && many && pmax > 1) {
+        p6 = ratio(gbps(many), gbps(one));
+        p6_basis = std::string(path) + " GET " + format_size(procs_size_) + ", " +
+                   std::to_string(pmax) + " procs vs 1 at total concurrency " +
+                   std::to_string(o_.total_concurrency);
+        break;
+      }
+    }
+  }
+  std::ostringstream j;
+  j << "{\"P1\": " << json_num(p1) << ", \"P2\": " << json_num(p2) << ", \"P3\": " << json_num(p3)
+    << ", \"P4\": " << json_num(p4) << ", \"P5\": null, \"P6\": " << json_num(p6)
+    << ", \"basis\": {\"P1\": \"lf-shm GET " << format_size(s256) << " / memcpy\", \"P2\": "
+    << "\"client CPU-s/GiB lf-shm GET / http GET " << format_size(s256) << "\", \"P3\": "
+    << "\"lf-tcp GET / http GET " << format_size(s256) << "\", \"P4\": \"http GET "
+    << format_size(s1g) << " objdirect / nginx\", \"P6\": \"" << p6_basis << "\"}}";
+  return j.str();
+}
+
+int Bench::run() {
+  // Defaults for --quick and the full run.
+  if (o_.sizes_text.empty())
+    o_.sizes_text = o_.quick ? "64KiB,16MiB" : "4KiB,64KiB,1MiB,16MiB,256MiB,1GiB";
+  if (o_.conc_text.empty()) o_.conc_text = o_.quick ? "1,8" : "1,4,16,64";
+  if (o_.procs_text.empty()) o_.procs_text = o_.quick ? "1,2" : "1,2,4,8";
+  if (o_.duration_ms == 0) o_.duration_ms = o_.quick ? 300 : 2000;
+  auto sizes = parse_size_list(o_.sizes_text);
+  if (!sizes) {
+    std::cerr << "objdirect-bench: bad --sizes\n";
+    return 2;
+  }
+  sizes_ = *sizes;
+  std::sort(sizes_.begin(), sizes_.end());
+  sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
+  for (const auto& c : split(o_.conc_text))
+    conc_.push_back(static_cast<std::uint32_t>(std::stoul(c)));
+  for (const auto& c : split(o_.procs_text))
+    procs_.push_back(static_cast<std::uint32_t>(std::stoul(c)));
+  for (auto c : conc_) {
+    if (c < 1 || c > limits::bench_threads_max) {
+      std::cerr << "objdirect-bench: --concurrency values must be 1.." << limits::bench_threads_max
+                << "\n";
+      return 2;
+    }
+  }
+  for (auto p : procs_) {
+    if (p < 1 || p > limits::bench_processes_max) {
+      std::cerr << "objdirect-bench: --procs values must be 1.." << limits::bench_processes_max
+                << "\n";
+      return 2;
+    }
+  }
+  ops_ = split(o_.ops_text);
+  std::set<std::string> wanted;
+  for (const auto& n :
+       split(o_.paths_text.empty() ? "http,lf-shm,lf-tcp,ucx-sm,ucx-tcp,nginx" : o_.paths_text)) {
+    wanted.insert(n);
+  }
+  for (const auto& p : all_paths()) {
+    if (!wanted.count(p.name)) continue;
+    if (!o_.endpoint.empty() && p.fabric != "none") continue;  // HTTP only on other servers
+    if (p.nginx && o_.no_nginx) continue;
+    paths_.push_back(&p);
+    wanted.erase(p.name);
+  }
+  if (!wanted.empty()) {
+    std::cerr << "objdirect-bench: unknown path " << *wanted.begin()
+              << " (http, lf-shm, lf-tcp, ucx-sm, ucx-tcp, nginx)\n";
+    return 2;
+  }
+  // The concurrency sweep runs at 1 MiB (or the size nearest below), the process sweep at
+  // 16 MiB: big enough for bandwidth, small enough for 64 buffers.
+  conc_size_ = sizes_.front();
+  procs_size_ = sizes_.front();
+  for (auto s : sizes_) {
+    if (s <= (1ull << 20)) conc_size_ = s;
+    if (s <= (16ull << 20)) procs_size_ = s;
+  }
+
+  if (auto st = setup_dirs(); !st.ok()) {
+    std::cerr << "objdirect-bench: " << st.message() << "\n";
+    return 1;
+  }
+  if (o_.endpoint.empty()) {
+    if (auto st = start_server(); !st.ok()) {
+      std::cerr << "objdirect-bench: " << st.message() << "\n";
+      return 1;
+    }
+  } else {
+    endpoint_ = o_.endpoint;
+  }
+  ClientConfig cfg;
+  cfg.endpoint = endpoint_;
+  cfg.access_key = o_.access_key;
+  cfg.secret_key = o_.secret_key;
+  cfg.fabric = "none";
+  auto admin = Client::create(cfg);
+  if (!admin.ok()) {
+    std::cerr << "objdirect-bench: " << admin.status().message() << "\n";
+    return 1;
+  }
+  admin_ = std::move(*admin);
+  if (auto st = admin_->create_bucket("bench");
+      !st.ok() && st.code() != Errc::bucket_already_owned_by_you) {
+    std::cerr << "objdirect-bench: create bucket: " << st.message() << "\n";
+    return 1;
+  }
+  // What the server advertises (x-amz-rdma-fabrics on any S3 reply).
+  if (auto ep = client::parse_endpoint(endpoint_); ep.ok()) {
+    client::HttpOptions ho;
+    ho.endpoint = *ep;
+    ho.credentials = {o_.access_key, o_.secret_key};
+    ho.region = "us-east-1";
+    client::HttpClient hc(ho);
+    client::HttpRequest req;
+    req.method = "HEAD";
+    req.target = "/bench";
+    if (auto r = hc.execute(req); r.ok()) {
+      fabrics_offered_ = std::string(r->header("x-amz-rdma-fabrics").value_or("none"));
+    }
+  }
+  bool want_nginx = false;
+  for (auto* p : paths_) want_nginx |= p->nginx;
+  if (want_nginx) {
+    auto n = Nginx::start(tmp_ + "/www", tmp_);
+    if (n.ok()) {
+      nginx_ = std::move(*n);
+    } else {
+      nginx_note_ = n.status().message();
+      std::erase_if(paths_, [](const PathSpec* p) { return p->nginx; });
+    }
+  }
+
+  // The plan, so that the progress bar knows its length.
+  std::vector<Point> plan;
+  for (auto s : sizes_) {
+    for (auto* path : paths_) {
+      for (const auto& op : ops_) {
+        if (path->nginx && op != "get") continue;
+        plan.push_back({"size", op, path, s, 1, 1});
+      }
+    }
+  }
+  const bool has_get = std::find(ops_.begin(), ops_.end(), "get") != ops_.end();
+  if (has_get) {
+    for (auto* path : paths_) {
+      for (auto c : conc_) {
+        if (c == 1) continue;  // already in the size sweep
+        const auto fit = std::max<std::uint64_t>(1, limits::bench_buffer_bytes_max / conc_size_);
+        plan.push_back({"conc", "get", path, conc_size_, 1,
+                        static_cast<std::uint32_t>(std::min<std::uint64_t>(c, fit))});
+      }
+    }
+    for (auto* path : paths_) {
+      if (path->name != "http" && path->name != "lf-shm") continue;
+      for (auto pr : procs_) {
+        plan.push_back(
+            {"procs", "get", path, procs_size_, pr, std::max(1u, o_.total_concurrency / pr)});
+      }
+    }
+  }
+  std::set<std::uint64_t> get_sizes;
+  for (const auto& p : plan) {
+    if (p.op == "get") get_sizes.insert(p.size);
+  }
+  Progress progress(sizes_.size() + get_sizes.size() + plan.size());
+  for (auto s : sizes_) {
+    progress.step("baseline memcpy/tcp " + format_size(s));
+    const auto d = milliseconds(std::max<std::uint64_t>(150, o_.duration_ms / 2));
+    memcpy_[s] = memcpy_gbps(s, d);
+    tcp_[s] = tcp_loopback_gbps(s, d);
+  }
+  for (const auto& p : plan) {
+    if (p.op == "get" && !uploaded_.count(p.size)) {
+      progress.step("upload " + format_size(p.size));
+      if (auto st = ensure_object(p.size); !st.ok()) {
+        Row r;
+        r.p = p;
+        r.note = "upload failed: " + st.message();
+        rows_.push_back(r);
+        continue;
+      }
+    }
+    progress.step(p.op + " " + p.path->name + " " + format_size(p.size) + " " +
+                  std::to_string(p.procs) + "x" + std::to_string(p.threads));
+    rows_.push_back(run_point(p));
+  }
+  progress.finish();
+  compute_ratios();
+  print_markdown(std::cout);
+  if (!o_.csv.empty()) write_csv(o_.csv);
+  if (!o_.plot.empty()) plot();
+  if (o_.json) std::cout << "\n" << json() << std::endl;
+
+  if (nginx_) nginx_->stop();
+  server_.stop();
+  if (!o_.keep_tmp) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_, ec);
+  } else {
+    std::cerr << "objdirect-bench: kept " << tmp_ << "\n";
+  }
+  for (const auto& r : rows_) {
+    if (!r.ran || r.errors > 0) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace objdirect::bench
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "--worker") {
+    return objdirect::bench::worker_main(argc - 1, argv + 1);
+  }
+  objdirect::bench::Options o;
+  CLI::App app{
+      "objdirect-bench: GET/PUT throughput, latency and CPU of every ObjDirect data path (HTTP, "
+      "libfabric shm/tcp, UCX sm/tcp) beside memcpy, loopback TCP and nginx baselines"};
+  app.add_option("--endpoint", o.endpoint,
+                 "Measure an existing S3 server (HTTP path only) instead of starting one");
+  app.add_option("--access-key", o.access_key, "Access key")->capture_default_str();
+  app.add_option("--secret-key", o.secret_key, "Secret key")->capture_default_str();
+  app.add_option("--server-bin", o.server_bin,
+                 "objdirect-server binary (default: beside this one)");
+  app.add_flag("--quick", o.quick, "Small run (< 60 s): sizes 64KiB,16MiB; 300 ms per point");
+  app.add_option("--sizes", o.sizes_text, "Object sizes, e.g. 4KiB,64KiB,1MiB,16MiB,256MiB,1GiB");
+  app.add_option("--paths", o.paths_text, "Comma list of http,lf-shm,lf-tcp,ucx-sm,ucx-tcp,nginx");
+  app.add_option("--ops", o.ops_text, "get,put")->capture_default_str();
+  app.add_option("--concurrency", o.conc_text, "Threads of the concurrency sweep (1,4,16,64)");
+  app.add_option("--procs", o.procs_text, "Processes of the process sweep (1,2,4,8)");
+  app.add_option("--total-concurrency", o.total_concurrency,
+                 "Transfers in flight across processes in the process sweep")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, objdirect::limits::bench_threads_max));
+  app.add_option("--duration-ms", o.duration_ms, "Measured time per point (2000; quick 300)");
+  app.add_option("--csv", o.csv, "Write every point as CSV");
+  app.add_option("--plot", o.plot, "Write a PNG of GB/s vs size per path (gnuplot)");
+  app.add_option("--plot-script", o.plot_script, "gnuplot script (default scripts/bench-plot.gp)");
+  app.add_option("--tmp-dir", o.tmp_parent, "Parent of the temporary directory")
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "End the output with one JSON object of the P1..P6 figures");
+  app.add_flag("--keep-tmp", o.keep_tmp, "Keep the temporary directory (logs, data)");
+  app.add_flag("--no-nginx", o.no_nginx, "Skip the nginx baseline");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  objdirect::bench::Bench bench(std::move(o));
+  return bench.run();
+}

@@ -1,0 +1,207 @@
+// Worker mode: one client process of a measured point. See bench.hpp for the protocol.
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench.hpp"
+#include "objdirect/client.hpp"
+
+namespace objdirect::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double process_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// Anonymous mapping, touched so that page faults stay out of the measured window.
+struct Buffer {
+  std::byte* ptr = nullptr;
+  std::size_t size = 0;
+  explicit Buffer(std::size_t n) : size(n) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("objdirect-bench worker: mmap");
+      std::exit(3);
+    }
+    ptr = static_cast<std::byte*>(p);
+    // Non-zero, position-dependent bytes: a PUT of zeros could be special-cased somewhere.
+    for (std::size_t i = 0; i < n; i += 4096) ptr[i] = static_cast<std::byte>(i >> 12 | 1);
+    std::memset(ptr, 0x5a, std::min<std::size_t>(n, 4096));
+  }
+  ~Buffer() { munmap(ptr, size); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  CLI::App app{"objdirect-bench worker (internal)"};
+  std::string endpoint, access_key, secret_key, fabric = "none", op = "get", bucket = "bench", key;
+  std::string size_text;
+  std::uint32_t threads = 1, part_concurrency = 8;
+  std::uint64_t duration_ms = 1000, part_size = 8ull << 20;
+  std::string id = "w0";
+  app.add_option("--endpoint", endpoint)->required();
+  app.add_option("--access-key", access_key);
+  app.add_option("--secret-key", secret_key);
+  app.add_option("--fabric", fabric);
+  app.add_option("--op", op)->check(CLI::IsMember({"get", "put"}));
+  app.add_option("--bucket", bucket);
+  app.add_option("--key", key)->required();
+  app.add_option("--size", size_text)->required();
+  app.add_option("--threads", threads)->check(CLI::Range(1u, limits::bench_threads_max));
+  app.add_option("--duration-ms", duration_ms);
+  app.add_option("--part-size", part_size);
+  app.add_option("--part-concurrency", part_concurrency);
+  app.add_option("--id", id);
+  app.allow_extras(false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto size = parse_size(size_text);
+  if (!size) {
+    std::cerr << "worker: bad --size\n";
+    return 2;
+  }
+
+  ClientConfig cfg;
+  cfg.endpoint = endpoint;
+  cfg.access_key = access_key;
+  cfg.secret_key = secret_key;
+  cfg.fabric = fabric;
+  cfg.part_size_bytes = part_size;
+  cfg.concurrency = part_concurrency;
+  cfg.connections_max = std::max<std::uint32_t>(64, threads * part_concurrency);
+  auto client_r = Client::create(cfg);
+  if (!client_r.ok()) {
+    std::cout << "fail " << client_r.status().message() << std::endl;
+    return 1;
+  }
+  Client& client = **client_r;
+
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  std::vector<MemoryHandle> handles(threads);
+  for (std::uint32_t t = 0; t < threads; ++t) {
+    bufs.push_back(std::make_unique<Buffer>(*size));
+    if (fabric != "none") {
+      auto h = client.register_memory(bufs.back()->ptr, *size);
+      if (!h.ok()) {
+        std::cout << "fail register_memory: " << h.status().message() << std::endl;
+        return 1;
+      }
+      handles[t] = *h;
+    }
+  }
+  // Each thread's own key for PUT, so that threads do not overwrite one another.
+  auto key_of = [&](std::uint32_t t) {
+    return op == "get" ? key : key + "-" + id + "-" + std::to_string(t);
+  };
+  auto one = [&](std::uint32_t t) -> Result<TransferResult> {
+    std::span<std::byte> buf(bufs[t]->ptr, *size);
+    if (op == "get") {
+      if (handles[t].valid()) return client.get(bucket, key_of(t), handles[t]);
+      return client.get(bucket, key_of(t), buf);
+    }
+    return client.put(bucket, key_of(t), buf);
+  };
+
+  // Warm-up: one transfer per thread opens connections and fabrics and connects RDMA peers
+  // (the first RMA to a new peer costs 30-130 ms), all outside the measured window.
+  std::string warm_path, warm_note;
+  {
+    std::vector<std::thread> ts;
+    std::mutex mu;
+    std::string failure;
+    for (std::uint32_t t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        auto r = one(t);
+        std::lock_guard lock(mu);
+        if (!r.ok()) {
+          if (failure.empty()) failure = r.status().message();
+        } else if (warm_path.empty()) {
+          warm_path = std::string(path_name(r->path));
+          warm_note = r->fabric;
+          if (!r->reason.empty()) warm_note += (warm_note.empty() ? "(" : " (") + r->reason + ")";
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    if (!failure.empty()) {
+      std::cout << "fail warm-up: " << failure << std::endl;
+      return 1;
+    }
+  }
+  std::cout << "ready " << warm_path << " " << warm_note << std::endl;
+  std::string line;
+  if (!std::getline(std::cin, line) || line != "go") return 0;
+
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::milliseconds(duration_ms);
+  const double cpu0 = process_cpu_s();
+  std::vector<WorkerResult> per(threads);
+  {
+    std::vector<std::thread> ts;
+    for (std::uint32_t t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        WorkerResult& w = per[t];
+        // At least one transfer per thread, so that a 1 GiB point still measures something.
+        do {
+          const auto a = Clock::now();
+          auto r = one(t);
+          const auto b = Clock::now();
+          if (!r.ok()) {
+            ++w.errors;
+            if (w.note.empty()) w.note = r.status().message();
+            continue;
+          }
+          ++w.ops;
+          w.bytes += r->bytes;
+          w.latency.add(static_cast<std::uint64_t>(std::chrono::nanoseconds(b - a).count()));
+          if (r->path == TransferPath::rdma) ++w.rdma_ops;
+          if (r->path == TransferPath::http_fallback) {
+            ++w.fallback_ops;
+            if (w.note.empty()) w.note = "fallback: " + r->reason;
+          }
+        } while (Clock::now() < deadline && w.errors < 100);
+      });
+    }
+    for (auto& th : ts) th.join();
+  }
+  WorkerResult total;
+  total.cpu_s = process_cpu_s() - cpu0;
+  total.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const auto& w : per) {
+    total.ops += w.ops;
+    total.bytes += w.bytes;
+    total.errors += w.errors;
+    total.rdma_ops += w.rdma_ops;
+    total.fallback_ops += w.fallback_ops;
+    total.latency.merge(w.latency);
+    if (total.note.empty()) total.note = w.note;
+  }
+  std::cout << total.encode() << std::endl;
+  if (op == "put") {
+    for (std::uint32_t t = 0; t < threads; ++t) (void)client.delete_object(bucket, key_of(t));
+  }
+  return 0;
+}
+
+}  // namespace objdirect::bench
