@@ -6,7 +6,6 @@ if (!exists("png")) png = 'bench.png'
 
 set terminal pngcairo size 1400,560 noenhanced font ",10"
 set output png
-set datafile separator ","
 set logscale x 2
 set logscale y 10
 set format x "%.0b%B"
