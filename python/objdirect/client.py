@@ -1,0 +1,290 @@
+"""objdirect.Client: the S3-over-RDMA client for Python.
+
+A Client talks to one S3 endpoint through libobjdirect. Data calls (get_into, get, put) move bytes
+directly between the caller's buffer and the server: over RDMA when a fabric is available and the
+server accepts it, otherwise over HTTP into (or from) the same buffer. The GIL is released for the
+whole transfer, so threads (and the *_async methods) overlap.
+
+Buffers accepted by get_into / put: anything with the buffer protocol (bytes and memoryview for
+put; bytearray, writable memoryview, numpy arrays for both), and CPU DLPack producers (torch
+tensors: ``__dlpack__`` with ``__dlpack_device__`` on the CPU). They must be contiguous. Device
+memory (``__cuda_array_interface__``, DLPack on CUDA/ROCm) raises DeviceBufferNotSupported before
+anything is sent: libobjdirect has no GPU data path yet, and device memory is never touched from
+the CPU.
+
+Errors: every failure raises an objdirect.ObjDirectError subclass (objdirect.errors): NoSuchKey,
+NoSuchBucket, AccessDenied, InvalidRange, Unavailable (server unreachable), Timeout, ...; a bad
+buffer raises TypeError or BufferError, a bad argument ValueError.
+
+Thread safety: a Client is thread-safe; share one between threads. After os.fork() a child must
+create its own Client (objdirect.torch datasets do this for DataLoader workers). Clients pickle as
+their constructor arguments.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import threading
+from typing import Iterator, NamedTuple, Optional
+
+from . import _objdirect
+
+__all__ = ["Client", "TransferResult", "ObjectInfo", "ObjectSummary"]
+
+
+class _Transfer(NamedTuple):
+    nbytes: int
+    path: str  # "rdma", "http" or "http-fallback"
+
+
+class TransferResult(_Transfer):
+    """(nbytes, path) of a data call; unpacks as a pair.
+
+    Also: etag (unquoted), fabric ("libfabric:shm", ...; "" when RDMA was not attempted), reason
+    (why RDMA was not used; "" for rdma), object_size, requests (HTTP requests made).
+    """
+
+    etag: str
+    fabric: str
+    reason: str
+    object_size: int
+    requests: int
+
+    @classmethod
+    def _from_native(cls, t):
+        r = cls(t[0], t[1])
+        r.etag, r.fabric, r.reason, r.object_size, r.requests = t[2], t[3], t[4], t[5], t[6]
+        return r
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+    """HeadObject's answer."""
+
+    size: int
+    etag: str
+    last_modified: str  # HTTP date as the server sent it
+    content_type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectSummary:
+    """One entry of Client.list(): an object, or (is_prefix) a common prefix under a delimiter."""
+
+    key: str
+    size: int = 0
+    etag: str = ""
+    last_modified: str = ""  # ISO 8601
+    is_prefix: bool = False
+
+
+_OPTION_NAMES = ("access_key", "secret_key", "session_token", "part_size_bytes", "concurrency",
+                 "connections_max", "connect_timeout_s", "io_timeout_s", "token_lifetime_s",
+                 "registrations_max", "registered_bytes_max")
+
+
+class Client:
+    """A client of one S3 endpoint.
+
+    Args:
+        endpoint: "http://host:port". Default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else
+            endpoint_url in the profile's ~/.aws/config section (as boto3).
+        region: default AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1.
+        profile: the ~/.aws/credentials and ~/.aws/config profile (default AWS_PROFILE, else
+            "default"). Keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+            AWS_SESSION_TOKEN, else the profile; an explicitly named profile wins over the
+            environment (as ``aws --profile``).
+        fabric: "auto" (OBJDIRECT_FABRIC if set, else the first fabric both sides have: shm, tcp,
+            ucx), "libfabric:tcp", "libfabric:shm", "ucx", or "none" (HTTP only).
+        access_key, secret_key, session_token: explicit credentials.
+        part_size_bytes: objects above this move in parts (default 8 MiB).
+        concurrency: parts in flight per call, and the worker threads of the *_async methods.
+        connections_max, connect_timeout_s, io_timeout_s, token_lifetime_s, registrations_max,
+        registered_bytes_max: see ClientConfig in include/objdirect/client.hpp.
+
+    Raises InvalidArgument for a bad configuration (no endpoint, unknown fabric, missing
+    profile). Nothing is connected until the first call.
+    """
+
+    def __init__(self, endpoint: Optional[str] = None, region: Optional[str] = None,
+                 profile: Optional[str] = None, fabric: Optional[str] = "auto", *,
+                 access_key: Optional[str] = None, secret_key: Optional[str] = None,
+                 session_token: Optional[str] = None, part_size_bytes: Optional[int] = None,
+                 concurrency: Optional[int] = None, connections_max: Optional[int] = None,
+                 connect_timeout_s: Optional[float] = None, io_timeout_s: Optional[float] = None,
+                 token_lifetime_s: Optional[int] = None, registrations_max: Optional[int] = None,
+                 registered_bytes_max: Optional[int] = None):
+        self._args = dict(endpoint=endpoint, region=region, profile=profile, fabric=fabric,
+                          access_key=access_key, secret_key=secret_key,
+                          session_token=session_token, part_size_bytes=part_size_bytes,
+                          concurrency=concurrency, connections_max=connections_max,
+                          connect_timeout_s=connect_timeout_s, io_timeout_s=io_timeout_s,
+                          token_lifetime_s=token_lifetime_s, registrations_max=registrations_max,
+                          registered_bytes_max=registered_bytes_max)
+        overrides = dict(endpoint=endpoint, region=region, access_key=access_key,
+                         secret_key=secret_key, session_token=session_token,
+                         part_size_bytes=part_size_bytes, concurrency=concurrency,
+                         connections_max=connections_max, token_lifetime_s=token_lifetime_s,
+                         registrations_max=registrations_max,
+                         registered_bytes_max=registered_bytes_max)
+        # "auto" leaves the choice to the loaded config: OBJDIRECT_FABRIC, else auto.
+        overrides["fabric"] = None if fabric in (None, "auto") else fabric
+        if connect_timeout_s is not None:
+            overrides["connect_timeout_ms"] = _ms(connect_timeout_s)
+        if io_timeout_s is not None:
+            overrides["io_timeout_ms"] = _ms(io_timeout_s)
+        self._native = _objdirect.NativeClient(profile or "", overrides)
+        self._pid = os.getpid()
+        self._executor = None
+        self._executor_lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self):
+        """Waits for pending *_async calls and stops their threads. Idempotent."""
+        self._closed = True
+        with self._executor_lock:
+            ex, self._executor = self._executor, None
+        if ex is not None:
+            ex.shutdown(wait=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (_rebuild_client, (self._args,))
+
+    def __repr__(self):
+        c = self._native.config()
+        return f"objdirect.Client(endpoint={c['endpoint']!r}, region={c['region']!r}, fabric={c['fabric']!r})"
+
+    @property
+    def config(self) -> dict:
+        """The effective configuration (endpoint, region, profile, fabric, ...; no secret)."""
+        return self._native.config()
+
+    # -- data ------------------------------------------------------------------------------------
+
+    def get_into(self, bucket: str, key: str, buf, *, offset: int = 0,
+                 length: Optional[int] = None) -> TransferResult:
+        """Reads an object into ``buf``; returns (nbytes, path).
+
+        With offset 0 and no length, the whole object, which must fit in buf (InvalidArgument
+        "buffer too small" otherwise). Otherwise the range [offset, offset+length) into the first
+        ``length`` bytes of buf (length defaults to len(buf) in bytes); a range past the end is
+        cut, and nbytes says how many bytes landed. Raises NoSuchKey, NoSuchBucket, InvalidRange
+        (offset at or past the end), PreconditionFailed (replaced during a multi-part read), ...
+        """
+        return TransferResult._from_native(
+            self._native.get_into(bucket, key, buf, _nonneg(offset, "offset"),
+                                  None if length is None else _nonneg(length, "length")))
+
+    def get(self, bucket: str, key: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """The object (or the range [offset, offset+length), cut at the end) as bytes."""
+        return self._native.get_bytes(bucket, key, _nonneg(offset, "offset"),
+                                      None if length is None else _nonneg(length, "length"))
+
+    def put(self, bucket: str, key: str, buf) -> TransferResult:
+        """Writes buf (any buffer kind; bytes included) as the object; returns (nbytes, path).
+
+        Objects above part_size_bytes go as a multipart upload (aborted on failure). Raises
+        NoSuchBucket, AccessDenied, ...
+        """
+        return TransferResult._from_native(self._native.put(bucket, key, buf))
+
+    # -- control ---------------------------------------------------------------------------------
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        """HeadObject. Raises NoSuchKey (also for a missing bucket: HEAD has no body to tell)."""
+        return ObjectInfo(*self._native.head(bucket, key))
+
+    def list(self, bucket: str, prefix: str = "", delimiter: str = "", *,
+             page_size: int = 1000) -> Iterator[ObjectSummary]:
+        """Yields the objects under prefix in key order, pages fetched lazily (ListObjectsV2).
+
+        With a delimiter, common prefixes are yielded too (is_prefix=True), in key order among the
+        objects. Raises NoSuchBucket (on the first next()), AccessDenied, ...
+        """
+        if not 1 <= page_size <= 1000:
+            raise ValueError("page_size must be 1..1000")
+        token = ""
+        while True:
+            objects, prefixes, token = self._native.list_page(bucket, prefix, delimiter, token,
+                                                              page_size)
+            entries = [ObjectSummary(k, s, e, m) for (k, s, e, m) in objects]
+            entries += [ObjectSummary(p, is_prefix=True) for p in prefixes]
+            if prefixes:
+                entries.sort(key=lambda e: e.key)
+            yield from entries
+            if token is None:
+                return
+
+    def delete(self, bucket: str, key: str) -> None:
+        """DeleteObject (a missing key is not an error in S3)."""
+        self._native.delete_object(bucket, key)
+
+    def create_bucket(self, bucket: str) -> None:
+        """Raises BucketAlreadyOwnedByYou, BucketAlreadyExists, InvalidBucketName."""
+        self._native.create_bucket(bucket)
+
+    def delete_bucket(self, bucket: str) -> None:
+        """Raises NoSuchBucket, BucketNotEmpty."""
+        self._native.delete_bucket(bucket)
+
+    def list_buckets(self) -> list:
+        """The names of the caller's buckets."""
+        return self._native.list_buckets()
+
+    # -- async -----------------------------------------------------------------------------------
+    # Each returns a concurrent.futures.Future of the synchronous call's result (or exception),
+    # run on the client's pool of `concurrency` threads. The buffer must stay alive and untouched
+    # until the future is done.
+
+    def get_into_async(self, bucket, key, buf, *, offset=0, length=None) -> concurrent.futures.Future:
+        return self._submit(self.get_into, bucket, key, buf, offset=offset, length=length)
+
+    def get_async(self, bucket, key, *, offset=0, length=None) -> concurrent.futures.Future:
+        return self._submit(self.get, bucket, key, offset=offset, length=length)
+
+    def put_async(self, bucket, key, buf) -> concurrent.futures.Future:
+        return self._submit(self.put, bucket, key, buf)
+
+    def head_async(self, bucket, key) -> concurrent.futures.Future:
+        return self._submit(self.head, bucket, key)
+
+    def delete_async(self, bucket, key) -> concurrent.futures.Future:
+        return self._submit(self.delete, bucket, key)
+
+    def _submit(self, fn, *args, **kwargs):
+        if self._closed:
+            raise RuntimeError("objdirect.Client is closed")
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._native.config()["concurrency"],
+                    thread_name_prefix="objdirect")
+            return self._executor.submit(fn, *args, **kwargs)
+
+
+def _rebuild_client(args):
+    return Client(**args)
+
+
+def _ms(seconds):
+    ms = int(round(float(seconds) * 1000))
+    if ms <= 0:
+        raise ValueError("timeouts must be positive")
+    return ms
+
+
+def _nonneg(v, what):
+    v = int(v)
+    if v < 0:
+        raise ValueError(f"{what} must be >= 0")
+    return v

@@ -1,0 +1,480 @@
+// objdirect._objdirect: the thin pybind11 layer over libobjdirect (include/objdirect/client.hpp).
+//
+// What lives here and nowhere else:
+//  - turning a Python buffer into a (pointer, size) span: the buffer protocol (bytes, bytearray,
+//    memoryview, numpy), DLPack producers on the CPU (torch tensors), and a refusal for device
+//    memory (__cuda_array_interface__, DLPack CUDA devices): libobjdirect has no CUDA path yet, and
+//    device memory must never be touched from the CPU;
+//  - releasing the GIL around every call that goes to the network;
+//  - turning a failed Status into a Python exception: raise_status() hands (errc name, S3 code,
+//    HTTP status, message) to objdirect.errors._from_native, the one place that picks the Python
+//    class.
+// The Pythonic API (objdirect.Client, generators, futures, torch datasets) is in the package's
+// Python files.
+//
+// Thread safety: NativeClient is thread-safe (libobjdirect's Client is); the GIL is released only
+// around libobjdirect calls, never while touching Python objects.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.hpp"
+#include "objdirect/client.hpp"
+
+namespace py = pybind11;
+
+namespace objdirect::python {
+namespace {
+
+// ---- DLPack (the stable v0.x ABI: DLManagedTensor in a capsule named "dltensor") ----------------
+struct DLDevice {
+  std::int32_t device_type;
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+static_assert(sizeof(DLDevice) == 8 && sizeof(DLDataType) == 4, "DLPack ABI layout");
+static_assert(sizeof(DLTensor) == 48, "DLPack ABI layout");
+
+constexpr std::int32_t kDLCPU = 1;
+constexpr std::int32_t kDLCUDAHost = 3;  // pinned host memory: the CPU may touch it
+constexpr std::int32_t kDLCUDAManaged = 13;
+
+const char* dlpack_device_name(std::int32_t type) {
+  switch (type) {
+    case 2:
+      return "CUDA";
+    case 4:
+      return "OpenCL";
+    case 7:
+      return "Vulkan";
+    case 8:
+      return "Metal";
+    case 10:
+      return "ROCm";
+    case kDLCUDAManaged:
+      return "CUDA managed";
+    default:
+      return "a non-CPU device";
+  }
+}
+
+// ---- errors -------------------------------------------------------------------------------------
+
+[[noreturn]] void raise_from(py::object exc) {
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+// The one conversion of a Status into a Python exception (the class is chosen in Python).
+[[noreturn]] void raise_status(const Status& st) {
+  py::object factory = py::module_::import("objdirect.errors").attr("_from_native");
+  raise_from(factory(std::string(errc_name(st.code())), std::string(s3_code(st.code())),
+                     http_status(st.code()), st.message()));
+}
+
+[[noreturn]] void raise_device_unsupported(const std::string& what) {
+  py::object cls = py::module_::import("objdirect.errors").attr("DeviceBufferNotSupported");
+  raise_from(cls(what +
+                 ": this build of libobjdirect has no GPU data path (no CUDA support); copy to a "
+                 "host buffer first (e.g. tensor.cpu() / cupy.asnumpy)"));
+}
+
+template <class T>
+T value_or_raise(Result<T>&& r) {
+  if (!r.ok()) raise_status(r.status());
+  return std::move(r).value();
+}
+
+// ---- buffers ------------------------------------------------------------------------------------
+
+// A contiguous byte range borrowed from a Python object, held until destruction (GIL held then).
+class BorrowedBuffer {
+ public:
+  BorrowedBuffer() = default;
+  BorrowedBuffer(const BorrowedBuffer&) = delete;
+  BorrowedBuffer& operator=(const BorrowedBuffer&) = delete;
+  ~BorrowedBuffer() {
+    if (has_view_) PyBuffer_Release(&view_);
+  }
+
+  std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+
+  // Borrows `obj`. Errors (raised): DeviceBufferNotSupported for device memory, TypeError for
+  // objects that are no buffer, BufferError for read-only (when `writable`) or non-contiguous ones.
+  static std::unique_ptr<BorrowedBuffer> acquire(py::handle obj, bool writable) {
+    auto b = std::make_unique<BorrowedBuffer>();
+    if (py::hasattr(obj, "__cuda_array_interface__")) {
+      raise_device_unsupported(std::string(py::str(obj.get_type().attr("__name__"))) +
+                               " exposes __cuda_array_interface__ (device memory)");
+    }
+    bool has_dlpack = py::hasattr(obj, "__dlpack__") && py::hasattr(obj, "__dlpack_device__");
+    if (has_dlpack) {
+      auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+      if (dev.first != kDLCPU && dev.first != kDLCUDAHost) {
+        raise_device_unsupported("a DLPack tensor on " +
+                                 std::string(dlpack_device_name(dev.first)) + " (device type " +
+                                 std::to_string(dev.first) + ")");
+      }
+    }
+    if (PyObject_CheckBuffer(obj.ptr())) {
+      int flags = PyBUF_ANY_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+      if (PyObject_GetBuffer(obj.ptr(), &b->view_, flags) != 0) {
+        PyErr_Clear();
+        // Say why in terms of the caller's object.
+        Py_buffer probe;
+        bool readable = PyObject_GetBuffer(obj.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0;
+        if (readable) PyBuffer_Release(&probe);
+        PyErr_Clear();
+        std::string type = py::str(obj.get_type().attr("__name__"));
+        if (readable) {
+          throw py::buffer_error("the destination " + type +
+                                 " is read-only; pass a writable buffer (bytearray, numpy array, "
+                                 "torch tensor)");
+        }
+        throw py::buffer_error("the " + type +
+                               " is not contiguous; pass a contiguous buffer (e.g. "
+                               "numpy.ascontiguousarray)");
+      }
+      b->has_view_ = true;
+      b->data_ = static_cast<std::byte*>(b->view_.buf);
+      b->size_ = static_cast<std::size_t>(b->view_.len);
+      return b;
+    }
+    if (has_dlpack) {
+      b->acquire_dlpack(obj);
+      return b;
+    }
+    throw py::type_error(
+        "expected a buffer (bytes-like object, numpy array) or a DLPack tensor, got " +
+        std::string(py::str(obj.get_type().attr("__name__"))));
+  }
+
+ private:
+  void acquire_dlpack(py::handle obj) {
+    capsule_ = obj.attr("__dlpack__")();
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule_.ptr(), "dltensor"));
+    if (m == nullptr) throw py::error_already_set();
+    const DLTensor& t = m->dl_tensor;
+    std::size_t bits = std::size_t{t.dtype.bits} * std::size_t{t.dtype.lanes};
+    if (bits % 8 != 0) throw py::buffer_error("DLPack tensor with a sub-byte element type");
+    std::size_t elem = bits / 8;
+    std::size_t numel = 1;
+    for (std::int32_t i = 0; i < t.ndim; ++i) {
+      if (t.shape[i] < 0) throw py::buffer_error("DLPack tensor with a negative dimension");
+      numel *= static_cast<std::size_t>(t.shape[i]);
+    }
+    // Row-major compact, ignoring strides of dimensions of extent 1 (their stride is arbitrary).
+    if (t.strides != nullptr && numel > 0) {
+      std::int64_t expect = 1;
+      for (std::int32_t i = t.ndim - 1; i >= 0; --i) {
+        if (t.shape[i] != 1 && t.strides[i] != expect) {
+          throw py::buffer_error(
+              "the DLPack tensor is not contiguous; pass a contiguous one (tensor.contiguous())");
+        }
+        expect *= t.shape[i];
+      }
+    }
+    // The capsule stays named "dltensor" (not consumed), so its destructor returns the tensor to
+    // the producer when capsule_ goes.
+    data_ = static_cast<std::byte*>(t.data) + t.byte_offset;
+    size_ = numel * elem;
+  }
+
+  Py_buffer view_{};
+  bool has_view_ = false;
+  py::object capsule_;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// ---- results ------------------------------------------------------------------------------------
+
+py::tuple to_tuple(const TransferResult& r) {
+  return py::make_tuple(r.bytes, std::string(path_name(r.path)), r.etag, r.fabric, r.reason,
+                        r.object_size, r.requests);
+}
+
+// ---- the client ---------------------------------------------------------------------------------
+
+class NativeClient {
+ public:
+  // `overrides`: keys of ClientConfig with values to use instead of what load() found.
+  // Errors (raised): InvalidArgument and friends from ClientConfig::load / Client::create.
+  NativeClient(const std::string& profile, const py::dict& overrides) {
+    ClientConfig config = value_or_raise(ClientConfig::load(profile));
+    for (auto item : overrides) {
+      std::string k = py::str(item.first);
+      py::handle v = item.second;
+      if (v.is_none()) continue;
+      if (k == "endpoint") {
+        config.endpoint = v.cast<std::string>();
+      } else if (k == "region") {
+        config.region = v.cast<std::string>();
+      } else if (k == "access_key") {
+        config.access_key = v.cast<std::string>();
+      } else if (k == "secret_key") {
+        config.secret_key = v.cast<std::string>();
+      } else if (k == "session_token") {
+        config.session_token = v.cast<std::string>();
+      } else if (k == "fabric") {
+        config.fabric = v.cast<std::string>();
+      } else if (k == "part_size_bytes") {
+        config.part_size_bytes = v.cast<std::uint64_t>();
+      } else if (k == "concurrency") {
+        config.concurrency = v.cast<std::uint32_t>();
+      } else if (k == "connections_max") {
+        config.connections_max = v.cast<std::uint32_t>();
+      } else if (k == "connect_timeout_ms") {
+        config.connect_timeout_ms = v.cast<std::uint32_t>();
+      } else if (k == "io_timeout_ms") {
+        config.io_timeout_ms = v.cast<std::uint32_t>();
+      } else if (k == "token_lifetime_s") {
+        config.token_lifetime_s = v.cast<std::uint32_t>();
+      } else if (k == "registrations_max") {
+        config.registrations_max = v.cast<std::uint32_t>();
+      } else if (k == "registered_bytes_max") {
+        config.registered_bytes_max = v.cast<std::uint64_t>();
+      } else {
+        throw py::type_error("unknown client option '" + k + "'");
+      }
+    }
+    client_ = value_or_raise(Client::create(std::move(config)));
+  }
+
+  py::dict config() const {
+    const ClientConfig& c = client_->config();
+    py::dict d;
+    d["endpoint"] = c.endpoint;
+    d["region"] = c.region;
+    d["profile"] = c.profile;
+    d["access_key"] = c.access_key;
+    d["fabric"] = c.fabric;
+    d["part_size_bytes"] = c.part_size_bytes;
+    d["concurrency"] = c.concurrency;
+    d["connections_max"] = c.connections_max;
+    d["connect_timeout_ms"] = c.connect_timeout_ms;
+    d["io_timeout_ms"] = c.io_timeout_ms;
+    d["token_lifetime_s"] = c.token_lifetime_s;
+    return d;
+  }
+
+  // Reads into `buf`. offset == 0 and no length: the whole object, which must fit. Otherwise the
+  // range [offset, offset + length) with length defaulting to the buffer's size (cut at the end
+  // of the object).
+  py::tuple get_into(const std::string& bucket, const std::string& key, py::handle buf,
+                     std::uint64_t offset, std::optional<std::uint64_t> length) {
+    auto b = BorrowedBuffer::acquire(buf, /*writable=*/true);
+    std::span<std::byte> dst(b->data(), b->size());
+    std::optional<ByteRange> range;
+    if (offset != 0 || length) {
+      std::uint64_t n = length.value_or(dst.size());
+      if (n > dst.size()) {
+        throw py::value_error("length " + std::to_string(n) + " exceeds the buffer's " +
+                              std::to_string(dst.size()) + " bytes");
+      }
+      if (n == 0) throw py::value_error("cannot read 0 bytes: the buffer or length is empty");
+      dst = dst.first(n);
+      range = ByteRange{offset, n};
+    }
+    Result<TransferResult> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->get(bucket, key, dst, range);
+    }
+    return to_tuple(value_or_raise(std::move(r)));
+  }
+
+  // The object (or a range of it) as a new bytes object, filled in place (no extra copy).
+  py::bytes get_bytes(const std::string& bucket, const std::string& key, std::uint64_t offset,
+                      std::optional<std::uint64_t> length) {
+    // The size comes from HEAD; if the object grows before the GET, the GET fails with "buffer
+    // too small" and we ask again (a few times: a key rewritten without pause never settles).
+    for (int attempt = 0;; ++attempt) {
+      Result<ObjectInfo> info = Status(Errc::internal, "not run");
+      {
+        py::gil_scoped_release nogil;
+        info = client_->head(bucket, key);
+      }
+      std::uint64_t size = value_or_raise(std::move(info)).size;
+      std::uint64_t want = 0;
+      std::optional<ByteRange> range;
+      if (offset != 0 || length) {
+        if (offset > size || (offset == size && size > 0)) {
+          raise_status(Status(Errc::invalid_range, "offset " + std::to_string(offset) +
+                                                       " is at or past the object's end (" +
+                                                       std::to_string(size) + " bytes)"));
+        }
+        want = std::min(length.value_or(size - offset), size - offset);
+        if (want == 0) return py::bytes("", 0);
+        range = ByteRange{offset, want};
+      } else {
+        want = size;
+      }
+      PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
+      if (raw == nullptr) throw py::error_already_set();
+      if (want == 0) return py::reinterpret_steal<py::bytes>(raw);
+      std::span<std::byte> dst(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw)), want);
+      Result<TransferResult> r = Status(Errc::internal, "not run");
+      {
+        py::gil_scoped_release nogil;
+        r = client_->get(bucket, key, dst, range);
+      }
+      if (!r.ok()) {
+        Py_DECREF(raw);
+        if (!range && r.code() == Errc::invalid_argument && attempt < 3) continue;  // it grew
+        raise_status(r.status());
+      }
+      if (r->bytes < want && _PyBytes_Resize(&raw, static_cast<Py_ssize_t>(r->bytes)) != 0) {
+        throw py::error_already_set();
+      }
+      return py::reinterpret_steal<py::bytes>(raw);
+    }
+  }
+
+  py::tuple put(const std::string& bucket, const std::string& key, py::handle buf) {
+    auto b = BorrowedBuffer::acquire(buf, /*writable=*/false);
+    std::span<const std::byte> src(b->data(), b->size());
+    Result<TransferResult> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->put(bucket, key, src);
+    }
+    return to_tuple(value_or_raise(std::move(r)));
+  }
+
+  py::tuple head(const std::string& bucket, const std::string& key) {
+    Result<ObjectInfo> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->head(bucket, key);
+    }
+    ObjectInfo i = value_or_raise(std::move(r));
+    return py::make_tuple(i.size, i.etag, i.last_modified, i.content_type);
+  }
+
+  // One ListObjectsV2 page: (objects [(key, size, etag, last_modified)], prefixes, next token or
+  // None).
+  py::tuple list_page(const std::string& bucket, const std::string& prefix,
+                      const std::string& delimiter, const std::string& token,
+                      std::uint32_t max_keys) {
+    ListOptions o;
+    o.prefix = prefix;
+    o.delimiter = delimiter;
+    o.continuation_token = token;
+    o.max_keys = max_keys;
+    Result<ListPage> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->list(bucket, o);
+    }
+    ListPage page = value_or_raise(std::move(r));
+    py::list objects;
+    for (const ListEntry& e : page.objects) {
+      objects.append(py::make_tuple(e.key, e.size, e.etag, e.last_modified));
+    }
+    py::object next = py::none();
+    if (page.is_truncated) next = py::str(page.next_continuation_token);
+    return py::make_tuple(objects, py::cast(page.common_prefixes), next);
+  }
+
+  void delete_object(const std::string& bucket, const std::string& key) {
+    run_status([&] { return client_->delete_object(bucket, key); });
+  }
+  void create_bucket(const std::string& bucket) {
+    run_status([&] { return client_->create_bucket(bucket); });
+  }
+  void delete_bucket(const std::string& bucket) {
+    run_status([&] { return client_->delete_bucket(bucket); });
+  }
+  std::vector<std::string> list_buckets() {
+    Result<std::vector<std::string>> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->list_buckets();
+    }
+    return value_or_raise(std::move(r));
+  }
+
+ private:
+  template <class F>
+  void run_status(F&& f) {
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = f();
+    }
+    if (!st.ok()) raise_status(st);
+  }
+
+  std::unique_ptr<Client> client_;
+};
+
+// Errc names with their S3 code and HTTP status, for objdirect.errors' tables and tests.
+py::list errc_table() {
+  py::list out;
+#define OBJDIRECT_PY_ERRC(name, s3, http) out.append(py::make_tuple(#name, s3, http));
+  OBJDIRECT_ERRC_TABLE(OBJDIRECT_PY_ERRC)
+#undef OBJDIRECT_PY_ERRC
+  return out;
+}
+
+}  // namespace
+}  // namespace objdirect::python
+
+PYBIND11_MODULE(_objdirect, m) {
+  using objdirect::python::NativeClient;
+  m.doc() = "libobjdirect binding; use the objdirect package, not this module";
+  m.def("errc_table", &objdirect::python::errc_table,
+        "[(errc name, S3 code, HTTP status)] of libobjdirect's error table");
+  m.def(
+      "buffer_info",
+      [](py::handle obj, bool writable) {
+        auto b = objdirect::python::BorrowedBuffer::acquire(obj, writable);
+        return py::make_tuple(reinterpret_cast<std::uintptr_t>(b->data()), b->size());
+      },
+      py::arg("obj"), py::arg("writable") = false,
+      "(address, nbytes) of a buffer as get_into/put would see it (for tests and diagnostics)");
+  py::class_<NativeClient>(m, "NativeClient")
+      .def(py::init<const std::string&, const py::dict&>(), py::arg("profile"),
+           py::arg("overrides"))
+      .def("config", &NativeClient::config)
+      .def("get_into", &NativeClient::get_into, py::arg("bucket"), py::arg("key"), py::arg("buf"),
+           py::arg("offset") = 0, py::arg("length") = py::none())
+      .def("get_bytes", &NativeClient::get_bytes, py::arg("bucket"), py::arg("key"),
+           py::arg("offset") = 0, py::arg("length") = py::none())
+      .def("put", &NativeClient::put, py::arg("bucket"), py::arg("key"), py::arg("buf"))
+      .def("head", &NativeClient::head)
+      .def("list_page", &NativeClient::list_page)
+      .def("delete_object", &NativeClient::delete_object)
+      .def("create_bucket", &NativeClient::create_bucket)
+      .def("delete_bucket", &NativeClient::delete_bucket)
+      .def("list_buckets", &NativeClient::list_buckets);
+}

@@ -1,0 +1,206 @@
+"""objdirect.torch against the real objdirect-server: tensors, datasets with DataLoader workers,
+checkpoints through torch.save / torch.load.
+
+torch is required (Debian's python3-torch, installed by scripts/bootstrap): these are the
+package's PyTorch features, so a missing torch is a failure, not a skip. Only the CUDA test skips
+(no GPU on this machine).
+"""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data
+
+import objdirect
+from objdirect.torch import Checkpoint, IterableDataset, MapDataset, ObjectReader
+from conftest import ACCESS_KEY, SECRET_KEY
+
+
+def settings(server):
+    return dict(endpoint=server.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
+                fabric="none")
+
+
+def to_tensor(reader):
+    return torch.frombuffer(bytearray(reader.read()), dtype=torch.uint8)
+
+
+def fill_prefix(client, bucket, prefix, n, size=64):
+    objs = {}
+    for i in range(n):
+        key = f"{prefix}{i:03d}.bin"
+        objs[key] = bytes([i % 256]) * size
+        client.put(bucket, key, objs[key])
+    return objs
+
+
+# -- tensors as buffers (DLPack) ----------------------------------------------------------------
+
+
+def test_torch_tensor_round_trip(client, bucket):
+    src = torch.randn(256, 64)
+    assert not hasattr(src, "__buffer__") and hasattr(src, "__dlpack__")
+    assert client.put(bucket, "t", src).nbytes == src.numel() * 4
+    dst = torch.empty(256, 64)
+    assert client.get_into(bucket, "t", dst).nbytes == dst.numel() * 4
+    assert torch.equal(src, dst)
+    # A contiguous slice: the DLPack byte offset is honoured.
+    big = torch.zeros(4, 256, 64)
+    client.get_into(bucket, "t", big[2])
+    assert torch.equal(big[2], src) and big[1].abs().sum() == 0 and big[3].abs().sum() == 0
+    # Other dtypes and shapes of the same bytes.
+    as_bytes = torch.empty(256 * 64 * 4, dtype=torch.uint8)
+    client.get_into(bucket, "t", as_bytes)
+    assert as_bytes.numpy().tobytes() == src.numpy().tobytes()
+
+
+def test_torch_non_contiguous_is_refused(client, bucket):
+    client.put(bucket, "t", torch.zeros(64, 64))
+    with pytest.raises(BufferError, match="contiguous"):
+        client.get_into(bucket, "t", torch.zeros(64, 128)[:, ::2])
+
+
+class DLPackOnly:
+    """Only the DLPack protocol (no buffer protocol, no numpy): what a foreign framework offers."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def test_dlpack_producer(client, bucket):
+    src = torch.arange(1000, dtype=torch.int64)
+    client.put(bucket, "d", DLPackOnly(src))
+    dst = torch.zeros(1000, dtype=torch.int64)
+    assert client.get_into(bucket, "d", DLPackOnly(dst)).nbytes == 8000
+    assert torch.equal(src, dst)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_tensor_is_refused_without_touching_it(client, bucket):
+    client.put(bucket, "g", b"x" * 1024)
+    dst = torch.zeros(1024, dtype=torch.uint8, device="cuda")
+    with pytest.raises(objdirect.DeviceBufferNotSupported):
+        client.get_into(bucket, "g", dst)
+    assert dst.sum().item() == 0
+    with pytest.raises(objdirect.DeviceBufferNotSupported):
+        client.put(bucket, "g2", dst)
+
+
+# -- datasets -----------------------------------------------------------------------------------
+
+
+def test_map_dataset_with_two_workers(server, client, bucket):
+    objs = fill_prefix(client, bucket, "train/", 20)
+    client.put(bucket, "other/x", b"not in the prefix")
+    ds = MapDataset.from_prefix(f"s3://{bucket}/train/", transform=to_tensor, **settings(server))
+    assert len(ds) == 20 and ds.keys == sorted(objs)
+    assert bytes(ds[3].numpy()) == objs["train/003.bin"]
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2)
+    batches = list(loader)
+    assert len(batches) == 5 and all(b.shape == (4, 64) for b in batches)
+    rows = torch.cat(batches)
+    assert [int(r[0]) for r in rows] == list(range(20))
+    # Default transform: the items are readers.
+    raw = MapDataset.from_prefix(f"s3://{bucket}/train/", client=client)
+    r = raw[5]
+    assert isinstance(r, ObjectReader) and r.key == "train/005.bin" and r.read() == objs[r.key]
+
+
+def test_map_dataset_from_objects_and_errors(server, client, bucket):
+    objs = fill_prefix(client, bucket, "x/", 3)
+    ds = MapDataset.from_objects([f"s3://{bucket}/x/002.bin", f"s3://{bucket}/x/000.bin"],
+                                 transform=lambda r: r.read(), **settings(server))
+    assert [ds[0], ds[1]] == [objs["x/002.bin"], objs["x/000.bin"]]
+    missing = MapDataset.from_objects([f"s3://{bucket}/nope"], transform=lambda r: r.read(),
+                                      **settings(server))
+    with pytest.raises(objdirect.NoSuchKey):
+        missing[0]
+    with pytest.raises(objdirect.NoSuchBucket):
+        len(MapDataset.from_prefix("s3://no-such-bucket-here/", **settings(server)))
+    # A worker's error reaches the main process as the typed exception.
+    loader = torch.utils.data.DataLoader(missing, num_workers=2)
+    with pytest.raises(objdirect.NoSuchKey):
+        list(loader)
+    with pytest.raises(ValueError):
+        MapDataset.from_prefix("bucket/prefix", **settings(server))
+
+
+def test_iterable_dataset_shards_by_worker(server, client, bucket):
+    objs = fill_prefix(client, bucket, "it/", 15)
+    ds = IterableDataset.from_prefix(f"s3://{bucket}/it/", transform=lambda r: (r.key, r.read()),
+                                     **settings(server))
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    got = list(loader)
+    assert sorted(k for k, _ in got) == sorted(objs)  # each object exactly once
+    assert all(objs[k] == v for k, v in got)
+    unsharded = IterableDataset.from_prefix(f"s3://{bucket}/it/", transform=lambda r: r.key,
+                                            shard_by_worker=False, **settings(server))
+    both = list(torch.utils.data.DataLoader(unsharded, batch_size=None, num_workers=2))
+    assert sorted(both) == sorted(list(objs) * 2)  # every worker saw every object
+    assert list(unsharded) == sorted(objs)  # in-process: everything once
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+
+
+def test_checkpoint_round_trip(server, bucket):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    state = {"model": model.state_dict(), "epoch": 7, "big": torch.randn(3 << 18)}  # ~3 MiB
+    ckpt = Checkpoint(**settings(server))
+    uri = f"s3://{bucket}/ckpt/epoch7.pt"
+    with ckpt.writer(uri) as f:
+        torch.save(state, f)
+    assert f.result.nbytes > 3 << 20
+    for mode in ("whole", "ranged"):
+        with ckpt.reader(uri, mode=mode) as f:
+            loaded = torch.load(f)
+        assert loaded["epoch"] == 7 and torch.equal(loaded["big"], state["big"])
+        for k, v in state["model"].items():
+            assert torch.equal(loaded["model"][k], v)
+
+
+def test_checkpoint_writer_discards_on_error(server, client, bucket):
+    ckpt = Checkpoint(client=client)
+    with pytest.raises(RuntimeError):
+        with ckpt.writer(f"s3://{bucket}/partial.pt") as f:
+            f.write(b"half a checkpoint")
+            raise RuntimeError("training crashed")
+    with pytest.raises(objdirect.NoSuchKey):
+        client.head(bucket, "partial.pt")
+    w = ckpt.writer(f"s3://no-such-bucket-here/x.pt")
+    w.write(b"x")
+    with pytest.raises(objdirect.NoSuchBucket):
+        w.close()
+
+
+def test_reader_is_a_seekable_file(client, bucket):
+    data = bytes(range(256)) * 40
+    client.put(bucket, "f", data)
+    for mode in ("whole", "ranged"):
+        r = ObjectReader(client, bucket, "f", mode=mode)
+        assert r.readable() and r.seekable() and r.size == len(data)
+        assert r.read(10) == data[:10] and r.tell() == 10
+        r.seek(-6, io.SEEK_END)
+        assert r.read() == data[-6:] and r.read(5) == b""
+        r.seek(100)
+        buf = bytearray(50)
+        assert r.readinto(buf) == 50 and bytes(buf) == data[100:150]
+        r.seek(20, io.SEEK_CUR)
+        assert r.read(5) == data[170:175]
+        arr = np.zeros(30, np.uint8)
+        r.seek(len(data) - 10)
+        assert r.readinto(arr) == 10 and arr[:10].tobytes() == data[-10:]
+        r.seek(0)
+        assert io.BufferedReader(r).read() == data
+        r.close()
+        with pytest.raises(ValueError):
+            r.read(1)
