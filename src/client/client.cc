@@ -475,8 +475,23 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
                     "buffer of " + std::to_string(dst.size()) + " bytes is smaller than the range");
     }
     first = Piece{range->offset, std::min(range->length, part), 0, 0};
-  } else if (dst.size() > part) {
-    first = Piece{0, part, 0, 0};
+  } else if (dst.empty()) {
+    // Nothing to read into: HEAD tells whether the object is empty. Never ask for a body the
+    // buffer cannot hold (dropping a connection mid-body wastes the server's work).
+    auto h = head(bucket, key);
+    ++res.requests;
+    if (!h.ok()) return h.status();
+    if (h->size > 0) {
+      return Status(Errc::invalid_argument,
+                    "empty buffer for a " + std::to_string(h->size) + "-byte object");
+    }
+    res.etag = h->etag;
+    res.reason = "empty transfer";
+    return res;
+  } else {
+    // At most what the buffer holds: a larger object shows in Content-Range and is refused
+    // without receiving bytes that have nowhere to go.
+    first = Piece{0, std::min<std::uint64_t>(dst.size(), part), 0, 0};
   }
 
   // First request: learns the size and the ETag that pins the remaining parts.
@@ -494,6 +509,10 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
                                                 " bytes is too small for the object");
     }
     return o.status();
+  }
+  if (!range && o->resp.status == 200 && first) {
+    // The server ignored Range and sent the whole object, which fitted (the sink refuses more).
+    first.reset();
   }
   info.merge(o->info);
   res.etag = unquote(o->resp.header("etag").value_or(""));

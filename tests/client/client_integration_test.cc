@@ -98,6 +98,9 @@ Server* start_server(const std::string& name, std::vector<std::string> extra) {
     ADD_FAILURE() << "server did not start; said: " << text;
     kill(s->pid, SIGKILL);
     waitpid(s->pid, nullptr, 0);
+    close(out[0]);
+    fs::remove_all(s->dir);
+    delete s;
     return nullptr;
   }
   auto at = text.find(marker);
