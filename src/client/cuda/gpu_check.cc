@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -112,15 +113,74 @@ bool start_server(Server& s, const std::string& binary, const std::string& data_
   return false;
 }
 
+// Device memory, or host memory standing in for it (--host-memory: checks this tool and the
+// client integration on a machine without a GPU; no baseline, no kernel).
+struct Memory {
+  const CudaApi* api = nullptr;  // nullptr: host emulation
+  void* alloc(std::size_t n) {
+    void* p = nullptr;
+    if (api == nullptr) return std::malloc(n);
+    return api->malloc_device(&p, n) == k_success ? p : nullptr;
+  }
+  void release(void* p) {
+    if (api == nullptr) {
+      std::free(p);
+    } else {
+      api->free_device(p);
+    }
+  }
+  void h2d(void* d, const void* h, std::size_t n) {
+    if (api == nullptr) {
+      std::memcpy(d, h, n);
+    } else {
+      api->memcpy_sync(d, h, n, k_memcpy_host_to_device);
+    }
+  }
+  void zero(void* d, std::size_t n) {
+    if (api == nullptr) {
+      std::memset(d, 0, n);
+    } else {
+      api->memset_sync(d, 0, n);
+    }
+  }
+  Result<std::uint32_t> crc(const void* d, std::size_t n, cudaStream_t stream) {
+    if (api == nullptr) {
+      Checksummer sum(ChecksumAlgo::crc32c);
+      sum.update(d, n);
+      return crc_value(sum);
+    }
+    auto r = crc32c_device(d, n, stream);
+    if (!r.ok()) return r.status();
+    return r->crc32c;
+  }
+};
+
+// The bounce path: BounceContext on a GPU, the same BouncePipeline over host memory otherwise.
+struct Mover {
+  std::unique_ptr<BounceContext> ctx;
+  std::unique_ptr<StagingPool> pool;
+  HostCopyEngine engine;
+  Result<BounceResult> get(void* d, std::size_t n, cudaStream_t stream, const FetchChunk& f,
+                           BounceOptions o = {}) {
+    if (ctx) return ctx->get(d, n, stream, f, o);
+    return BouncePipeline(*pool, engine).get(d, n, f, o);
+  }
+  Result<BounceResult> put(const void* d, std::size_t n, cudaStream_t stream, const StoreChunk& f,
+                           BounceOptions o = {}) {
+    if (ctx) return ctx->put(d, n, stream, f, o);
+    return BouncePipeline(*pool, engine).put(d, n, f, o);
+  }
+};
+
 // Fills device memory with a pattern whose every 8 MiB piece differs (a misplaced chunk shows),
 // returning its CRC32C.
-std::uint32_t fill_device(const CudaApi& api, std::byte* dev, std::size_t n,
+std::uint32_t fill_device(Memory& mem, std::byte* dev, std::size_t n,
                           std::vector<std::byte>& host_piece) {
   Checksummer sum(ChecksumAlgo::crc32c);
   for (std::size_t off = 0, i = 0; off < n; off += host_piece.size(), ++i) {
     std::size_t len = std::min(host_piece.size(), n - off);
     std::memcpy(host_piece.data(), &i, std::min(len, sizeof i));
-    api.memcpy_sync(dev + off, host_piece.data(), len, k_memcpy_host_to_device);
+    mem.h2d(dev + off, host_piece.data(), len);
     sum.update(host_piece.data(), len);
   }
   return crc_value(sum);
@@ -164,17 +224,22 @@ int main(int argc, char** argv) {
   app.add_option("--size", sizes, "object sizes in bytes")->capture_default_str();
   app.add_option("--chunk-bytes", chunk_bytes, "bounce chunk")->capture_default_str();
   app.add_option("--slots", slots, "bounce staging slots")->capture_default_str();
+  bool host_memory = false;
+  app.add_flag("--host-memory", host_memory,
+               "host memory stands in for device memory (checks the tool without a GPU)");
   CLI11_PARSE(app, argc, argv);
 
-  auto api_r = CudaApi::get();
-  if (!api_r.ok()) {
-    std::printf("no GPU: %s\n", api_r.status().message().c_str());
-    return 2;
+  Memory mem;
+  if (!host_memory) {
+    auto api_r = CudaApi::get();
+    if (!api_r.ok()) {
+      std::printf("no GPU: %s\n", api_r.status().message().c_str());
+      return 2;
+    }
+    mem.api = *api_r;
+    Status kernel = crc32c_kernel_status();
+    std::printf("CRC32C kernel: %s\n", kernel.ok() ? "loaded" : kernel.to_string().c_str());
   }
-  const CudaApi& api = **api_r;
-  std::printf("CRC32C kernel: %s\n", crc32c_kernel_status().ok()
-                                         ? "loaded"
-                                         : crc32c_kernel_status().to_string().c_str());
 
   std::filesystem::path tmp;
   struct RemoveTmp {  // declared before the server: removed after it has stopped
@@ -199,22 +264,22 @@ int main(int argc, char** argv) {
   std::size_t size_max = 0;
   for (auto s : sizes) size_max = std::max(size_max, s);
   const std::size_t dst_offset = 4096 + 3;  // GETs land at an odd offset into the device buffer
-  void* src_v = nullptr;
-  void* dst_v = nullptr;
-  if (api.malloc_device(&src_v, size_max) != k_success ||
-      api.malloc_device(&dst_v, size_max + dst_offset) != k_success) {
+  void* src_v = mem.alloc(size_max);
+  void* dst_v = mem.alloc(size_max + dst_offset);
+  if (src_v == nullptr || dst_v == nullptr) {
     std::printf("cudaMalloc of %zu bytes failed\n", size_max);
     return 2;
   }
   auto* src = static_cast<std::byte*>(src_v);
   auto* dst = static_cast<std::byte*>(dst_v);
   void* pinned = nullptr;
-  api.malloc_host(&pinned, std::min<std::size_t>(size_max, 1ull << 30));
+  if (mem.api != nullptr)
+    mem.api->malloc_host(&pinned, std::min<std::size_t>(size_max, 1ull << 30));
   std::vector<std::byte> piece(chunk_bytes);
   std::mt19937_64 rng(42);
   for (auto& b : piece) b = static_cast<std::byte>(rng());
   cudaStream_t stream = nullptr;
-  api.stream_create(&stream);
+  if (mem.api != nullptr) mem.api->stream_create(&stream);
 
   std::vector<Row> rows;
   for (const std::string& fabric : fabrics) {
@@ -238,24 +303,33 @@ int main(int argc, char** argv) {
       continue;
     }
     // Staging registered once with this client's fabric: RDMA lands in the slots.
-    auto ctx_r = BounceContext::create(
-        {chunk_bytes, slots}, [&](std::span<std::byte> all) -> Result<std::shared_ptr<void>> {
-          auto h = client.register_memory(all.data(), all.size());
-          if (!h.ok()) return h.status();
-          return std::shared_ptr<void>(std::make_shared<MemoryHandle>(std::move(*h)));
-        });
-    if (!ctx_r.ok()) {
-      check(false, fabric + ": staging: " + ctx_r.status().to_string());
+    auto register_staging = [&](std::span<std::byte> all) -> Result<std::shared_ptr<void>> {
+      auto h = client.register_memory(all.data(), all.size());
+      if (!h.ok()) return h.status();
+      return std::shared_ptr<void>(std::make_shared<MemoryHandle>(std::move(*h)));
+    };
+    Mover ctx;
+    Status staging_status;
+    if (mem.api != nullptr) {
+      auto c = BounceContext::create({chunk_bytes, slots}, register_staging);
+      if (c.ok()) ctx.ctx = std::move(c).value();
+      staging_status = c.status();
+    } else {
+      auto p = StagingPool::create_host(slots, chunk_bytes, register_staging);
+      if (p.ok()) ctx.pool = std::move(p).value();
+      staging_status = p.status();
+    }
+    if (!staging_status.ok()) {
+      check(false, fabric + ": staging: " + staging_status.to_string());
       continue;
     }
-    BounceContext& ctx = **ctx_r;
 
     for (std::size_t n : sizes) {
       Row row;
       row.fabric = fabric;
       row.size = n;
       const std::string key = "obj-" + std::to_string(n);
-      const std::uint32_t expected = fill_device(api, src, n, piece);
+      const std::uint32_t expected = fill_device(mem, src, n, piece);
       std::string paths;
       auto note_path = [&](const TransferResult& t) {
         std::string p(path_name(t.path));
@@ -282,7 +356,7 @@ int main(int argc, char** argv) {
       row.put_gbps = gbps(n, t1 - t0);
       check(*put->crc32c == expected, fabric + " PUT " + size_name(n) + ": staging CRC differs");
 
-      api.memset_sync(dst, 0, n + dst_offset);
+      mem.zero(dst, n + dst_offset);
       t0 = Clock::now();
       auto get = ctx.get(
           dst + dst_offset, n, stream,
@@ -297,14 +371,12 @@ int main(int argc, char** argv) {
       check(get.ok(), fabric + " GET " + size_name(n) + ": " + get.status().to_string());
       if (!get.ok()) continue;
       row.get_gbps = gbps(n, t1 - t0);
-      auto dev_crc = crc32c_device(dst + dst_offset, n, stream);
-      bool ok = get->bytes == n && *get->crc32c == expected && dev_crc.ok() &&
-                dev_crc->crc32c == expected;
-      check(ok,
-            fabric + " GET " + size_name(n) + ": data differs (bytes " +
-                std::to_string(get->bytes) + ", device CRC " +
-                (dev_crc.ok() ? std::to_string(dev_crc->crc32c) : dev_crc.status().to_string()) +
-                ", expected " + std::to_string(expected) + ")");
+      auto dev_crc = mem.crc(dst + dst_offset, n, stream);
+      bool ok = get->bytes == n && *get->crc32c == expected && dev_crc.ok() && *dev_crc == expected;
+      check(ok, fabric + " GET " + size_name(n) + ": data differs (bytes " +
+                    std::to_string(get->bytes) + ", device CRC " +
+                    (dev_crc.ok() ? std::to_string(*dev_crc) : dev_crc.status().to_string()) +
+                    ", expected " + std::to_string(expected) + ")");
 
       // Range GET of object chunk 0 into an odd offset of the device buffer.
       if (n > 3000) {
@@ -322,20 +394,20 @@ int main(int argc, char** argv) {
               if (!r.ok()) return r.status();
               return static_cast<std::size_t>(r->bytes);
             });
-        auto rc = crc32c_device(dst + 777, r_len, stream);
-        check(ranged.ok() && rc.ok() && rc->crc32c == crc_value(sum),
+        auto rc = mem.crc(dst + 777, r_len, stream);
+        check(ranged.ok() && rc.ok() && *rc == crc_value(sum),
               fabric + " Range GET " + size_name(n) + " into a device offset: " +
                   (ranged.ok() ? "data differs" : ranged.status().to_string()));
-        ok = ok && ranged.ok() && rc.ok() && rc->crc32c == crc_value(sum);
+        ok = ok && ranged.ok() && rc.ok() && *rc == crc_value(sum);
       }
       for (std::size_t i = 0; i < put->chunks; ++i) {
         (void)client.delete_object(bucket, key + "." + std::to_string(i));
       }
-      baseline(api, src, n, pinned, row);
-      row.path = paths + " via bounce";
+      if (mem.api != nullptr) baseline(*mem.api, src, n, pinned, row);
+      row.path = paths + (mem.api != nullptr ? " via bounce" : " via bounce (host emulation)");
       row.ok = ok;
       rows.push_back(row);
-      std::printf("  %-14s %8s  PUT %6.2f GB/s  GET %6.2f GB/s  %s\n", fabric.c_str(),
+      std::printf("  %-14s %8s  PUT %7.3f GB/s  GET %7.3f GB/s  %s\n", fabric.c_str(),
                   size_name(n).c_str(), row.put_gbps, row.get_gbps, ok ? "ok" : "FAILED");
       std::fflush(stdout);
     }
@@ -346,21 +418,22 @@ int main(int argc, char** argv) {
       "|\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", r.fabric.c_str(),
+    std::printf("| %s | %s | %.3f | %.3f | %.2f | %.2f | %s | %s |\n", r.fabric.c_str(),
                 size_name(r.size).c_str(), r.put_gbps, r.get_gbps, r.h2d_gbps, r.d2h_gbps,
                 r.path.c_str(), r.ok ? "yes" : "NO");
   }
-  transport::Capabilities none;
-  std::printf("\ndevice path with Debian's fabrics: %s (direct needs caps().cuda_memory)\n",
-              device_path_name(choose_path(classify_pointer(src), none)));
-  auto dmabuf = export_dmabuf(src, 2 << 20);
-  std::printf("dmabuf export: %s\n", dmabuf.ok() ? "ok" : dmabuf.status().to_string().c_str());
-  if (dmabuf.ok()) close(*dmabuf);
-
-  api.stream_destroy(stream);
-  api.free_host(pinned);
-  api.free_device(src);
-  api.free_device(dst);
+  if (mem.api != nullptr) {
+    transport::Capabilities none;
+    std::printf("\ndevice path with Debian's fabrics: %s (direct needs caps().cuda_memory)\n",
+                device_path_name(choose_path(classify_pointer(src), none)));
+    auto dmabuf = export_dmabuf(src, 2 << 20);
+    std::printf("dmabuf export: %s\n", dmabuf.ok() ? "ok" : dmabuf.status().to_string().c_str());
+    if (dmabuf.ok()) close(*dmabuf);
+    mem.api->stream_destroy(stream);
+    mem.api->free_host(pinned);
+  }
+  mem.release(src);
+  mem.release(dst);
   std::printf("\n%s (%d failure%s)\n", failures == 0 ? "PASS" : "FAIL", failures,
               failures == 1 ? "" : "s");
   return failures == 0 ? 0 : 1;
