@@ -88,6 +88,7 @@ struct Options {
   std::string endpoint, access_key = "AK", secret_key = "SK", server_bin, csv, plot, plot_script;
   std::string sizes_text, paths_text, ops_text = "get,put", conc_text, procs_text;
   std::string tmp_parent = "/tmp";
+  std::vector<std::string> server_args;  // appended to objdirect-server's command line
   std::uint64_t duration_ms = 0;
   std::uint32_t total_concurrency = 8;
   bool quick = false, json = false, keep_tmp = false, no_nginx = false;
@@ -206,6 +207,7 @@ Status Bench::start_server() {
   so.argv = {
       bin,           "--listen",     "127.0.0.1:0", "--data",   tmp_ + "/data", "--access-key",
       o_.access_key, "--secret-key", o_.secret_key, "--fabric", "auto",         "--no-fsync"};
+  so.argv.insert(so.argv.end(), o_.server_args.begin(), o_.server_args.end());
   so.env = {{"FI_TCP_IFACE", "lo"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
   so.pipe_stdout = true;
   so.stderr_file = tmp_ + "/server.log";
@@ -372,8 +374,10 @@ void Bench::print_markdown(std::ostream& out) const {
   out << "## objdirect-bench\n\n"
       << "Host " << host << ", " << std::thread::hardware_concurrency() << " CPUs; server "
       << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
-      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; " << o_.duration_ms
-      << " ms per point.\n\n"
+      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; " << o_.duration_ms << " ms per point"
+      << (o_.server_args.empty() ? "" : "; extra server arguments:");
+  for (const auto& a : o_.server_args) out << " " << a;
+  out << ".\n\n"
       << "### Baselines\n\n| size | memcpy GB/s (1 thread) | loopback TCP GB/s (1 conn) |\n"
       << "|---:|---:|---:|\n";
   for (auto s : sizes_) {
@@ -715,6 +719,10 @@ int main(int argc, char** argv) {
   app.add_option("--secret-key", o.secret_key, "Secret key")->capture_default_str();
   app.add_option("--server-bin", o.server_bin,
                  "objdirect-server binary (default: beside this one)");
+  app.add_option("--server-arg", o.server_args,
+                 "Extra objdirect-server argument (repeatable), e.g. "
+                 "--server-arg=--rdma-buffer-pool-bytes=1073741824")
+      ->allow_extra_args(false);
   app.add_flag("--quick", o.quick, "Small run (< 60 s): sizes 64KiB,16MiB; 300 ms per point");
   app.add_option("--sizes", o.sizes_text, "Object sizes, e.g. 4KiB,64KiB,1MiB,16MiB,256MiB,1GiB");
   app.add_option("--paths", o.paths_text, "Comma list of http,lf-shm,lf-tcp,ucx-sm,ucx-tcp,nginx");
