@@ -368,12 +368,16 @@ TEST_P(ClientFabricIT, RoundTripOverFabric) {
   const bool expect_rdma =
       fabric == "auto" ? !offered.empty() : offered.find(fabric) != std::string::npos;
   auto c = make(base_config(fabric));
-  for (std::size_t n :
-       {std::size_t{1}, std::size_t{4096}, std::size_t{(1 << 20) + 1}, std::size_t{20u << 20}}) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4096},
+                        std::size_t{(1 << 20) + 1}, std::size_t{64u << 20}}) {
     TransferResult p, g;
     round_trip(*c, n, &p, &g);
+    if (n == 0) {
+      EXPECT_EQ(p.path, TransferPath::http);  // nothing to move: no token
+      EXPECT_EQ(p.reason, "empty transfer");
+    }
     for (const auto* r : {&p, &g}) {
-      if (expect_rdma) {
+      if (expect_rdma && n > 0) {
         EXPECT_EQ(r->path, TransferPath::rdma) << fabric << " " << n << ": " << r->reason;
       }
       if (r->path == TransferPath::rdma) {
@@ -549,6 +553,49 @@ TEST_F(ClientIT, CliCopyBothWaysAndExitCodes) {
   EXPECT_EQ(mb.code, 0) << mb.out;
   CliRun rb = run_cli("rb s3://" + bucket_ + "-cli");
   EXPECT_EQ(rb.code, 0) << rb.out;
+}
+
+// SIGINT in the middle of a download: neither the destination nor the temporary file remains.
+TEST_F(ClientIT, CliInterruptedDownloadLeavesNothing) {
+  const std::size_t n = 128u << 20;
+  auto src = pattern(n, 11);
+  ASSERT_TRUE(client_->put(bucket_, "big", src).ok());
+  fs::path dir = g_server->dir / ("int-" + bucket_);
+  fs::create_directories(dir);
+  fs::path dst = dir / "big";
+  const std::string ak = std::string("AWS_ACCESS_KEY_ID=") + kAccessKey;
+  const std::string sk = std::string("AWS_SECRET_ACCESS_KEY=") + kSecretKey;
+  const std::string ep = "AWS_ENDPOINT_URL=" + g_server->endpoint;
+  const std::string url = "s3://" + bucket_ + "/big";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    const char* env[] = {ak.c_str(), sk.c_str(), ep.c_str(), "HOME=/nonexistent", nullptr};
+    execle(OBJDIRECT_CLI_BIN, OBJDIRECT_CLI_BIN, "cp", "--fabric", "none", "--concurrency", "1",
+           "--part-size", "5242880", url.c_str(), dst.c_str(), static_cast<char*>(nullptr), env);
+    _exit(127);
+  }
+  // Wait for the temporary file to appear, then interrupt.
+  bool seen = false;
+  for (int i = 0; i < 20'000 && !seen; ++i) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      seen = seen || e.path().filename().string().find(".objdirect-") != std::string::npos;
+    }
+    if (!seen) usleep(500);
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(seen) << "the download never created its temporary file";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    GTEST_SKIP() << "the download finished before the signal arrived";
+  }
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  EXPECT_FALSE(fs::exists(dst)) << "a half-written destination was left";
+  for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
 }
 
 TEST_F(ClientIT, CApiProgram) {

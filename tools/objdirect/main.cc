@@ -224,13 +224,20 @@ int download(Client& c, const Options& o, const S3Url& src, std::string dst) {
   }
   std::vector<char> tmp(tmpl.begin(), tmpl.end());
   tmp.push_back('\0');
+  // Signals wait while the file is created and its name published, so that the handler never
+  // misses a file that exists.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, sig);
+  sigprocmask(SIG_BLOCK, &block, &old);
   int fd = mkstemp(tmp.data());
+  if (fd >= 0) std::memcpy(g_temp_path, tmp.data(), tmp.size());
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   if (fd < 0) {
     std::cerr << "objdirect: cannot create a file in " << dir << ": " << std::strerror(errno)
               << "\n";
     return kGeneric;
   }
-  std::memcpy(g_temp_path, tmp.data(), tmp.size());
   auto fail = [&](int code) {
     close(fd);
     unlink(g_temp_path);
@@ -277,13 +284,16 @@ int download(Client& c, const Options& o, const S3Url& src, std::string dst) {
     munmap(m.ptr, m.len);
     m.ptr = nullptr;
   }
-  if (close(fd) != 0 || rename(g_temp_path, final_path.c_str()) != 0) {
-    std::cerr << "objdirect: cannot write " << dst << ": " << std::strerror(errno) << "\n";
-    unlink(g_temp_path);
-    g_temp_path[0] = 0;
+  sigprocmask(SIG_BLOCK, &block, &old);
+  const bool renamed = close(fd) == 0 && rename(g_temp_path, final_path.c_str()) == 0;
+  const int err = errno;
+  if (!renamed) unlink(g_temp_path);
+  g_temp_path[0] = 0;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (!renamed) {
+    std::cerr << "objdirect: cannot write " << dst << ": " << std::strerror(err) << "\n";
     return kGeneric;
   }
-  g_temp_path[0] = 0;
   print_transfer(o, "download", *r, secs);
   return kOk;
 }
