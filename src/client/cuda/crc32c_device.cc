@@ -170,6 +170,11 @@ Result<DeviceCrc> crc32c_device(const void* device_ptr, std::size_t n, cudaStrea
   auto api = CudaApi::get();
   if (!api.ok()) return api.status();
   if (n == 0) return DeviceCrc{0, false};  // CRC32C of nothing
+  // Binds the runtime's primary context to this thread (a no-op once bound): the driver calls
+  // below (module load, launch) use the calling thread's current context.
+  if (cudaError_t e = (*api)->free_device(nullptr); e != k_success) {
+    return (*api)->runtime_error("cudaFree(0)", e);
+  }
   if (prefer_gpu) {
     const Kernel& k = kernel(**api);
     if (k.status.ok()) return crc_on_gpu(**api, k, device_ptr, n, stream);

@@ -123,8 +123,11 @@ Result<const CudaApi*> CudaApi::get() {
     }
     int count = 0;
     if (cudaError_t e = api->get_device_count(&count); e != k_success || count == 0) {
-      l->result = Status(Errc::unavailable, "no CUDA device (cudaGetDeviceCount: " +
-                                                std::to_string(static_cast<int>(e)) + ")");
+      // e.g. "CUDA driver version is insufficient for CUDA runtime version (35)": a libcudart
+      // newer than the driver.
+      std::string why = e != k_success ? api->runtime_error("cudaGetDeviceCount", e).message()
+                                       : std::string("cudaGetDeviceCount found 0 devices");
+      l->result = Status(Errc::unavailable, "no CUDA device: " + why);
       return l;
     }
     l->result = static_cast<const CudaApi*>(api);
