@@ -83,6 +83,9 @@ double tcp_loopback_gbps(std::uint64_t size, std::chrono::milliseconds duration)
     ::setsockopt(s, SOL_SOCKET, SO_SNDBUF, &buf_bytes, sizeof buf_bytes);
     int one = 1;
     ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // A send blocked on a full window must not outlive the measurement (see the close below).
+    timeval tv{1, 0};
+    ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       ::close(s);
       return;
@@ -126,9 +129,10 @@ double tcp_loopback_gbps(std::uint64_t size, std::chrono::milliseconds duration)
   }
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   stop = true;
-  ::shutdown(c, SHUT_RDWR);
-  sender.join();
+  // close() with unread bytes queued sends a RST, which fails the sender's blocked send at
+  // once; shutdown() would only send a FIN and leave it waiting for window space forever.
   ::close(c);
+  sender.join();
   return static_cast<double>(bytes) / s / 1e9;
 }
 

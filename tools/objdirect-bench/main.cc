@@ -10,6 +10,7 @@
 // Output: a Markdown table on stdout, --csv FILE, --plot FILE.png (gnuplot), and with --json a
 // last line holding {"P1".."P6"} (see docs/BENCHMARKS.md). Exit status: 0 when every point
 // ran without transfer errors, 1 otherwise, 2 on bad arguments.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,17 @@
 
 namespace objdirect::bench {
 namespace {
+
+// Children to end when the coordinator is interrupted (the Process destructors do not run then).
+volatile sig_atomic_t g_server_pid = 0;
+volatile sig_atomic_t g_nginx_pid = 0;
+
+extern "C" void on_signal(int sig) {
+  if (g_server_pid > 0) ::kill(g_server_pid, SIGTERM);
+  if (g_nginx_pid > 0) ::kill(g_nginx_pid, SIGTERM);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -221,6 +233,7 @@ Status Bench::start_server() {
                   "objdirect-server did not start (see " + tmp_ + "/server.log)");
   }
   endpoint_ = line->substr(kListening.size());
+  g_server_pid = server_.pid();
   return Status::Ok();
 }
 
@@ -621,6 +634,7 @@ int Bench::run() {
     auto n = Nginx::start(tmp_ + "/www", tmp_);
     if (n.ok()) {
       nginx_ = std::move(*n);
+      g_nginx_pid = nginx_->pid();
     } else {
       nginx_note_ = n.status().message();
       std::erase_if(paths_, [](const PathSpec* p) { return p->nginx; });
@@ -688,6 +702,8 @@ int Bench::run() {
   if (!o_.plot.empty()) plot();
   if (o_.json) std::cout << "\n" << json() << std::endl;
 
+  g_nginx_pid = 0;
+  g_server_pid = 0;
   if (nginx_) nginx_->stop();
   server_.stop();
   if (!o_.keep_tmp) {
@@ -747,6 +763,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  ::signal(SIGINT, objdirect::bench::on_signal);
+  ::signal(SIGTERM, objdirect::bench::on_signal);
   objdirect::bench::Bench bench(std::move(o));
   return bench.run();
 }
