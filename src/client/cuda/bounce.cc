@@ -1,5 +1,6 @@
 #include "client/cuda/bounce.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -184,32 +185,63 @@ Result<BounceResult> BouncePipeline::get(void* device_dst, std::size_t size,
   if (options.crc32c) crc.emplace();
   auto* dst = static_cast<std::byte*>(device_dst);  // arithmetic only: never dereferenced here
 
-  for (std::size_t i = 0, offset = 0; offset < size; ++i, offset += chunk_bytes) {
-    const std::size_t s = i % slots;
-    if (busy[s]) {
-      // The copy of chunk i-slots must have left the slot before the network overwrites it.
-      busy[s] = false;
-      if (Status st = engine_.wait_slot(s); !st.ok()) return drain(busy, std::move(st));
+  const std::size_t batch_max = std::clamp<std::size_t>(options.fetch_concurrency, 1, slots);
+  const std::size_t chunks = (size + chunk_bytes - 1) / chunk_bytes;
+  for (std::size_t first = 0; first < chunks; first += batch_max) {
+    const std::size_t batch = std::min(batch_max, chunks - first);
+    std::vector<Chunk> batch_chunks;
+    for (std::size_t i = first; i < first + batch; ++i) {
+      const std::size_t s = i % slots;
+      if (busy[s]) {
+        // The copy of chunk i-slots must have left the slot before the network overwrites it.
+        busy[s] = false;
+        if (Status st = engine_.wait_slot(s); !st.ok()) return drain(busy, std::move(st));
+      }
+      const std::size_t offset = i * chunk_bytes;
+      batch_chunks.push_back(Chunk{i, offset, std::min(chunk_bytes, size - offset)});
     }
-    Chunk chunk{i, offset, std::min(chunk_bytes, size - offset)};
-    std::span<std::byte> staging = pool_.slot(s).first(chunk.length);
-    auto got = fetch(chunk, staging, s);
-    if (!got.ok()) return drain(busy, got.status());
-    if (*got > chunk.length) {
-      return drain(busy, Status(Errc::internal, "fetch returned " + std::to_string(*got) +
-                                                    " bytes for a chunk of " +
-                                                    std::to_string(chunk.length)));
+    auto fetch_one = [&](const Chunk& c) {
+      const std::size_t s = c.index % slots;
+      return fetch(c, pool_.slot(s).first(c.length), s);
+    };
+    std::vector<Result<std::size_t>> got;
+    got.reserve(batch);
+    if (batch == 1) {
+      got.push_back(fetch_one(batch_chunks[0]));
+    } else {
+      std::vector<std::future<Result<std::size_t>>> others;
+      for (std::size_t j = 1; j < batch; ++j) {
+        others.push_back(std::async(std::launch::async, fetch_one, std::cref(batch_chunks[j])));
+      }
+      got.push_back(fetch_one(batch_chunks[0]));
+      for (auto& f : others) got.push_back(f.get());
     }
-    if (*got > 0) {
-      if (crc) crc->update(staging.data(), *got);
-      busy[s] = true;
-      Status st =
-          engine_.start_copy(s, dst + offset, staging.data(), *got, CopyDirection::to_device);
-      if (!st.ok()) return drain(busy, std::move(st));
+    for (std::size_t j = 0; j < batch; ++j) {
+      const Chunk& chunk = batch_chunks[j];
+      const std::size_t s = chunk.index % slots;
+      if (!got[j].ok()) return drain(busy, got[j].status());
+      const std::size_t n = *got[j];
+      if (n > chunk.length) {
+        return drain(busy, Status(Errc::internal, "fetch returned " + std::to_string(n) +
+                                                      " bytes for a chunk of " +
+                                                      std::to_string(chunk.length)));
+      }
+      std::span<std::byte> staging = pool_.slot(s).first(n);
+      if (n > 0) {
+        if (crc) crc->update(staging.data(), n);
+        busy[s] = true;
+        Status st =
+            engine_.start_copy(s, dst + chunk.offset, staging.data(), n, CopyDirection::to_device);
+        if (!st.ok()) return drain(busy, std::move(st));
+      }
+      result.bytes += n;
+      result.chunks = chunk.index + 1;
+      if (n < chunk.length) {  // the data ended early (range cut at the object's end)
+        if (Status st = drain(busy, Status::Ok()); !st.ok()) return st;
+        if (crc) result.crc32c = crc->value();
+        return result;
+      }
     }
-    result.bytes += *got;
-    result.chunks = i + 1;
-    if (*got < chunk.length) break;  // the data ended early (range cut at the object's end)
   }
   if (Status st = drain(busy, Status::Ok()); !st.ok()) return st;
   if (crc) result.crc32c = crc->value();

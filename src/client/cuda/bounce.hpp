@@ -153,6 +153,11 @@ struct BounceResult {
 
 struct BounceOptions {
   bool crc32c = false;
+  // GET only: chunks fetched at once (1..pool slots; 0 counts as 1). Above 1, the chunks of a
+  // batch are fetched on that many threads (fetch must then be thread-safe) while the device
+  // copies of the previous batch run; the copies still start in chunk order. A failure in a batch
+  // starts no copy for it or any later chunk, but other fetches of the same batch may have run.
+  std::size_t fetch_concurrency = 1;
 };
 
 // The chunk scheduler. Uses every slot of `pool`; `engine` must accept slot indexes below

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -160,6 +162,35 @@ TEST_P(BounceTest, PutStoresEveryChunkInOrderFromAnOffset) {
   EXPECT_EQ(*r->crc32c, isal_crc32c({device.data() + device_offset, n}));
 }
 
+TEST_P(BounceTest, ConcurrentFetchesLandInOrder) {
+  const std::size_t n = GetParam();
+  auto object = pattern(n, 4);
+  for (std::size_t concurrency : {std::size_t{2}, k_slots, k_slots + 5}) {
+    std::vector<std::byte> device(n + 1, std::byte{0xEE});
+    RecordingEngine engine(*pool);
+    std::mutex mu;
+    std::vector<std::size_t> fetched;
+    auto fetch = [&](const Chunk& c, std::span<std::byte> staging,
+                     std::size_t slot) -> Result<std::size_t> {
+      EXPECT_EQ(slot, c.index % k_slots);
+      std::memcpy(staging.data(), object.data() + c.offset, c.length);
+      std::lock_guard lock(mu);
+      fetched.push_back(c.index);
+      return c.length;
+    };
+    BounceOptions options;
+    options.crc32c = true;
+    options.fetch_concurrency = concurrency;
+    auto r = BouncePipeline(*pool, engine).get(device.data() + 1, n, fetch, options);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->bytes, n);
+    EXPECT_EQ(fetched.size(), (n + k_chunk - 1) / k_chunk);
+    EXPECT_EQ(0, std::memcmp(device.data() + 1, object.data(), n)) << concurrency;
+    EXPECT_EQ(*r->crc32c, isal_crc32c(object));
+    EXPECT_FALSE(engine.any_pending());
+  }
+}
+
 class BounceFailureTest : public ::testing::Test {
  protected:
   void SetUp() override { pool = StagingPool::create_host(k_slots, k_chunk).value(); }
@@ -185,6 +216,25 @@ TEST_F(BounceFailureTest, FetchFailureStopsFetchingAndCopying) {
   EXPECT_EQ(calls, 5u);
   EXPECT_EQ(engine.starts, 4u) << "no copy after the failed chunk";
   EXPECT_FALSE(engine.any_pending()) << "in-flight copies must be waited for before returning";
+}
+
+TEST_F(BounceFailureTest, ConcurrentFetchFailureStartsNoCopyFromItOn) {
+  RecordingEngine engine(*pool);
+  std::atomic<std::size_t> calls{0};
+  auto fetch = [&](const Chunk& c, std::span<std::byte> staging,
+                   std::size_t) -> Result<std::size_t> {
+    ++calls;
+    if (c.index == 4) return Status(Errc::timeout, "network stalled at chunk 4");
+    std::memcpy(staging.data(), object.data() + c.offset, c.length);
+    return c.length;
+  };
+  BounceOptions options;
+  options.fetch_concurrency = k_slots;  // batches {0,1,2} {3,4,5}
+  auto r = BouncePipeline(*pool, engine).get(device.data(), n, fetch, options);
+  EXPECT_EQ(r.code(), Errc::timeout);
+  EXPECT_EQ(calls.load(), 6u) << "the failing batch ran, no later one";
+  EXPECT_EQ(engine.starts, 4u) << "chunks 0-3 copied; nothing from chunk 4 on";
+  EXPECT_FALSE(engine.any_pending());
 }
 
 TEST_F(BounceFailureTest, CopyStartFailureStopsTheGet) {

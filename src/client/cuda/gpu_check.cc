@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -218,12 +219,15 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes = {4096, 1 << 20, 64 << 20, 1ull << 30, 4ull << 30};
   std::size_t chunk_bytes = 8 << 20;
   std::size_t slots = 4;
+  std::size_t fetch_concurrency = 2;
   app.add_option("--server", server_bin, "objdirect-server binary")->capture_default_str();
   app.add_option("--data", data_dir, "server data directory (default: a temporary one)");
   app.add_option("--fabric", fabrics, "fabrics to test")->capture_default_str();
   app.add_option("--size", sizes, "object sizes in bytes")->capture_default_str();
   app.add_option("--chunk-bytes", chunk_bytes, "bounce chunk")->capture_default_str();
   app.add_option("--slots", slots, "bounce staging slots")->capture_default_str();
+  app.add_option("--fetch-concurrency", fetch_concurrency, "GET chunks fetched at once")
+      ->capture_default_str();
   bool host_memory = false;
   app.add_flag("--host-memory", host_memory,
                "host memory stands in for device memory (checks the tool without a GPU)");
@@ -331,7 +335,9 @@ int main(int argc, char** argv) {
       const std::string key = "obj-" + std::to_string(n);
       const std::uint32_t expected = fill_device(mem, src, n, piece);
       std::string paths;
+      std::mutex paths_mu;  // GET chunks may be fetched on several threads
       auto note_path = [&](const TransferResult& t) {
+        std::lock_guard lock(paths_mu);
         std::string p(path_name(t.path));
         if (paths.find(p) == std::string::npos) paths += (paths.empty() ? "" : "+") + p;
         if (t.path == TransferPath::http_fallback && paths.find('(') == std::string::npos) {
@@ -366,7 +372,7 @@ int main(int argc, char** argv) {
             note_path(*r);
             return static_cast<std::size_t>(r->bytes);
           },
-          {true});
+          BounceOptions{true, fetch_concurrency});
       t1 = Clock::now();
       check(get.ok(), fabric + " GET " + size_name(n) + ": " + get.status().to_string());
       if (!get.ok()) continue;
