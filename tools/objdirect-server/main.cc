@@ -1,6 +1,7 @@
 // objdirect-server: an S3 server over HTTP on a local directory, with an RDMA data plane.
 #include <CLI/CLI.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -33,6 +34,9 @@ bool split_listen(const std::string& s, std::string& host, std::uint16_t& port) 
 
 int main(int argc, char** argv) {
   using namespace objdirect;
+  // A client that closes mid-response must cost one connection, not the server: sendfile(2) and
+  // write(2) to a closed socket raise SIGPIPE, whose default action kills the process.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"objdirect-server: S3 over HTTP with an RDMA data plane"};
   std::string listen = "127.0.0.1:9000";
   std::string data_dir = "./var/data";
