@@ -114,6 +114,10 @@ def test_map_dataset_with_two_workers(server, client, bucket):
     assert isinstance(r, ObjectReader) and r.key == "train/005.bin" and r.read() == objs[r.key]
 
 
+# Shutting a DataLoader down after a worker raised sometimes makes multiprocessing's queue feeder
+# thread fail on a closed pipe ("semaphore or lock released too many times"): a race in torch
+# 1.13's shutdown path with CPython 3.11's queues, not in objdirect. Ignore only that warning.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_map_dataset_from_objects_and_errors(server, client, bucket):
     objs = fill_prefix(client, bucket, "x/", 3)
     ds = MapDataset.from_objects([f"s3://{bucket}/x/002.bin", f"s3://{bucket}/x/000.bin"],
