@@ -241,6 +241,63 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   EXPECT_EQ(server_->metric("objdirect_rdma_buffers_in_use"), 0);
 }
 
+std::string xml_value(const std::string& body, const std::string& tag) {
+  auto a = body.find("<" + tag + ">");
+  auto b = body.find("</" + tag + ">");
+  if (a == std::string::npos || b == std::string::npos) return {};
+  a += tag.size() + 2;
+  return body.substr(a, b - a);
+}
+
+TEST_F(RdmaServerTest, MultipartMixesRdmaAndHttpParts) {
+  constexpr std::size_t part = 5 << 20;
+  auto p1 = pattern(part, 11), p2 = pattern(part, 12), p3 = pattern(1000, 13);
+  auto r = request(*server_, "POST", "/bkt/mixed?uploads");
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string id = xml_value(r.body, "UploadId");
+  ASSERT_FALSE(id.empty());
+  auto c = ClientSide::open("libfabric:tcp", part);
+  ASSERT_TRUE(c);
+  const std::vector<std::pair<std::string, std::string>> unsigned_payload = {
+      {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}};
+  std::vector<std::string> etags;
+  // Part 1 by RDMA, part 2 in the body, part 3 (the short last one) by RDMA again.
+  std::copy(p1.begin(), p1.end(), c->buf.begin());
+  auto hdrs = unsigned_payload;
+  hdrs.emplace_back("x-amz-rdma-token", c->token(part));
+  r = request(*server_, "PUT", "/bkt/mixed?partNumber=1&uploadId=" + id, hdrs);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  etags.push_back(header(r, "etag"));
+  r = request(*server_, "PUT", "/bkt/mixed?partNumber=2&uploadId=" + id, {}, p2);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "");
+  etags.push_back(header(r, "etag"));
+  std::copy(p3.begin(), p3.end(), c->buf.begin());
+  hdrs = unsigned_payload;
+  hdrs.emplace_back("x-amz-rdma-token", c->token(p3.size()));
+  r = request(*server_, "PUT", "/bkt/mixed?partNumber=3&uploadId=" + id, hdrs);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  etags.push_back(header(r, "etag"));
+  std::string xml = "<CompleteMultipartUpload>";
+  for (std::size_t i = 0; i < etags.size(); ++i) {
+    xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] +
+           "</ETag></Part>";
+  }
+  xml += "</CompleteMultipartUpload>";
+  r = request(*server_, "POST", "/bkt/mixed?uploadId=" + id, {},
+              std::span(reinterpret_cast<const std::byte*>(xml.data()), xml.size()));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(xml_value(r.body, "ETag").find("-3"), std::string::npos) << r.body;
+  std::vector<std::byte> back(2 * part + p3.size());
+  r = request(*server_, "GET", "/bkt/mixed", {}, {}, std::span(back));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_TRUE(std::equal(p1.begin(), p1.end(), back.begin()));
+  EXPECT_TRUE(std::equal(p2.begin(), p2.end(), back.begin() + part));
+  EXPECT_TRUE(std::equal(p3.begin(), p3.end(), back.begin() + 2 * part));
+}
+
 TEST_F(RdmaServerTest, PutChecksumIsVerifiedOverTheRdmaBytes) {
   auto c = ClientSide::open("libfabric:shm", 4096);
   ASSERT_TRUE(c);
