@@ -566,11 +566,10 @@ int Bench::run() {
     wanted.insert(n);
   }
   for (const auto& p : all_paths()) {
-    if (!wanted.count(p.name)) continue;
+    if (!wanted.erase(p.name)) continue;
     if (!o_.endpoint.empty() && p.fabric != "none") continue;  // HTTP only on other servers
     if (p.nginx && o_.no_nginx) continue;
     paths_.push_back(&p);
-    wanted.erase(p.name);
   }
   if (!wanted.empty()) {
     std::cerr << "objdirect-bench: unknown path " << *wanted.begin()
