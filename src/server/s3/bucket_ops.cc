@@ -16,18 +16,6 @@ namespace objdirect::s3 {
 
 namespace {
 
-std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(ns)));
-}
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // max-keys style parameter: absent -> def; negative or junk -> error; clamped to max.
 Result<std::uint32_t> parse_max(const std::optional<std::string>& v, std::string_view name,
                                 std::uint32_t max) {

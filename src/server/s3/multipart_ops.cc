@@ -15,18 +15,6 @@ namespace objdirect::s3 {
 
 namespace {
 
-std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(ns)));
-}
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Result<std::uint32_t> parse_part_number(const Ctx& c) {
   auto v = c.query_value("partNumber");
   if (!v) return Status(Errc::invalid_argument, "partNumber is required");
@@ -37,16 +25,6 @@ Result<std::uint32_t> parse_part_number(const Ctx& c) {
                   "Part number must be an integer between 1 and 10000, inclusive");
   }
   return n;
-}
-
-storage::WriteCondition to_storage(const WriteConditionSpec& s) {
-  storage::WriteCondition w;
-  w.etag = s.etag;
-  w.kind = s.kind == WriteConditionSpec::Kind::none ? storage::WriteCondition::Kind::none
-           : s.kind == WriteConditionSpec::Kind::must_be_absent
-               ? storage::WriteCondition::Kind::must_be_absent
-               : storage::WriteCondition::Kind::etag_must_match;
-  return w;
 }
 
 void add_part_checksum_headers(http::Fields& f, const storage::ChecksumMap& sums) {

@@ -18,29 +18,6 @@ namespace objdirect::s3 {
 
 namespace {
 
-std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(ns)));
-}
-
-storage::WriteCondition to_storage(const WriteConditionSpec& s) {
-  storage::WriteCondition w;
-  w.etag = s.etag;
-  switch (s.kind) {
-    case WriteConditionSpec::Kind::none:
-      w.kind = storage::WriteCondition::Kind::none;
-      break;
-    case WriteConditionSpec::Kind::must_be_absent:
-      w.kind = storage::WriteCondition::Kind::must_be_absent;
-      break;
-    case WriteConditionSpec::Kind::etag_must_match:
-      w.kind = storage::WriteCondition::Kind::etag_must_match;
-      break;
-  }
-  return w;
-}
-
 // Strips "aws-chunked" from a Content-Encoding list ("gzip, aws-chunked" -> "gzip").
 std::string strip_aws_chunked(std::string_view enc) {
   std::string out;

@@ -16,6 +16,7 @@
 #include "auth/sigv4.hpp"
 #include "common/checksum.hpp"
 #include "server/http/http_server.hpp"
+#include "server/s3/conditional.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/object_store.hpp"
 
@@ -174,6 +175,35 @@ Result<storage::ObjectMeta> meta_from_headers(const Ctx& c);
 // Adds an object's standard response headers (ETag, Last-Modified, Content-Type, metadata...).
 void add_object_headers(http::Fields& f, const storage::ObjectMeta& m);
 std::string quote_etag(std::string_view etag);
+
+// --- small conversions shared by the operation files ---
+inline std::chrono::system_clock::time_point from_ns(std::int64_t ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(ns)));
+}
+inline std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+// The parsed If-Match / If-None-Match of a write, as the store's commit precondition.
+inline storage::WriteCondition to_storage(const WriteConditionSpec& s) {
+  storage::WriteCondition w;
+  w.etag = s.etag;
+  switch (s.kind) {
+    case WriteConditionSpec::Kind::none:
+      w.kind = storage::WriteCondition::Kind::none;
+      break;
+    case WriteConditionSpec::Kind::must_be_absent:
+      w.kind = storage::WriteCondition::Kind::must_be_absent;
+      break;
+    case WriteConditionSpec::Kind::etag_must_match:
+      w.kind = storage::WriteCondition::Kind::etag_must_match;
+      break;
+  }
+  return w;
+}
 
 // --- copies (object_ops.cc) ---
 // Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded) into (bucket, key).
