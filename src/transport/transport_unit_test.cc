@@ -1,7 +1,11 @@
 // Single-process tests: transfer planning, the peer LRU, the registration cache and
 // create_transport's argument checks. The two-process data path is in transport_test.cc.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "transport/detail.hpp"
@@ -223,6 +227,33 @@ TEST(RegistrationCache, HitsEvictsAndInvalidates) {
   EXPECT_EQ(cache.size(), 0u);
   EXPECT_EQ(cache.bytes(), 0u);
   EXPECT_EQ(cache.get(nullptr, 1, MemoryType::host).code(), Errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace objdirect::transport
+
+namespace objdirect::transport {
+namespace {
+
+// A SIGKILLed process leaves its shm region behind; the next shm transport removes it, and
+// never a region of a process that is still alive.
+TEST(ShmRegions, RegionsOfDeadProcessesAreReclaimed) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // `child` is now a pid with no process
+  std::string dead = "/dev/shm/objdirect-" + std::to_string(child) + "-deadbeefdeadbeef";
+  std::string live = "/dev/shm/objdirect-" + std::to_string(::getpid()) + "-0123456789abcdef";
+  for (const auto& p : {dead, live}) {
+    FILE* f = std::fopen(p.c_str(), "w");
+    ASSERT_NE(f, nullptr) << p;
+    std::fclose(f);
+  }
+  auto shm = create_transport(Config{"libfabric:shm", false});
+  ASSERT_TRUE(shm.ok()) << shm.status().to_string();
+  EXPECT_NE(::access(dead.c_str(), F_OK), 0) << "the dead process's region is still there";
+  EXPECT_EQ(::access(live.c_str(), F_OK), 0) << "a live process's region was removed";
+  ::unlink(live.c_str());
 }
 
 }  // namespace

@@ -1,16 +1,19 @@
 #include "transport/libfabric/libfabric_transport.hpp"
 
+#include <dirent.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +27,23 @@
 
 namespace objdirect::transport::libfabric {
 namespace {
+
+// Regions of shm endpoints are files /dev/shm/objdirect-<pid>-<random> (see fi_setname below). A
+// process killed with SIGKILL leaves its 16 MiB region behind and nothing else ever removes it, so
+// every new shm transport deletes the regions of processes that no longer exist. A live pid's
+// files are never touched (even if the pid was reused, its owner may still be using them).
+void reclaim_dead_shm_regions() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  while (dirent* e = ::readdir(dir)) {
+    int pid = 0;
+    char rest[64];
+    if (std::sscanf(e->d_name, "objdirect-%d-%63s", &pid, rest) != 2 || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    ::unlinkat(::dirfd(dir), e->d_name, 0);
+  }
+  ::closedir(dir);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -558,6 +578,7 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   rc = fi_ep_bind(core->ep, &core->av->fid, 0);
   if (rc != 0) return fail("fi_ep_bind(av)", rc);
   if (provider == "shm") {
+    reclaim_dead_shm_regions();
     // shm names its region in /dev/shm after the pid ("<pid>:0:0"). A process killed with
     // SIGKILL leaves that file behind, and a later process that reuses the pid then fails
     // fi_enable with EBUSY (measured). A random name per endpoint never collides.
