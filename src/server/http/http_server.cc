@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/scratch_buffer.hpp"
 #include "common/time.hpp"
 
 namespace objdirect::http {
@@ -182,7 +183,7 @@ class BeastExchange final : public Exchange {
   }
 
   asio::awaitable<Status> send_file_copy(const FileRegion& region) {
-    std::vector<std::byte> buf(std::min<std::uint64_t>(region.length, 1u << 20));
+    ScratchBuffer buf(std::min<std::uint64_t>(region.length, 1u << 20));
     std::uint64_t off = region.offset, left = region.length;
     while (left > 0) {
       std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));

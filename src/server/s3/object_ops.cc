@@ -6,6 +6,7 @@
 
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
+#include "common/scratch_buffer.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "server/s3/conditional.hpp"
@@ -50,8 +51,7 @@ Task<Status> send_object_body(Ctx& c, storage::ObjectReader& reader, std::uint64
     }
     co_return Status::Ok();
   }
-  std::vector<std::byte> buf(
-      std::min<std::uint64_t>(buf_bytes, std::max<std::uint64_t>(length, 1)));
+  ScratchBuffer buf(std::min<std::uint64_t>(buf_bytes, std::max<std::uint64_t>(length, 1)));
   while (length > 0) {
     auto want = static_cast<std::size_t>(std::min<std::uint64_t>(length, buf.size()));
     auto n = reader.pread(std::span(buf.data(), want), offset);
@@ -311,8 +311,7 @@ Result<PayloadResult> copy_data(storage::ObjectReader& reader, std::uint64_t off
   Md5 md5;
   std::vector<Checksummer> sums;
   for (auto a : algos) sums.emplace_back(a);
-  std::vector<std::byte> buf(
-      std::min<std::uint64_t>(buf_bytes, std::max<std::uint64_t>(length, 1)));
+  ScratchBuffer buf(std::min<std::uint64_t>(buf_bytes, std::max<std::uint64_t>(length, 1)));
   std::uint64_t done = 0;
   while (done < length) {
     auto want = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, buf.size()));

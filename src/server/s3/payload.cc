@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "common/checksum.hpp"
+#include "common/scratch_buffer.hpp"
 #include "server/s3/chunked.hpp"
 #include "server/s3/s3_internal.hpp"
 
@@ -190,9 +191,9 @@ Task<Result<PayloadResult>> receive_payload(Ctx& c, std::size_t io_buffer_bytes,
     return dst.append(data);
   };
 
-  std::vector<std::byte> buf(io_buffer_bytes);
+  ScratchBuffer buf(io_buffer_bytes);
   for (;;) {
-    auto n = co_await c.ex.read_body(buf);
+    auto n = co_await c.ex.read_body(buf.span());
     if (!n.ok()) co_return n.status();
     if (*n == 0) break;
     std::span<const std::byte> chunk(buf.data(), *n);
