@@ -74,6 +74,11 @@ struct S3Service::Impl {
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
 
   Task<void> dispatch(Ctx& c);
+  // Names the operation (metrics, access log) and runs it.
+  Task<void> run(Ctx& c, const char* op, Task<void> (Impl::*fn)(Ctx&)) {
+    c.op = op;
+    co_await (this->*fn)(c);
+  }
 
   // --- responses (errors.cc) ---
   Task<void> send_error(Ctx& c, const Status& st);

@@ -226,10 +226,7 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
   const auto method = c.req.method();
   using bhttp::verb;
   if (c.bucket.empty()) {
-    if (method == verb::get) {
-      c.op = "ListBuckets";
-      co_return co_await list_buckets(c);
-    }
+    if (method == verb::get) co_return co_await run(c, "ListBuckets", &Impl::list_buckets);
     co_return co_await send_error(
         c, Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource"));
@@ -286,31 +283,18 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
           co_return co_await send_error(
               c, Status(Errc::not_implemented, "Bucket versioning is not supported"));
         }
-        {
-          c.op = "CreateBucket";
-          co_return co_await create_bucket(c);
-        }
-      case verb::delete_: {
-        c.op = "DeleteBucket";
-        co_return co_await delete_bucket(c);
-      }
-      case verb::head: {
-        c.op = "HeadBucket";
-        co_return co_await head_bucket(c);
-      }
+        co_return co_await run(c, "CreateBucket", &Impl::create_bucket);
+      case verb::delete_:
+        co_return co_await run(c, "DeleteBucket", &Impl::delete_bucket);
+      case verb::head:
+        co_return co_await run(c, "HeadBucket", &Impl::head_bucket);
       case verb::get:
-        if (c.has_query("location")) {
-          c.op = "GetBucketLocation";
-          co_return co_await get_bucket_location(c);
-        }
-        if (c.has_query("versioning")) {
-          c.op = "GetBucketVersioning";
-          co_return co_await get_bucket_versioning(c);
-        }
-        if (c.has_query("uploads")) {
-          c.op = "ListMultipartUploads";
-          co_return co_await list_uploads(c);
-        }
+        if (c.has_query("location"))
+          co_return co_await run(c, "GetBucketLocation", &Impl::get_bucket_location);
+        if (c.has_query("versioning"))
+          co_return co_await run(c, "GetBucketVersioning", &Impl::get_bucket_versioning);
+        if (c.has_query("uploads"))
+          co_return co_await run(c, "ListMultipartUploads", &Impl::list_uploads);
         if (c.has_query("versions")) {
           c.op = "ListObjectVersions";
           co_return co_await list_objects(c, 0);
@@ -319,15 +303,11 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
           c.op = "ListObjectsV2";
           co_return co_await list_objects(c, 2);
         }
-        {
-          c.op = "ListObjects";
-          co_return co_await list_objects(c, 1);
-        }
+        c.op = "ListObjects";
+        co_return co_await list_objects(c, 1);
       case verb::post:
-        if (c.has_query("delete")) {
-          c.op = "DeleteObjects";
-          co_return co_await delete_objects(c);
-        }
+        if (c.has_query("delete"))
+          co_return co_await run(c, "DeleteObjects", &Impl::delete_objects);
         break;
       default:
         break;
@@ -339,54 +319,27 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
   switch (method) {
     case verb::put:
       if (c.has_query("uploadId") || c.has_query("partNumber")) {
-        if (c.header("x-amz-copy-source")) {
-          c.op = "UploadPartCopy";
-          co_return co_await upload_part_copy(c);
-        }
-        {
-          c.op = "UploadPart";
-          co_return co_await upload_part(c);
-        }
+        if (c.header("x-amz-copy-source"))
+          co_return co_await run(c, "UploadPartCopy", &Impl::upload_part_copy);
+        co_return co_await run(c, "UploadPart", &Impl::upload_part);
       }
-      if (c.header("x-amz-copy-source")) {
-        c.op = "CopyObject";
-        co_return co_await copy_object(c);
-      }
-      {
-        c.op = "PutObject";
-        co_return co_await put_object(c);
-      }
+      if (c.header("x-amz-copy-source"))
+        co_return co_await run(c, "CopyObject", &Impl::copy_object);
+      co_return co_await run(c, "PutObject", &Impl::put_object);
     case verb::get:
-      if (c.has_query("uploadId")) {
-        c.op = "ListParts";
-        co_return co_await list_parts(c);
-      }
-      {
-        c.op = c.is_head ? "HeadObject" : "GetObject";
-        co_return co_await get_object(c);
-      }
-    case verb::head: {
-      c.op = c.is_head ? "HeadObject" : "GetObject";
-      co_return co_await get_object(c);
-    }
+      if (c.has_query("uploadId")) co_return co_await run(c, "ListParts", &Impl::list_parts);
+      co_return co_await run(c, "GetObject", &Impl::get_object);
+    case verb::head:
+      co_return co_await run(c, "HeadObject", &Impl::get_object);
     case verb::delete_:
-      if (c.has_query("uploadId")) {
-        c.op = "AbortMultipartUpload";
-        co_return co_await abort_upload(c);
-      }
-      {
-        c.op = "DeleteObject";
-        co_return co_await delete_object(c);
-      }
+      if (c.has_query("uploadId"))
+        co_return co_await run(c, "AbortMultipartUpload", &Impl::abort_upload);
+      co_return co_await run(c, "DeleteObject", &Impl::delete_object);
     case verb::post:
-      if (c.has_query("uploads")) {
-        c.op = "CreateMultipartUpload";
-        co_return co_await create_upload(c);
-      }
-      if (c.has_query("uploadId")) {
-        c.op = "CompleteMultipartUpload";
-        co_return co_await complete_upload(c);
-      }
+      if (c.has_query("uploads"))
+        co_return co_await run(c, "CreateMultipartUpload", &Impl::create_upload);
+      if (c.has_query("uploadId"))
+        co_return co_await run(c, "CompleteMultipartUpload", &Impl::complete_upload);
       break;
     default:
       break;
