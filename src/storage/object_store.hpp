@@ -95,6 +95,9 @@ class BlobWriter {
  public:
   virtual ~BlobWriter() = default;
   // Appends bytes. Fails with no_space / io_error; after an error the writer is unusable.
+  // `data` is often a registered RDMA staging buffer: a backend may hand it to its I/O layer
+  // without copying (storage/rados wraps it as a static bufferlist), but must be done with it
+  // when append returns, since the caller then reuses the buffer.
   virtual Status append(std::span<const std::byte> data) = 0;
   // Bytes appended so far.
   virtual std::uint64_t size() const = 0;
@@ -114,6 +117,7 @@ class ObjectReader {
   virtual ~ObjectReader() = default;
   virtual const ObjectMeta& meta() const = 0;
   // Reads up to dst.size() bytes at `offset` into dst; returns bytes read (short only at EOF).
+  // dst may be a registered staging buffer that the server then RDMA-writes to the client.
   virtual Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) = 0;
   // The file regions that hold [offset, offset+length), for sendfile. Empty when the backend
   // has no file descriptors (then use pread).

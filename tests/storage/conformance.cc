@@ -1,0 +1,790 @@
+// The ObjectStore conformance suite (see conformance.hpp).
+#include "conformance.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace objdirect::storage::conformance {
+namespace {
+
+constexpr const char* kChildEnv = "OBJDIRECT_CONFORMANCE_CHILD";
+constexpr const char* kChildFdEnv = "OBJDIRECT_CONFORMANCE_CHILD_FD";
+constexpr std::string_view kBucket = "conf";
+
+std::span<const std::byte> bytes_of(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+// Content that describes itself: 8-byte little-endian words (version << 32 | word index), so a
+// reader can tell a complete version from a torn or mixed one. size is a multiple of 8.
+std::string pattern(std::uint32_t version, std::size_t size) {
+  std::string s(size, '\0');
+  for (std::size_t i = 0; i + 8 <= size; i += 8) {
+    const std::uint64_t w = (std::uint64_t(version) << 32) | (i / 8);
+    std::memcpy(s.data() + i, &w, 8);
+  }
+  return s;
+}
+
+// The version the content was made with, or -1 if it is not one complete pattern().
+std::int64_t pattern_version(std::string_view s) {
+  if (s.empty() || s.size() % 8 != 0) return -1;
+  std::uint64_t w0;
+  std::memcpy(&w0, s.data(), 8);
+  const std::uint32_t v = std::uint32_t(w0 >> 32);
+  for (std::size_t i = 0; i < s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if (w != ((std::uint64_t(v) << 32) | (i / 8))) return -1;
+  }
+  return v;
+}
+
+std::string etag_of(std::string_view data) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016zx", std::hash<std::string_view>{}(data));
+  return std::string(buf) + "-" + std::to_string(data.size());
+}
+
+// Writes data in uneven appends (1 byte .. 1 MiB) and commits it.
+Result<ObjectMeta> put(ObjectStore& store, std::string_view bucket, std::string_view key,
+                       std::string_view data, WriteCondition cond = {}) {
+  auto w = store.begin_write(bucket);
+  if (!w.ok()) return w.status();
+  std::size_t at = 0, step = 1;
+  while (at < data.size()) {
+    const std::size_t n = std::min(data.size() - at, step);
+    OBJDIRECT_RETURN_IF_ERROR((*w)->append(bytes_of(data.substr(at, n))));
+    at += n;
+    step = step >= (1u << 20) ? 7 : step * 5 + 3;
+  }
+  if ((*w)->size() != data.size()) return Status(Errc::internal, "writer size mismatch");
+  ObjectMeta meta;
+  meta.key = std::string(key);
+  meta.size = data.size();
+  meta.etag = etag_of(data);
+  meta.content_type = "application/octet-stream";
+  meta.user_meta = {{"origin", "conformance"}};
+  meta.owner = "tester";
+  return store.commit_object(bucket, std::move(meta), std::move(*w), cond);
+}
+
+Result<std::string> read_all(ObjectReader& r) {
+  std::string out(r.meta().size, '\0');
+  std::size_t at = 0;
+  while (at < out.size()) {
+    const std::size_t n = std::min<std::size_t>(out.size() - at, 3u << 20);
+    auto got = r.pread(std::as_writable_bytes(std::span<char>(out.data() + at, n)), at);
+    if (!got.ok()) return got.status();
+    if (*got == 0) return Status(Errc::internal, "unexpected EOF at " + std::to_string(at));
+    at += *got;
+  }
+  std::byte extra[1];
+  auto eof = r.pread(extra, out.size());
+  if (!eof.ok()) return eof.status();
+  if (*eof != 0) return Status(Errc::internal, "bytes past the end");
+  return out;
+}
+
+Result<std::string> get(ObjectStore& store, std::string_view bucket, std::string_view key) {
+  auto r = store.open_object(bucket, key);
+  if (!r.ok()) return r.status();
+  return read_all(**r);
+}
+
+Result<PartInfo> put_part(ObjectStore& store, std::string_view key, std::string_view upload,
+                          std::uint32_t number, std::string_view data) {
+  auto w = store.begin_write(kBucket);
+  if (!w.ok()) return w.status();
+  OBJDIRECT_RETURN_IF_ERROR((*w)->append(bytes_of(data)));
+  PartInfo p;
+  p.part_number = number;
+  p.size = data.size();
+  p.etag = etag_of(data);
+  return store.commit_part(kBucket, key, upload, p, std::move(*w));
+}
+
+Result<std::string> start_upload(ObjectStore& store, std::string_view key) {
+  UploadInfo u;
+  u.key = std::string(key);
+  u.meta_template.content_type = "text/plain";
+  u.meta_template.owner = "tester";
+  return store.create_upload(kBucket, u);
+}
+
+Result<ObjectMeta> complete(ObjectStore& store, std::string_view key, std::string_view upload,
+                            const std::vector<std::pair<PartInfo, std::string>>& parts,
+                            WriteCondition cond = {}) {
+  ObjectMeta meta;
+  meta.key = std::string(key);
+  std::vector<CompletePartRef> refs;
+  for (const auto& [p, data] : parts) {
+    meta.size += p.size;
+    meta.parts.push_back(p);
+    refs.push_back({p.part_number, p.etag});
+  }
+  meta.etag = "mp-" + std::to_string(parts.size());
+  meta.owner = "tester";
+  return store.complete_upload(kBucket, upload, std::move(meta), refs, cond);
+}
+
+}  // namespace
+
+void Conformance::SetUp() {
+  const BackendFactory& f = *GetParam();
+  if (f.skip_reason) {
+    if (auto why = f.skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  }
+  if (const char* loc = std::getenv(kChildEnv)) {
+    child_ = true;
+    auto s = f.attach(loc);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    store_ = std::move(*s);
+    return;
+  }
+  auto b = f.create();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  backend_ = std::move(*b);
+  reopen();
+}
+
+void Conformance::TearDown() {
+  store_.reset();
+  backend_.reset();
+}
+
+void Conformance::reopen() {
+  store_.reset();
+  auto s = backend_->open();
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  store_ = std::move(*s);
+}
+
+void Conformance::make_bucket(const std::string& name) {
+  BucketInfo b;
+  b.name = name;
+  b.owner = "tester";
+  b.region = "us-east-1";
+  auto st = store_->create_bucket(b);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+}
+
+TEST_P(Conformance, Buckets) {
+  if (child_) GTEST_SKIP();
+  make_bucket("b-one");
+  make_bucket("a-two");
+  BucketInfo b;
+  b.name = "b-one";
+  b.owner = "tester";
+  EXPECT_EQ(store_->create_bucket(b).code(), Errc::bucket_already_owned_by_you);
+  b.owner = "someone-else";
+  EXPECT_EQ(store_->create_bucket(b).code(), Errc::bucket_already_exists);
+  auto all = store_->list_buckets();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "a-two");
+  EXPECT_EQ((*all)[1].name, "b-one");
+  EXPECT_EQ((*all)[1].owner, "tester");
+  EXPECT_EQ(store_->head_bucket("nope").code(), Errc::no_such_bucket);
+  EXPECT_EQ(store_->begin_write("nope").code(), Errc::no_such_bucket);
+  EXPECT_EQ(store_->head_object("nope", "k").code(), Errc::no_such_bucket);
+  EXPECT_EQ(store_->list_objects("nope", {}).code(), Errc::no_such_bucket);
+
+  ASSERT_TRUE(put(*store_, "b-one", "k", "data").ok());
+  EXPECT_EQ(store_->delete_bucket("b-one").code(), Errc::bucket_not_empty);
+  ASSERT_TRUE(store_->delete_object("b-one", "k").ok());
+  // An in-progress upload does not keep the bucket alive.
+  UploadInfo u;
+  u.key = "up";
+  ASSERT_TRUE(store_->create_upload("b-one", u).ok());
+  EXPECT_TRUE(store_->delete_bucket("b-one").ok());
+  EXPECT_EQ(store_->head_bucket("b-one").code(), Errc::no_such_bucket);
+  EXPECT_EQ(store_->delete_bucket("b-one").code(), Errc::no_such_bucket);
+  // Survives a reopen.
+  reopen();
+  auto again = store_->list_buckets();
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].name, "a-two");
+}
+
+TEST_P(Conformance, ObjectsRoundTrip) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  std::mt19937_64 rng(7);
+  // Sizes around the usual stripe, inline and buffer boundaries.
+  const std::vector<std::size_t> sizes = {
+      0, 1, 8, 65535, 65536, 65537, 1 << 20, (1 << 20) + 3, (3 << 20) + 5, 9 << 20};
+  auto data_for = [&](std::size_t i) {
+    std::mt19937_64 gen(i + 1);
+    std::string data(sizes[i], '\0');
+    for (auto& c : data) c = char(gen());
+    return data;
+  };
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::string data = data_for(i);
+    const std::string key = "obj/" + std::to_string(i);
+    auto m = put(*store_, kBucket, key, data);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_EQ(m->size, data.size());
+    EXPECT_GT(m->mtime_ns, 0);
+    auto h = store_->head_object(kBucket, key);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->etag, etag_of(data));
+    EXPECT_EQ(h->size, data.size());
+    EXPECT_EQ(h->content_type, "application/octet-stream");
+    ASSERT_EQ(h->user_meta.size(), 1u);
+    EXPECT_EQ(h->user_meta[0].second, "conformance");
+    auto r = store_->open_object(kBucket, key);
+    ASSERT_TRUE(r.ok());
+    auto all = read_all(**r);
+    ASSERT_TRUE(all.ok()) << all.status().to_string();
+    EXPECT_TRUE(*all == data) << "size " << data.size();
+    // Random ranges, including ones crossing internal boundaries and running past the end.
+    for (int k = 0; k < 20 && !data.empty(); ++k) {
+      const std::size_t off = rng() % data.size();
+      const std::size_t len = 1 + rng() % std::min<std::size_t>(data.size(), 2 << 20);
+      std::string buf(len, '\0');
+      auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf.data(), len)), off);
+      ASSERT_TRUE(n.ok());
+      const std::size_t want = std::min(len, data.size() - off);
+      ASSERT_EQ(*n, want);
+      EXPECT_TRUE(std::string_view(buf).substr(0, want) ==
+                  std::string_view(data).substr(off, want));
+    }
+  }
+  // Delete: the key is gone; deleting again succeeds (S3 semantics).
+  ASSERT_TRUE(store_->delete_object(kBucket, "obj/3").ok());
+  EXPECT_EQ(store_->head_object(kBucket, "obj/3").code(), Errc::no_such_key);
+  EXPECT_EQ(store_->open_object(kBucket, "obj/3").code(), Errc::no_such_key);
+  EXPECT_TRUE(store_->delete_object(kBucket, "obj/3").ok());
+  // A writer dropped without commit leaves nothing visible.
+  {
+    auto w = store_->begin_write(kBucket);
+    ASSERT_TRUE(w.ok());
+    const std::string junk(2 << 20, 'j');
+    ASSERT_TRUE((*w)->append(bytes_of(junk)).ok());
+  }
+  auto l = store_->list_objects(kBucket, {});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->objects.size(), sizes.size() - 1);
+  // Everything survives a reopen.
+  reopen();
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::string data = data_for(i);
+    auto got = get(*store_, kBucket, "obj/" + std::to_string(i));
+    if (i == 3) {
+      EXPECT_EQ(got.code(), Errc::no_such_key);
+    } else {
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_TRUE(*got == data);
+    }
+  }
+}
+
+TEST_P(Conformance, ReadersAreSnapshots) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  const std::string v1 = pattern(1, 3 << 20), v2 = pattern(2, 1 << 20);
+  ASSERT_TRUE(put(*store_, kBucket, "k", v1).ok());
+  auto r1 = store_->open_object(kBucket, "k");
+  ASSERT_TRUE(r1.ok());
+  ASSERT_TRUE(put(*store_, kBucket, "k", v2).ok());
+  auto r2 = store_->open_object(kBucket, "k");
+  ASSERT_TRUE(r2.ok());
+  ASSERT_TRUE(store_->delete_object(kBucket, "k").ok());
+  auto a = read_all(**r1);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(pattern_version(*a), 1);
+  EXPECT_EQ(a->size(), v1.size());
+  auto b = read_all(**r2);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(pattern_version(*b), 2);
+  EXPECT_EQ((*r1)->meta().etag, etag_of(v1));
+}
+
+TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  constexpr int kThreads = 6, kRounds = 6;
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0}, reads{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const std::uint32_t v = std::uint32_t(t * 1000 + r + 1);
+        // Sizes differ per writer so a mixed version would also show as a size mismatch.
+        const std::string data = pattern(v, 8 * (4096 + 977 * std::size_t(t) + 13 * r) * 8);
+        if (!put(*store_, kBucket, "hot", data).ok()) failures++;
+      }
+    });
+  }
+  // Readers running meanwhile only ever see complete versions that match their metadata.
+  std::thread reader([&] {
+    while (!done) {
+      auto r = store_->open_object(kBucket, "hot");
+      if (!r.ok()) {
+        if (r.code() != Errc::no_such_key) failures++;
+        continue;
+      }
+      auto all = read_all(**r);
+      if (!all.ok() || pattern_version(*all) < 0 || etag_of(*all) != (*r)->meta().etag) failures++;
+      reads++;
+    }
+  });
+  for (auto& t : ts) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(reads.load(), 0);
+  auto h = store_->head_object(kBucket, "hot");
+  ASSERT_TRUE(h.ok());
+  auto all = get(*store_, kBucket, "hot");
+  ASSERT_TRUE(all.ok());
+  const auto v = pattern_version(*all);
+  ASSERT_GE(v, 0);
+  EXPECT_EQ(v % 1000, kRounds) << "the winner is some writer's last version";
+  EXPECT_EQ(h->etag, etag_of(*all));
+  auto l = store_->list_objects(kBucket, {});
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->objects.size(), 1u);
+  EXPECT_EQ(l->objects[0].etag, h->etag);
+  EXPECT_EQ(l->objects[0].size, h->size);
+}
+
+TEST_P(Conformance, ConditionalWrites) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  WriteCondition absent{WriteCondition::Kind::must_be_absent, ""};
+  auto a = put(*store_, kBucket, "c", "first", absent);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(put(*store_, kBucket, "c", "second", absent).code(), Errc::precondition_failed);
+  WriteCondition match{WriteCondition::Kind::etag_must_match, "not-the-etag"};
+  EXPECT_EQ(put(*store_, kBucket, "c", "third", match).code(), Errc::precondition_failed);
+  auto cur = get(*store_, kBucket, "c");
+  ASSERT_TRUE(cur.ok());
+  EXPECT_EQ(*cur, "first");
+  match.etag = a->etag;
+  auto b = put(*store_, kBucket, "c", pattern(9, 300000), match);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(store_->head_object(kBucket, "c")->etag, b->etag);
+  // If-Match on an absent key: NoSuchKey, as S3 answers.
+  match.etag = b->etag;
+  EXPECT_EQ(put(*store_, kBucket, "absent", "x", match).code(), Errc::no_such_key);
+  EXPECT_EQ(store_->head_object(kBucket, "absent").code(), Errc::no_such_key);
+  // After a delete the key is absent again.
+  ASSERT_TRUE(store_->delete_object(kBucket, "c").ok());
+  EXPECT_TRUE(put(*store_, kBucket, "c", "again", absent).ok());
+
+  // Racing creators: exactly one wins per round; racing compare-and-swaps: exactly one wins.
+  for (int round = 0; round < 5; ++round) {
+    const std::string key = "race-" + std::to_string(round);
+    std::atomic<int> won{0}, lost{0}, other{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 6; ++t) {
+      ts.emplace_back([&, t] {
+        auto r = put(*store_, kBucket, key, pattern(std::uint32_t(t + 1), 8192 * (t + 1)), absent);
+        (r.ok() ? won : r.code() == Errc::precondition_failed ? lost : other)++;
+      });
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(won.load(), 1);
+    EXPECT_EQ(lost.load(), 5);
+    EXPECT_EQ(other.load(), 0);
+    const auto base = store_->head_object(kBucket, key);
+    ASSERT_TRUE(base.ok());
+    std::atomic<int> cas_won{0}, cas_lost{0};
+    ts.clear();
+    for (int t = 0; t < 6; ++t) {
+      ts.emplace_back([&, t] {
+        WriteCondition m{WriteCondition::Kind::etag_must_match, base->etag};
+        auto r = put(*store_, kBucket, key, pattern(std::uint32_t(100 + t), 4096), m);
+        (r.ok() ? cas_won : r.code() == Errc::precondition_failed ? cas_lost : other)++;
+      });
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(cas_won.load(), 1);
+    EXPECT_EQ(cas_lost.load(), 5);
+    EXPECT_EQ(other.load(), 0);
+    auto final_data = get(*store_, kBucket, key);
+    ASSERT_TRUE(final_data.ok());
+    EXPECT_GE(pattern_version(*final_data), 100);
+  }
+}
+
+TEST_P(Conformance, Multipart) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  auto up = start_upload(*store_, "big");
+  ASSERT_TRUE(up.ok()) << up.status().to_string();
+  auto info = store_->get_upload(kBucket, "big", *up);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->key, "big");
+  EXPECT_EQ(info->meta_template.content_type, "text/plain");
+  EXPECT_EQ(store_->get_upload(kBucket, "big", "no-such-upload").code(), Errc::no_such_upload);
+
+  // Parts out of order, one replaced, one never used; sizes cross stripe boundaries.
+  std::map<std::uint32_t, std::string> data;
+  std::map<std::uint32_t, PartInfo> parts;
+  for (std::uint32_t n : {3u, 1u, 2u, 5u, 2u}) {
+    data[n] = pattern(n * 10 + (parts.count(n) ? 1 : 0), n == 5 ? 4096 : (1 << 20) + 8 * n);
+    auto p = put_part(*store_, "big", *up, n, data[n]);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->part_number, n);
+    parts[n] = *p;
+  }
+  auto listed = store_->list_parts(kBucket, "big", *up, 0, 1000);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 4u);
+  EXPECT_EQ((*listed)[0].part_number, 1u);
+  EXPECT_EQ((*listed)[1].etag, etag_of(data[2]));  // the replacement
+  EXPECT_EQ((*listed)[3].part_number, 5u);
+  auto page = store_->list_parts(kBucket, "big", *up, 2, 1);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].part_number, 3u);
+
+  auto uploads = store_->list_uploads(kBucket, {});
+  ASSERT_TRUE(uploads.ok());
+  ASSERT_EQ(uploads->uploads.size(), 1u);
+  EXPECT_EQ(uploads->uploads[0].upload_id, *up);
+
+  // A wrong ETag or a missing part: invalid_part, nothing changes.
+  PartInfo wrong = parts[2];
+  wrong.etag = "bad";
+  EXPECT_EQ(complete(*store_, "big", *up, {{parts[1], data[1]}, {wrong, data[2]}}).code(),
+            Errc::invalid_part);
+  PartInfo missing = parts[1];
+  missing.part_number = 4;
+  EXPECT_EQ(complete(*store_, "big", *up, {{parts[1], data[1]}, {missing, data[1]}}).code(),
+            Errc::invalid_part);
+  // An existing object and If-None-Match: * -> precondition_failed, upload kept.
+  ASSERT_TRUE(put(*store_, kBucket, "big", "old").ok());
+  EXPECT_EQ(complete(*store_, "big", *up, {{parts[1], data[1]}},
+                     {WriteCondition::Kind::must_be_absent, ""})
+                .code(),
+            Errc::precondition_failed);
+  EXPECT_TRUE(store_->get_upload(kBucket, "big", *up).ok());
+
+  // Complete with 1, 2, 3 (5 unused).
+  auto m = complete(*store_, "big", *up,
+                    {{parts[1], data[1]}, {parts[2], data[2]}, {parts[3], data[3]}});
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->size, data[1].size() + data[2].size() + data[3].size());
+  EXPECT_EQ(store_->get_upload(kBucket, "big", *up).code(), Errc::no_such_upload);
+  EXPECT_EQ(store_->list_parts(kBucket, "big", *up, 0, 10).code(), Errc::no_such_upload);
+  auto h = store_->head_object(kBucket, "big");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->etag, "mp-3");
+  ASSERT_EQ(h->parts.size(), 3u);
+  EXPECT_EQ(h->parts[1].etag, etag_of(data[2]));
+  auto all = get(*store_, kBucket, "big");
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_TRUE(*all == data[1] + data[2] + data[3]);
+  // Reads across part boundaries.
+  auto r = store_->open_object(kBucket, "big");
+  ASSERT_TRUE(r.ok());
+  std::string buf(100, '\0');
+  const std::size_t off = data[1].size() - 50;
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf.data(), buf.size())), off);
+  ASSERT_TRUE(n.ok());
+  ASSERT_EQ(*n, 100u);
+  EXPECT_EQ(buf, all->substr(off, 100));
+
+  // Abort: the upload and its parts are gone.
+  auto up2 = start_upload(*store_, "aborted");
+  ASSERT_TRUE(up2.ok());
+  ASSERT_TRUE(put_part(*store_, "aborted", *up2, 1, "part").ok());
+  ASSERT_TRUE(store_->abort_upload(kBucket, "aborted", *up2).ok());
+  EXPECT_EQ(store_->get_upload(kBucket, "aborted", *up2).code(), Errc::no_such_upload);
+  EXPECT_EQ(put_part(*store_, "aborted", *up2, 2, "late").code(), Errc::no_such_upload);
+  EXPECT_EQ(store_->head_object(kBucket, "aborted").code(), Errc::no_such_key);
+  auto none = store_->list_uploads(kBucket, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->uploads.empty());
+
+  // Overwriting the multipart object with a plain PUT and back.
+  ASSERT_TRUE(put(*store_, kBucket, "big", "small now").ok());
+  EXPECT_EQ(*get(*store_, kBucket, "big"), "small now");
+  EXPECT_TRUE(store_->head_object(kBucket, "big")->parts.empty());
+}
+
+namespace {
+
+struct Model {
+  std::set<std::string> keys;
+
+  ListResult list(const ListQuery& q) const {
+    ListResult r;
+    std::uint32_t n = 0;
+    std::string last_cp;
+    for (auto it = keys.lower_bound(q.prefix); it != keys.end(); ++it) {
+      const std::string& k = *it;
+      if (k.compare(0, q.prefix.size(), q.prefix) != 0) break;
+      std::string entry = k;
+      bool is_cp = false;
+      if (!q.delimiter.empty()) {
+        auto d = k.find(q.delimiter, q.prefix.size());
+        if (d != std::string::npos) {
+          entry = k.substr(0, d + q.delimiter.size());
+          is_cp = true;
+        }
+      }
+      if (entry <= q.start_after) continue;
+      if (is_cp && entry == last_cp) continue;
+      if (n == q.max_keys) {
+        r.truncated = true;
+        break;
+      }
+      ++n;
+      if (is_cp) {
+        r.common_prefixes.push_back(entry);
+        last_cp = entry;
+        r.next_marker = entry;
+      } else {
+        ObjectMeta m;
+        m.key = k;
+        r.objects.push_back(m);
+        r.next_marker = k;
+      }
+    }
+    if (!r.truncated) r.next_marker.clear();
+    return r;
+  }
+};
+
+std::vector<std::string> keys_of(const ListResult& r) {
+  std::vector<std::string> out;
+  for (const auto& o : r.objects) out.push_back(o.key);
+  return out;
+}
+
+}  // namespace
+
+TEST_P(Conformance, ListingPrefixDelimiterContinuation) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  Model model;
+  // 1,300 keys: more than one 1,024-entry omap page, spread over directories, plus awkward ones.
+  std::vector<std::string> keys;
+  for (int d = 0; d < 13; ++d) {
+    for (int f = 0; f < 95; ++f) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "dir%02d/file%03d", d, f);
+      keys.push_back(buf);
+    }
+  }
+  for (int i = 0; i < 60; ++i) keys.push_back("flat" + std::to_string(i));
+  keys.push_back("dir05/sub/deeper/x");
+  keys.push_back("dir05/sub/y");
+  keys.push_back(std::string("\xff\xfe-high"));
+  keys.push_back("with space/and..dots");
+  keys.push_back("a");
+  keys.push_back("a/");
+  keys.push_back("a//b");
+  keys.push_back(std::string(1024, 'L'));
+  std::vector<std::thread> ts;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (std::size_t i = t; i < keys.size(); i += 4) {
+        if (!put(*store_, kBucket, keys[i], "").ok()) failures++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  model.keys.insert(keys.begin(), keys.end());
+  ASSERT_GT(model.keys.size(), 1024u);
+
+  std::mt19937 rng(11);
+  const std::vector<std::string> prefixes = {"",     "dir0", "dir05/", "dir05/sub/",
+                                             "flat", "a",    "zzz",    "\xff"};
+  const std::vector<std::string> delims = {"", "/", "sub", "e"};
+  for (int i = 0; i < 60; ++i) {
+    ListQuery q;
+    q.prefix = prefixes[rng() % prefixes.size()];
+    q.delimiter = delims[rng() % delims.size()];
+    q.max_keys = std::vector<std::uint32_t>{1, 7, 100, 1000, 1000}[rng() % 5];
+    if (rng() % 3 == 0) q.start_after = keys[rng() % keys.size()];
+    auto got = store_->list_objects(kBucket, q);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const auto want = model.list(q);
+    EXPECT_EQ(keys_of(*got), keys_of(want)) << "prefix '" << q.prefix << "' delim '" << q.delimiter
+                                            << "' max " << q.max_keys << " after " << q.start_after;
+    EXPECT_EQ(got->common_prefixes, want.common_prefixes);
+    EXPECT_EQ(got->truncated, want.truncated);
+    if (want.truncated) {
+      EXPECT_EQ(got->next_marker, want.next_marker);
+    }
+  }
+  // Paging to the end visits every entry exactly once, with and without a delimiter.
+  for (const std::string delim : {"", "/"}) {
+    for (std::uint32_t page : {1000u, 333u}) {
+      ListQuery q;
+      q.delimiter = delim;
+      q.max_keys = page;
+      std::vector<std::string> seen, seen_cp;
+      for (int guard = 0; guard < 100; ++guard) {
+        auto got = store_->list_objects(kBucket, q);
+        ASSERT_TRUE(got.ok());
+        ASSERT_LE(got->objects.size() + got->common_prefixes.size(), page);
+        for (const auto& o : got->objects) seen.push_back(o.key);
+        seen_cp.insert(seen_cp.end(), got->common_prefixes.begin(), got->common_prefixes.end());
+        if (!got->truncated) break;
+        q.start_after = got->next_marker;
+      }
+      ListQuery all;
+      all.delimiter = delim;
+      all.max_keys = 100000;
+      const auto want = model.list(all);
+      EXPECT_EQ(seen, keys_of(want)) << "delimiter '" << delim << "' page " << page;
+      EXPECT_EQ(seen_cp, want.common_prefixes);
+    }
+  }
+  // Listed metadata matches head_object.
+  ListQuery q;
+  q.prefix = "dir03/file01";
+  auto got = store_->list_objects(kBucket, q);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->objects.size(), 10u);
+  EXPECT_EQ(got->objects[0].etag, etag_of(""));
+  EXPECT_EQ(got->objects[0].size, 0u);
+  EXPECT_GT(got->objects[0].mtime_ns, 0);
+}
+
+// The writer process of KillBetweenDataAndCommit: overwrites "obj" (1-3 MiB, many appends),
+// runs multipart uploads into "mp" and writes/deletes "small", reporting each commit on a pipe.
+TEST_P(Conformance, KillWriterChild) {
+  if (!child_) GTEST_SKIP() << "runs only as the writer process of KillBetweenDataAndCommit";
+  const int fd = std::atoi(std::getenv(kChildFdEnv));
+  std::uint32_t v = 0;
+  if (auto cur = get(*store_, kBucket, "obj"); cur.ok()) v = std::uint32_t(pattern_version(*cur));
+  std::mt19937 rng(std::uint32_t(::getpid()));
+  for (;;) {
+    ++v;
+    const std::size_t size = 8 * ((1 << 17) + rng() % (1 << 18));
+    auto m = put(*store_, kBucket, "obj", pattern(v, size));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    if (v % 3 == 0) {
+      auto up = start_upload(*store_, "mp");
+      ASSERT_TRUE(up.ok());
+      std::vector<std::pair<PartInfo, std::string>> parts;
+      for (std::uint32_t n = 1; n <= 3; ++n) {
+        std::string d = pattern(v * 4 + n, 8 * (32768 + n));
+        auto p = put_part(*store_, "mp", *up, n, d);
+        ASSERT_TRUE(p.ok());
+        parts.push_back({*p, std::move(d)});
+      }
+      ASSERT_TRUE(complete(*store_, "mp", *up, parts).ok());
+    }
+    if (v % 2 == 0) {
+      ASSERT_TRUE(put(*store_, kBucket, "small", pattern(v, 64)).ok());
+    } else {
+      ASSERT_TRUE(store_->delete_object(kBucket, "small").ok());
+    }
+    const char c = 'c';
+    if (::write(fd, &c, 1) != 1) return;
+  }
+}
+
+TEST_P(Conformance, KillBetweenDataAndCommit) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter = std::string("--gtest_filter=") + info->test_suite_name() +
+                             ".KillWriterChild/" + GetParam()->name;
+  std::int64_t last_version = 0;
+  std::mt19937 rng(5);
+  for (int round = 0; round < 5; ++round) {
+    store_.reset();  // the child owns the data while it runs (one owner for some backends)
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::dup2(p[1], 100);
+      ::setenv(kChildEnv, backend_->location().c_str(), 1);
+      ::setenv(kChildFdEnv, "100", 1);
+      ::execl("/proc/self/exe", "conformance-child", filter.c_str(), "--gtest_brief=1",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(p[1]);
+    // Wait for a first commit, then let it run into the middle of later writes.
+    char c;
+    const auto got = ::read(p[0], &c, 1);
+    if (got != 1) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      ::close(p[0]);
+      FAIL() << "the writer process exited before its first commit";
+    }
+    ::usleep(useconds_t(20000 + rng() % 200000));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(p[0]);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer ended on its own: " << status;
+
+    reopen();
+    // "obj": one complete version, never older than what was seen before.
+    auto h = store_->head_object(kBucket, "obj");
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    auto obj = get(*store_, kBucket, "obj");
+    ASSERT_TRUE(obj.ok()) << obj.status().to_string();
+    const auto v = pattern_version(*obj);
+    ASSERT_GE(v, 1) << "partial or mixed object after SIGKILL (round " << round << ")";
+    EXPECT_EQ(h->etag, etag_of(*obj));
+    EXPECT_GE(v, last_version);
+    last_version = v;
+    // "mp": absent or the three parts of one upload, complete.
+    if (auto mp = get(*store_, kBucket, "mp"); mp.ok()) {
+      const auto first = pattern_version(std::string_view(*mp).substr(0, 8 * 32769));
+      ASSERT_GE(first, 0);
+      const std::uint32_t base = std::uint32_t(first) - 1;
+      EXPECT_TRUE(*mp == pattern(base + 1, 8 * 32769) + pattern(base + 2, 8 * 32770) +
+                             pattern(base + 3, 8 * 32771));
+    } else {
+      EXPECT_EQ(mp.code(), Errc::no_such_key);
+    }
+    if (auto s = get(*store_, kBucket, "small"); s.ok()) {
+      EXPECT_GE(pattern_version(*s), 0);
+      EXPECT_EQ(s->size(), 64u);
+    } else {
+      EXPECT_EQ(s.code(), Errc::no_such_key);
+    }
+    // Only committed keys are listed, each readable and complete.
+    auto l = store_->list_objects(kBucket, {});
+    ASSERT_TRUE(l.ok());
+    for (const auto& o : l->objects) {
+      EXPECT_TRUE(o.key == "obj" || o.key == "mp" || o.key == "small") << o.key;
+      auto d = get(*store_, kBucket, o.key);
+      ASSERT_TRUE(d.ok()) << o.key << ": " << d.status().to_string();
+      EXPECT_EQ(d->size(), o.size);
+    }
+    // The key stays writable: nothing the dead writer left behind blocks a conditional write.
+    WriteCondition m{WriteCondition::Kind::etag_must_match, h->etag};
+    auto w = put(*store_, kBucket, "obj", pattern(std::uint32_t(v + 1), 4096), m);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    last_version = v + 1;
+  }
+}
+
+}  // namespace objdirect::storage::conformance
