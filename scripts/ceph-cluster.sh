@@ -6,6 +6,9 @@
 #   scripts/ceph-cluster.sh env DIR     prints CEPH_CONF=DIR/ceph.conf (for eval)
 #   scripts/ceph-cluster.sh stop DIR    kills (SIGKILL) the daemons started in DIR
 #
+# With CEPH_CLUSTER_OWNER_PID=PID set, start also leaves a watcher that stops the cluster when
+# that process exits (tests set it to their own pid, so a crashed test leaves no daemons).
+#
 # Several clusters may run at once: each has its own DIR, a free monitor port and OSD ports
 # picked by the OSD from a range (it skips busy ones). The data lives in memory (memstore,
 # memstore_device_bytes, default 1 GiB; set CEPH_MEMSTORE_BYTES to change it) and is gone after
@@ -164,6 +167,12 @@ ceph-osd -c "$conf" -i "$id" --mkfs --osd-uuid "$uuid" >"$dir/log/mkfs-osd.out" 
 for _ in 1 2 3; do ceph-osd -c "$conf" -i "$id" >>"$dir/log/osd.out" 2>&1 && break; sleep 0.2; done
 for _ in $(seq 300); do
   if ceph -c "$conf" osd dump 2>/dev/null | grep -q "^osd.$id up"; then
+    if [ -n "${CEPH_CLUSTER_OWNER_PID:-}" ]; then
+      # A watcher stops the cluster once the owning process is gone, even if it was killed.
+      here=$(cd "$(dirname "$0")" && pwd)
+      setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" stop "$3"' \
+        watcher "$CEPH_CLUSTER_OWNER_PID" "$here/ceph-cluster.sh" "$dir" </dev/null >/dev/null 2>&1 &
+    fi
     echo "$conf"
     exit 0
   fi

@@ -150,6 +150,10 @@ void Conformance::SetUp() {
   if (f.skip_reason) {
     if (auto why = f.skip_reason(); !why.empty()) GTEST_SKIP() << why;
   }
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  if (test.starts_with("KillWriterChild/") && std::getenv(kChildEnv) == nullptr) {
+    GTEST_SKIP() << "runs only as the writer process of KillBetweenDataAndCommit";
+  }
   if (const char* loc = std::getenv(kChildEnv)) {
     child_ = true;
     auto s = f.attach(loc);

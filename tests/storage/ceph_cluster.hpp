@@ -1,0 +1,74 @@
+// A single-node Ceph cluster for a test process: started on first use with
+// scripts/ceph-cluster.sh in a temporary directory, stopped when the process exits (a watcher
+// started by the script stops it even if the process is killed). OBJDIRECT_CEPH_CONF names an
+// existing cluster to use instead.
+//
+// Thread safety: cluster_conf() may be called from any thread (it starts the cluster once).
+#pragma once
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "common/status.hpp"
+
+namespace objdirect::storage::testing_ceph {
+
+// Non-empty when the Ceph daemons are not installed: tests skip with this message.
+inline std::string missing_binaries() {
+  if (std::getenv("OBJDIRECT_CEPH_CONF") != nullptr) return "";
+  for (const char* b : {"/usr/bin/ceph-mon", "/usr/bin/ceph-osd", "/usr/bin/ceph"}) {
+    if (::access(b, X_OK) != 0) {
+      return std::string("Ceph is not installed (") + b +
+             " missing): run scripts/bootstrap to test the RADOS backend";
+    }
+  }
+  return "";
+}
+
+namespace detail {
+struct Cluster {
+  std::string dir, conf;
+  Status status;
+  ~Cluster() {
+    if (dir.empty()) return;
+    const std::string cmd = std::string(OBJDIRECT_CEPH_CLUSTER_SCRIPT) + " stop " + dir;
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "ceph-cluster stop failed\n");
+    std::filesystem::remove_all(dir);
+  }
+};
+}  // namespace detail
+
+// The ceph.conf of the cluster, starting it on first call.
+inline Result<std::string> cluster_conf() {
+  if (const char* c = std::getenv("OBJDIRECT_CEPH_CONF")) return std::string(c);
+  static detail::Cluster cluster;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    char tmpl[] = "/tmp/objdirect-ceph-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      cluster.status = Status(Errc::io_error, "mkdtemp failed");
+      return;
+    }
+    cluster.dir = tmpl;
+    const std::string cmd = "CEPH_CLUSTER_OWNER_PID=" + std::to_string(::getpid()) + " " +
+                            OBJDIRECT_CEPH_CLUSTER_SCRIPT + " start " + cluster.dir +
+                            " >/dev/null 2>" + cluster.dir + ".err";
+    if (std::system(cmd.c_str()) != 0) {
+      cluster.status =
+          Status(Errc::unavailable, "scripts/ceph-cluster.sh start failed; see " + cluster.dir +
+                                        ".err and " + cluster.dir + "/log");
+      return;
+    }
+    std::filesystem::remove(cluster.dir + ".err");
+    cluster.conf = cluster.dir + "/ceph.conf";
+  });
+  if (!cluster.status.ok()) return cluster.status;
+  return cluster.conf;
+}
+
+}  // namespace objdirect::storage::testing_ceph
