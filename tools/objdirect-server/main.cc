@@ -10,6 +10,9 @@
 #include "server/rdma/rdma_engine.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/local/local_store.hpp"
+#ifdef OBJDIRECT_WITH_RADOS
+#include "storage/rados/rados_store.hpp"
+#endif
 
 namespace {
 
@@ -49,12 +52,35 @@ int main(int argc, char** argv) {
   bool no_fsync = false;
   std::string metrics_allow, access_log;
   rdma::RdmaOptions ropts;
+  std::string backend = "local";
+  std::string rados_conf, rados_pool_prefix = "objdirect";
+  std::uint64_t rados_stripe_bytes = 16ull << 20;
+  std::uint32_t rados_index_shards = 8, rados_gc_grace_s = 900;
 
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks a free one)")
       ->envname("OBJDIRECT_LISTEN")
       ->capture_default_str();
   app.add_option("--data", data_dir, "Data directory")
       ->envname("OBJDIRECT_DATA")
+      ->capture_default_str();
+  app.add_option("--backend", backend, "Object store: local (--data) or rados (--rados-conf)")
+      ->envname("OBJDIRECT_BACKEND")
+      ->check(CLI::IsMember({"local", "rados"}))
+      ->capture_default_str();
+  app.add_option("--rados-conf", rados_conf, "ceph.conf of the cluster (--backend rados)")
+      ->envname("OBJDIRECT_RADOS_CONF");
+  app.add_option("--rados-pool-prefix", rados_pool_prefix,
+                 "Pools PREFIX.meta and PREFIX.data (created when missing)")
+      ->envname("OBJDIRECT_RADOS_POOL_PREFIX")
+      ->capture_default_str();
+  app.add_option("--rados-stripe-bytes", rados_stripe_bytes,
+                 "Stripe object size for new pools (64 KiB..64 MiB)")
+      ->capture_default_str();
+  app.add_option("--rados-index-shards", rados_index_shards,
+                 "Index shards of new buckets (a power of two)")
+      ->capture_default_str();
+  app.add_option("--rados-gc-grace-s", rados_gc_grace_s,
+                 "Seconds a replaced object's data stays readable (open readers)")
       ->capture_default_str();
   app.add_option("--access-key", access_key, "Access key of the single user")
       ->envname("OBJDIRECT_ACCESS_KEY");
@@ -152,14 +178,36 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  storage::LocalStoreOptions sopts;
-  sopts.data_dir = data_dir;
-  sopts.fsync = !no_fsync;
-  auto store = storage::open_local_store(sopts);
-  if (!store.ok()) {
-    std::cerr << "objdirect-server: cannot open data directory " << data_dir << ": "
-              << store.status().message() << "\n";
-    return 1;
+  Result<std::unique_ptr<storage::ObjectStore>> store =
+      Status(Errc::invalid_argument, "unknown backend");
+  if (backend == "rados") {
+#ifdef OBJDIRECT_WITH_RADOS
+    storage::RadosStoreOptions ro;
+    ro.conf_file = rados_conf;
+    ro.pool_prefix = rados_pool_prefix;
+    ro.stripe_bytes = rados_stripe_bytes;
+    ro.index_shards = rados_index_shards;
+    ro.gc_grace_s = rados_gc_grace_s;
+    store = storage::open_rados_store(ro);
+    if (!store.ok()) {
+      std::cerr << "objdirect-server: cannot open the RADOS backend (" << rados_conf
+                << "): " << store.status().message() << "\n";
+      return 1;
+    }
+#else
+    std::cerr << "objdirect-server: built without RADOS support (OBJDIRECT_WITH_RADOS=OFF)\n";
+    return 2;
+#endif
+  } else {
+    storage::LocalStoreOptions sopts;
+    sopts.data_dir = data_dir;
+    sopts.fsync = !no_fsync;
+    store = storage::open_local_store(sopts);
+    if (!store.ok()) {
+      std::cerr << "objdirect-server: cannot open data directory " << data_dir << ": "
+                << store.status().message() << "\n";
+      return 1;
+    }
   }
   auto service = std::make_shared<s3::S3Service>(
       s3opts, std::shared_ptr<storage::ObjectStore>(std::move(*store)));

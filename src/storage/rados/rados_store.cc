@@ -367,19 +367,32 @@ class RadosWriter : public BlobWriter {
   void set_committed() { committed_ = true; }
 
   // Puts the intent on `oid` (the shard of the key being committed), so that one compound op
-  // there can drop it. Order: add the new one, then remove the old one; a crash in between only
-  // leaves two intents for the same uncommitted blob.
+  // there can drop it. Order: add the new one, then remove the old one if it still exists; a
+  // crash in between only leaves two intents for the same uncommitted blob. If the old one is
+  // gone, the GC expired it and may be deleting the data: fail.
   Status move_intent(const std::string& oid) {
     if (!intent_oid_ || *intent_oid_ == oid) return Status();
+    const std::string ikey = "i" + blob_.hex();
     librados::ObjectWriteOperation add;
     add.create(false);
-    add.omap_set({{"i" + blob_.hex(), to_bl(encode_intent())}});
+    add.omap_set({{ikey, to_bl(encode_intent())}});
     int r = c_->meta.operate(oid, &add);
     if (r < 0) return rados_error(r, "intent record");
     librados::ObjectWriteOperation rm;
-    rm.omap_rm_keys({"i" + blob_.hex()});
+    int rv = 0;
+    rm.omap_cmp({{ikey, {bufferlist(), LIBRADOS_CMPXATTR_OP_GT}}}, &rv);
+    rm.omap_rm_keys({ikey});
     r = c_->meta.operate(*intent_oid_, &rm);
-    if (r < 0 && r != -ENOENT) return rados_error(r, "intent record");
+    if (r == -ECANCELED || r == -ENOENT) {
+      librados::ObjectWriteOperation undo;
+      undo.omap_rm_keys({ikey});
+      c_->meta.operate(oid, &undo);
+      intent_oid_.reset();
+      return error_ = Status(Errc::io_error,
+                             "the write took longer than intent_expire_s and its data was "
+                             "collected");
+    }
+    if (r < 0) return rados_error(r, "intent record");
     intent_oid_ = oid;
     return Status();
   }
@@ -1125,7 +1138,8 @@ class RadosStore : public ObjectStore {
     return page_uploads(std::move(all), q);
   }
 
-  // One GC pass under the cluster-wide lease; returns the number of blobs deleted.
+  // One GC pass under the cluster-wide lease (held for the pass, renewed by the next one);
+  // returns the number of blobs deleted.
   Result<std::uint64_t> gc_pass() {
     timeval dur{std::max<long>(30, 3l * c_->opts.gc_interval_s), 0};
     int r = c_->meta.lock_exclusive(gc_lock_oid, "gc", gc_cookie_, "objdirect gc", &dur,
@@ -1145,6 +1159,11 @@ class RadosStore : public ObjectStore {
     const std::uint64_t now = std::uint64_t(now_ns());
     const std::uint64_t grace = std::uint64_t(c_->opts.gc_grace_s) * 1'000'000'000ull;
     const std::uint64_t expire = std::uint64_t(c_->opts.intent_expire_s) * 1'000'000'000ull;
+    struct Unlock {
+      Conn& c;
+      const std::string& cookie;
+      ~Unlock() { c.meta.unlock(gc_lock_oid, "gc", cookie); }
+    } unlock{*c_, gc_cookie_};
     std::uint64_t deleted = 0;
     for (const std::string& oid : shards) {
       auto gcs = c_->omap_all(oid, "g");
