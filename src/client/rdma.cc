@@ -46,7 +46,13 @@ class TransportFabric final : public Fabric {
         *transport_, {hit->reg->remote_segment(offset, buf.size())}, transport::MemoryType::host,
         static_cast<std::uint64_t>(now) + lifetime_s);
     OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
-    hold = hit->reg;
+    // Until the reply is read the server may move data into or out of buf: this process is the
+    // target and must progress at full rate (its progress thread idles otherwise).
+    struct TokenHold {
+      std::shared_ptr<transport::MemoryRegion> reg;
+      std::shared_ptr<void> hot;
+    };
+    hold = std::make_shared<TokenHold>(TokenHold{hit->reg, transport_->keep_progress_hot()});
     return token::encode(t);
   }
 

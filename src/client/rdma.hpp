@@ -31,7 +31,8 @@ class Fabric {
   virtual const std::string& name() const = 0;
   // The x-amz-rdma-token text for exactly `buf` (one segment), expiring lifetime_s from now,
   // with a random nonce. The buffer is registered through the cache (or found in it); `hold`
-  // keeps that registration alive and must live until the request's reply has been read.
+  // keeps that registration alive (and the fabric's progress thread polling at full rate) and must
+  // live until the request's reply has been read.
   // Errors: invalid_argument (empty buffer), transport_error (registration refused).
   virtual Result<std::string> make_token(std::span<const std::byte> buf, std::uint32_t lifetime_s,
                                          std::shared_ptr<void>& hold) = 0;

@@ -8,9 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -67,15 +70,27 @@ class FineTimerSlack {
   long previous_ns_;
 };
 
-// Runs poll() in a loop with Backoff until destroyed. poll returns whether it did work.
+// Runs poll() until destroyed. poll returns whether it did work. While a hold() handle lives
+// ("hot") it polls with Backoff (sleeps of at most sleep_max); with none, after a poll that did
+// nothing it sleeps idle_poll ("cold", ~0 CPU) unless a hold() wakes it first.
 class ProgressThread {
  public:
-  ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max);
+  ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max,
+                 std::chrono::microseconds idle_poll);
   ~ProgressThread();  // stops and joins
   ProgressThread(const ProgressThread&) = delete;
   ProgressThread& operator=(const ProgressThread&) = delete;
 
+  // Keeps the thread hot until the handle is released. Never null.
+  std::shared_ptr<void> hold();
+  // Handles alive (for tests).
+  unsigned holds() const noexcept { return holds_.load(std::memory_order_acquire); }
+
  private:
+  void release();
+  std::mutex mu_;  // guards the cold wait against hold()'s wake-up
+  std::condition_variable cv_;
+  std::atomic<unsigned> holds_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -168,24 +168,52 @@ FineTimerSlack::~FineTimerSlack() {
     ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(previous_ns_), 0, 0, 0);
 }
 
-ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max) {
-  thread_ = std::thread([this, poll = std::move(poll), sleep_max] {
+ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max,
+                               std::chrono::microseconds idle_poll) {
+  thread_ = std::thread([this, poll = std::move(poll), sleep_max, idle_poll] {
     // Default timer slack (50 us) would stretch every short back-off sleep to ~50 us.
     ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     Backoff backoff(sleep_max);
     while (!stop_.load(std::memory_order_acquire)) {
       if (poll()) {
         backoff.reset();
-      } else {
+      } else if (holds_.load(std::memory_order_acquire) > 0) {
         backoff.pause();
+      } else {
+        // Cold: nobody expects traffic. Poll rarely (connection upkeep) until a hold() or stop.
+        backoff.reset();
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, idle_poll, [this] {
+          return stop_.load(std::memory_order_acquire) ||
+                 holds_.load(std::memory_order_acquire) > 0;
+        });
       }
     }
   });
 }
 
 ProgressThread::~ProgressThread() {
-  stop_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(mu_);
+    stop_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<void> ProgressThread::hold() {
+  {
+    std::lock_guard lock(mu_);
+    holds_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  // The handle owns nothing; its deleter ends the hold. The thread must outlive the handle.
+  return std::shared_ptr<void>(static_cast<void*>(this),
+                               [](void* p) { static_cast<ProgressThread*>(p)->release(); });
+}
+
+void ProgressThread::release() {
+  holds_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 }  // namespace detail

@@ -60,6 +60,10 @@ struct Config {
   // so this bounds how long an incoming transfer can sit unserved. Lower: faster first byte,
   // more idle wake-ups (about 1e6 / this value per second).
   std::chrono::microseconds progress_sleep_max{100};
+  // How often the progress thread polls while no keep_progress_hot() handle is alive. wait()
+  // polls by itself, so an initiator (the server) needs no handle; a target (the client, while a
+  // token is out) takes one. Higher: less idle CPU (about 1e6 / this value wake-ups per second).
+  std::chrono::microseconds progress_idle_poll{20'000};
 };
 
 struct Capabilities {
@@ -172,6 +176,13 @@ class Transport {
 
   // Peers currently cached (for tests and metrics).
   virtual std::size_t peers_cached() const = 0;
+
+  // Keeps the progress thread polling at full rate (sleeps of at most progress_sleep_max) while
+  // the returned handle lives: hold one while a peer may access this side's memory, e.g. from
+  // handing out a token until its request is answered. Without any, the progress thread polls
+  // every progress_idle_poll. The handle must not outlive the transport. Never null (a dummy
+  // without a progress thread).
+  virtual std::shared_ptr<void> keep_progress_hot() = 0;
 };
 
 // Client side: the token that lets a peer reach `segments` (from MemoryRegion::remote_segment of

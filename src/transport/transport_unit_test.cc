@@ -4,8 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/detail.hpp"
@@ -114,6 +117,48 @@ TEST(PeerLru, EvictsLeastRecentlyUsedIdlePeer) {
   EXPECT_EQ(lru.size(), 2u);
   EXPECT_EQ(lru.find("a"), nullptr);
   EXPECT_EQ(lru.find("c")->handle, 3);
+}
+
+// Waits up to `limit` for pred(); true when it held.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pred();
+}
+
+TEST(ProgressThread, IdlesColdAndPollsHotOnlyWhileHeld) {
+  std::atomic<unsigned> polls{0};
+  // Cold polls every 10 s: beyond the first poll, every poll below comes from a hold.
+  detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },
+                            std::chrono::microseconds(100), std::chrono::seconds(10));
+  ASSERT_TRUE(eventually([&] { return polls.load() >= 1; }, std::chrono::seconds(5)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_LE(polls.load(), 2u) << "a cold progress thread must not spin";
+  EXPECT_EQ(pt.holds(), 0u);
+  {
+    auto h1 = pt.hold();
+    auto h2 = pt.hold();
+    ASSERT_NE(h1, nullptr);
+    EXPECT_EQ(pt.holds(), 2u);
+    // hold() wakes the sleeper at once (not after the 10 s idle poll) and it keeps polling.
+    const unsigned before = polls.load();
+    EXPECT_TRUE(eventually([&] { return polls.load() >= before + 50; }, std::chrono::seconds(5)));
+    h1.reset();
+    EXPECT_EQ(pt.holds(), 1u);
+    const unsigned mid = polls.load();
+    EXPECT_TRUE(eventually([&] { return polls.load() >= mid + 50; }, std::chrono::seconds(5)));
+  }
+  EXPECT_EQ(pt.holds(), 0u);
+  // Released: back to cold within one back-off sleep; then (almost) no polls.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const unsigned after = polls.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LE(polls.load(), after + 1);
+  // The destructor wakes the cold thread and joins it well before the 10 s idle poll.
 }
 
 TEST(CreateTransport, RefusesUnknownFabric) {

@@ -42,6 +42,11 @@ asio::awaitable<Result<std::string>> Exchange::read_body_string(std::size_t max_
 
 namespace {
 
+// Room kept in the connection's read buffer while a body is read (Beast's largest single read).
+constexpr std::size_t kBodyReadBytes = 65536;
+// A connection's read buffer above this is shrunk after each request.
+constexpr std::size_t kIdleReadBufferBytes = 16384;
+
 // The per-request Exchange over a Beast parser whose body is read in caller-provided buffers.
 // Stream is beast::tcp_stream (plain HTTP, bodies leave by sendfile) or an ssl_stream over it.
 template <class Stream>
@@ -69,6 +74,12 @@ class BeastExchange final : public Exchange {
       auto [ec, n] = co_await asio::async_write(
           stream_, asio::buffer(kContinue, sizeof(kContinue) - 1), tuple_awaitable);
       if (ec) co_return Status(Errc::incomplete_body, "connection lost: " + ec.message());
+    }
+    // Beast reads min(64 KiB, free capacity, at least 512 bytes) per recv into buffer_, which the
+    // header left at about 1 KiB: without room, a 256 MiB body took ~250k recv calls and
+    // 10 server CPU-s/GiB (docs/BENCHMARKS.md). Make room for full 64 KiB reads.
+    if (buffer_.capacity() - buffer_.size() < kBodyReadBytes) {
+      buffer_.reserve(buffer_.size() + kBodyReadBytes);
     }
     auto& body = parser_.get().body();
     body.data = dst.data();
@@ -393,6 +404,8 @@ asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& 
     co_await handler_->handle(exch);
     if (!exch.response_started()) break;  // the handler lost the connection
     if (exch.wants_close()) break;
+    // An idle keep-alive connection keeps no body-sized buffer.
+    if (buffer.capacity() > kIdleReadBufferBytes) buffer.shrink_to_fit();
   }
 }
 

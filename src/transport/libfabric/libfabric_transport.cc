@@ -141,8 +141,8 @@ class LibfabricTransport final : public Transport {
         park_evicted_(caps_.provider == "shm"),
         av_count_(av_count) {
     if (config.progress_thread) {
-      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); },
-                                                                  config.progress_sleep_max);
+      progress_thread_ = std::make_unique<detail::ProgressThread>(
+          [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll);
     }
   }
 
@@ -262,6 +262,11 @@ class LibfabricTransport final : public Transport {
   bool progress() override {
     std::lock_guard lock(core_->mu);
     return poll_locked();
+  }
+
+  std::shared_ptr<void> keep_progress_hot() override {
+    if (progress_thread_) return progress_thread_->hold();
+    return std::make_shared<int>(0);
   }
 
   std::size_t peers_cached() const override {

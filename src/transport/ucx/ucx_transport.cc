@@ -90,8 +90,8 @@ class UcxTransport final : public Transport {
         local_address_(std::move(local_address)),
         peers_(config.peers_max) {
     if (config.progress_thread) {
-      progress_thread_ = std::make_unique<detail::ProgressThread>([this] { return progress(); },
-                                                                  config.progress_sleep_max);
+      progress_thread_ = std::make_unique<detail::ProgressThread>(
+          [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll);
     }
   }
 
@@ -202,6 +202,11 @@ class UcxTransport final : public Transport {
   bool progress() override {
     std::lock_guard lock(core_->mu);
     return poll_locked();
+  }
+
+  std::shared_ptr<void> keep_progress_hot() override {
+    if (progress_thread_) return progress_thread_->hold();
+    return std::make_shared<int>(0);
   }
 
   std::size_t peers_cached() const override {
