@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -168,6 +169,39 @@ struct PutRequest {
   std::span<const std::byte> src;
 };
 
+// The client library's counters, from Client::stats(): a consistent snapshot of everything this
+// Client did since create(). Counts only grow, except requests_in_flight.
+struct ClientStats {
+  // HTTP requests by S3 operation ("GetObject", "PutObject", "UploadPart", "HeadObject",
+  // "ListObjectsV2", "CreateMultipartUpload", ...; "RdmaCapabilities" for the fabric probe) and
+  // outcome class: "2xx", "3xx", "4xx", "5xx", or "failed" when no response arrived (connect
+  // error, timeout, broken connection). A request re-sent on a new connection counts twice.
+  std::map<std::string, std::map<std::string, std::uint64_t>> requests;
+  // Payload bytes of successful data calls (get, put and their async and batch forms) by the
+  // call's TransferResult::path: "rdma", "http", "http-fallback". A call whose parts took
+  // different paths counts all its bytes under its overall path.
+  std::map<std::string, std::uint64_t> bytes;
+  // Successful data calls by path (same keys as bytes).
+  std::map<std::string, std::uint64_t> transfers;
+  // Data calls that proposed RDMA and fell back to HTTP, by reason: "token_refused" (400
+  // InvalidRDMAToken and other refusals of the token), "server_declined" (x-amz-rdma-reply 501 or
+  // an RDMA error status), "server_ignored_token" (no x-amz-rdma-reply: a server without the
+  // protocol), "no_token" (the fabric could not make one), "other".
+  std::map<std::string, std::uint64_t> rdma_declines;
+  // Failed requests by objdirect error name (errc_name): S3 error responses mapped from their
+  // XML <Code> ("no_such_key", "slow_down", ...) and requests with no response ("unavailable",
+  // "timeout", "io_error").
+  std::map<std::string, std::uint64_t> errors;
+  // Requests sent again: RDMA admission refused with 503 SlowDown (back-off retry), and requests
+  // re-sent on a new connection after a pooled keep-alive connection turned out closed.
+  std::uint64_t retries = 0;
+  // HTTP requests in progress right now.
+  std::uint64_t requests_in_flight = 0;
+
+  // Sums over `requests` (all operations) for one class ("2xx", ..., "failed"), or all when empty.
+  std::uint64_t requests_total(std::string_view status_class = {}) const;
+};
+
 class Client {
  public:
   // Validates the config and opens nothing yet: connections and fabrics open on first use.
@@ -226,6 +260,9 @@ class Client {
   Status create_bucket(std::string_view bucket);
   // Errors: no_such_bucket, bucket_not_empty.
   Status delete_bucket(std::string_view bucket);
+
+  // A snapshot of this client's counters (see ClientStats). Cheap; safe from any thread.
+  ClientStats stats() const;
 
   struct Impl;
 

@@ -11,6 +11,7 @@
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
 #include "client/rdma.hpp"
+#include "client/stats.hpp"
 #include "common/limits.hpp"
 #include "common/uri.hpp"
 
@@ -129,6 +130,7 @@ const char* kKnownFabrics[] = {"libfabric:shm", "libfabric:tcp", "ucx"};
 
 struct Client::Impl {
   ClientConfig cfg;
+  client::ClientCounters stats;  // Client::stats(); declared before `http`, which points at it
   client::Endpoint endpoint;
   std::unique_ptr<HttpClient> http;
 
@@ -246,6 +248,7 @@ struct Client::Impl {
       if (!r.ok() || r->status != 503 || attempt == limits::client_rdma_busy_retries_max) {
         return r;
       }
+      stats.on_retry();
       std::this_thread::sleep_for(backoff);
       backoff *= 2;
     }
@@ -423,6 +426,7 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   ho.connections_max = std::max<std::uint32_t>(impl->cfg.connections_max, 1);
   ho.connect_timeout = std::chrono::milliseconds(impl->cfg.connect_timeout_ms);
   ho.io_timeout = std::chrono::milliseconds(impl->cfg.io_timeout_ms);
+  ho.stats = &impl->stats;
   impl->http = std::make_unique<HttpClient>(std::move(ho));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -574,6 +578,7 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
   }
   res.bytes = got;
   info.fill(res);
+  impl_->stats.on_transfer(res);
   return res;
 }
 
@@ -592,6 +597,7 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
     res.etag = o->etag;
     res.requests = o->requests;
     o->info.fill(res);
+    impl_->stats.on_transfer(res);
     return res;
   }
 
@@ -657,6 +663,7 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
   res.bytes = src.size();
   for (const auto& i : infos) info.merge(i);
   info.fill(res);
+  impl_->stats.on_transfer(res);
   return res;
 }
 
@@ -780,6 +787,10 @@ Status Client::create_bucket(std::string_view bucket) {
 Status Client::delete_bucket(std::string_view bucket) {
   auto r = impl_->xml_call("DELETE", client::object_target(bucket, ""));
   return r.status();
+}
+
+ClientStats Client::stats() const {
+  return impl_->stats.snapshot();
 }
 
 }  // namespace objdirect

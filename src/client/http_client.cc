@@ -9,6 +9,7 @@
 #include <cstring>
 #include <pugixml.hpp>
 
+#include "client/stats.hpp"
 #include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
@@ -189,14 +190,21 @@ void HttpClient::release(std::unique_ptr<Connection> c, bool reusable) {
 
 Result<HttpResponse> HttpClient::execute(const HttpRequest& req,
                                          std::optional<std::span<std::byte>> sink) {
+  std::optional<ClientCounters::InFlight> in_flight;
+  if (opts_.stats) in_flight.emplace(*opts_.stats);
   for (int attempt = 0;; ++attempt) {
     auto conn = acquire(attempt > 0);
-    if (!conn.ok()) return conn.status();
+    if (!conn.ok()) {
+      if (opts_.stats) opts_.stats->on_response(req, conn.status());
+      return conn.status();
+    }
     bool reply_started = false, reusable = false;
     bool was_reused = (*conn)->reused;
     auto r = execute_once(**conn, req, sink, reply_started, reusable);
     release(std::move(*conn), r.ok() && reusable);
+    if (opts_.stats) opts_.stats->on_response(req, r);
     if (r.ok() || reply_started || !was_reused || attempt > 0) return r;
+    if (opts_.stats) opts_.stats->on_retry();
   }
 }
 

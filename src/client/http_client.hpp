@@ -40,6 +40,8 @@ inline constexpr std::size_t client_response_body_bytes_max = 16 * 1024 * 1024;
 
 namespace objdirect::client {
 
+class ClientCounters;  // client/stats.hpp
+
 struct Endpoint {
   std::string host;         // "127.0.0.1", "[::1]" unbracketed: "::1"
   std::string port;         // "80" when absent
@@ -74,6 +76,8 @@ struct HttpOptions {
   std::uint32_t connections_max = 64;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds io_timeout{120'000};
+  // Counters for Client::stats(); may be null. Must outlive the HttpClient.
+  ClientCounters* stats = nullptr;
 };
 
 class HttpClient {

@@ -1,6 +1,7 @@
 // The C API (include/objdirect/objdirect.h) over objdirect::Client. Status -> OD_E* happens here
 // and nowhere else.
 #include <cstring>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -170,6 +171,33 @@ int od_head(od_client* client, const char* bucket, const char* key, od_object_in
     copy_str(info->etag, sizeof(info->etag), r->etag);
     copy_str(info->last_modified, sizeof(info->last_modified), r->last_modified);
   }
+  return ok();
+}
+
+int od_client_stats(od_client* client, od_stats* out) {
+  if (!client || !out) return fail(OD_EINVAL, "od_client_stats: NULL argument");
+  const objdirect::ClientStats s = client->client->stats();
+  auto at = [](const std::map<std::string, std::uint64_t>& m, const char* k) -> std::uint64_t {
+    auto it = m.find(k);
+    return it == m.end() ? 0 : it->second;
+  };
+  std::memset(out, 0, sizeof(*out));
+  out->requests_total = s.requests_total();
+  out->requests_2xx = s.requests_total("2xx");
+  out->requests_3xx = s.requests_total("3xx");
+  out->requests_4xx = s.requests_total("4xx");
+  out->requests_5xx = s.requests_total("5xx");
+  out->requests_failed = s.requests_total("failed");
+  out->bytes_rdma = at(s.bytes, "rdma");
+  out->bytes_http = at(s.bytes, "http");
+  out->bytes_http_fallback = at(s.bytes, "http-fallback");
+  out->transfers_rdma = at(s.transfers, "rdma");
+  out->transfers_http = at(s.transfers, "http");
+  out->transfers_http_fallback = at(s.transfers, "http-fallback");
+  for (const auto& [reason, n] : s.rdma_declines) out->rdma_declines += n;
+  for (const auto& [code, n] : s.errors) out->errors += n;
+  out->retries = s.retries;
+  out->requests_in_flight = s.requests_in_flight;
   return ok();
 }
 

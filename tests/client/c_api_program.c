@@ -57,6 +57,21 @@ int main(int argc, char** argv) {
 
   CHECK(od_delete(c, bucket, "c/api object") == OD_OK, "delete");
   CHECK(od_head(c, bucket, "c/api object", &info) == OD_ENOTFOUND, "head after delete");
+  {
+    /* The counters saw exactly the data calls above: put n, get n, range get 100 bytes. */
+    od_stats st;
+    CHECK(od_client_stats(c, &st) == OD_OK, "stats");
+    CHECK(st.bytes_rdma + st.bytes_http + st.bytes_http_fallback == 2 * (uint64_t)n + 100,
+          "stats bytes");
+    CHECK(st.transfers_rdma + st.transfers_http + st.transfers_http_fallback == 3,
+          "stats transfers");
+    CHECK(st.requests_4xx >= 2 && st.errors >= 2, "stats 404s (missing key, head after delete)");
+    CHECK(st.requests_total == st.requests_2xx + st.requests_3xx + st.requests_4xx +
+                                   st.requests_5xx + st.requests_failed,
+          "stats classes add up");
+    CHECK(st.requests_in_flight == 0, "stats in flight");
+    CHECK(od_client_stats(NULL, &st) == OD_EINVAL, "stats NULL");
+  }
   od_client_destroy(c);
   free(src);
   free(dst);

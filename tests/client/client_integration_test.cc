@@ -467,6 +467,91 @@ INSTANTIATE_TEST_SUITE_P(Fabrics, ServerFallbackIT,
                            return s;
                          });
 
+// Client::stats() against what real transfers did: the RDMA path on the default server, the
+// HTTP fallback on a --fabric none server, plain HTTP with fabric "none".
+std::uint64_t at(const std::map<std::string, std::uint64_t>& m, const std::string& k) {
+  auto it = m.find(k);
+  return it == m.end() ? 0 : it->second;
+}
+
+std::uint64_t requests_of(const ClientStats& s, const std::string& op, const std::string& cls) {
+  auto it = s.requests.find(op);
+  return it == s.requests.end() ? 0 : at(it->second, cls);
+}
+
+TEST_F(ClientIT, StatsCountRdmaTransfersAndErrors) {
+  ASSERT_FALSE(offered_fabrics(*g_server).empty()) << "the default server offers no fabric";
+  auto c = make(base_config("auto"));
+  const std::size_t n = (1 << 20) + 1;
+  auto src = pattern(n, 11);
+  auto p = c->put(bucket_, "stats/rdma", src);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  std::vector<std::byte> dst(n);
+  auto g = c->get(bucket_, "stats/rdma", dst);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(p->path, TransferPath::rdma) << p->reason;
+  ASSERT_EQ(g->path, TransferPath::rdma) << g->reason;
+  EXPECT_EQ(c->head(bucket_, "stats/missing").code(), Errc::no_such_key);
+
+  const ClientStats s = c->stats();
+  EXPECT_EQ(at(s.transfers, "rdma"), 2u);
+  EXPECT_EQ(at(s.bytes, "rdma"), 2u * n);
+  EXPECT_EQ(at(s.bytes, "http") + at(s.bytes, "http-fallback"), 0u);
+  EXPECT_TRUE(s.rdma_declines.empty());
+  EXPECT_EQ(requests_of(s, "PutObject", "2xx"), 1u);
+  EXPECT_EQ(requests_of(s, "GetObject", "2xx"), 1u);
+  EXPECT_EQ(requests_of(s, "HeadObject", "4xx"), 1u);
+  EXPECT_EQ(requests_of(s, "RdmaCapabilities", "2xx"), 1u);  // the fabric probe of "auto"
+  EXPECT_EQ(at(s.errors, "no_such_key"), 1u);
+  EXPECT_EQ(s.requests_total(), 4u);
+  EXPECT_EQ(s.requests_in_flight, 0u);
+}
+
+TEST_F(ClientIT, StatsCountPlainHttp) {
+  auto c = make(base_config("none"));
+  auto src = pattern(4096, 12);
+  ASSERT_TRUE(c->put(bucket_, "stats/plain", src).ok());
+  std::vector<std::byte> dst(4096);
+  ASSERT_TRUE(c->get(bucket_, "stats/plain", dst).ok());
+  const ClientStats s = c->stats();
+  EXPECT_EQ(at(s.bytes, "http"), 8192u);
+  EXPECT_EQ(at(s.transfers, "http"), 2u);
+  EXPECT_EQ(at(s.bytes, "rdma") + at(s.bytes, "http-fallback"), 0u);
+  EXPECT_TRUE(s.rdma_declines.empty());
+  EXPECT_EQ(s.requests_total("2xx"), 2u);
+}
+
+TEST_F(ServerFallbackIT, StatsCountFallbacksAndDeclines) {
+  ASSERT_NE(server_, nullptr);
+  auto c = make(base_config("libfabric:tcp", server_));
+  const std::string bucket = "fbstats-" + std::to_string(getpid());
+  ASSERT_TRUE(c->create_bucket(bucket).ok());
+  const std::size_t n = 70000;
+  auto src = pattern(n, 13);
+  auto p = c->put(bucket, "k", src);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  std::vector<std::byte> dst(n);
+  auto g = c->get(bucket, "k", dst);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(p->path, TransferPath::http_fallback) << p->reason;
+  ASSERT_EQ(g->path, TransferPath::http_fallback) << g->reason;
+  const ClientStats s = c->stats();
+  EXPECT_EQ(at(s.transfers, "http-fallback"), 2u);
+  EXPECT_EQ(at(s.bytes, "http-fallback"), 2u * n);
+  EXPECT_EQ(at(s.bytes, "rdma"), 0u);
+  std::uint64_t declines = 0;
+  for (const auto& [reason, count] : s.rdma_declines) {
+    std::printf("[stats] decline %s: %llu\n", reason.c_str(),
+                static_cast<unsigned long long>(count));
+    declines += count;
+  }
+  EXPECT_EQ(declines, 2u);
+  EXPECT_EQ(at(s.rdma_declines, "other"), 0u) << "declines must be classified";
+  // The declined PUT is an error response (501) followed by the body PUT.
+  EXPECT_GE(requests_of(s, "PutObject", "2xx"), 1u);
+  EXPECT_EQ(s.requests_in_flight, 0u);
+}
+
 // --- the CLI as a separate process --------------------------------------------------------------
 
 struct CliRun {

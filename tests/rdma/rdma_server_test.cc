@@ -1,11 +1,15 @@
 // The server side of the RDMA protocol, driven with hand-made tokens over real transports against
 // the real objdirect-server binary: success replies, declines, refusals of bad tokens before any
 // byte moves, admission control, and a client that dies (or stalls) mid-transfer.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +20,9 @@
 #include <thread>
 #include <vector>
 
+#include "auth/sigv4.hpp"
 #include "client/http_client.hpp"
+#include "common/time.hpp"
 #include "common/uri.hpp"
 #include "token/token.hpp"
 #include "transport/transport.hpp"
@@ -320,6 +326,93 @@ TEST_F(RdmaServerTest, ExpiredTokenIsRefusedAndNothingIsWritten) {
   EXPECT_EQ(s3_code(r), "InvalidRDMAToken");
   EXPECT_EQ(header(r, "x-amz-rdma-reply"), "");
   EXPECT_EQ(request(*server_, "HEAD", "/bkt/exp").status, 404);
+}
+
+// A token that worked once is refused when replayed after its expiry, and moves nothing.
+TEST_F(RdmaServerTest, TokenReplayAfterExpiryIsRefused) {
+  auto data = pattern(4096, 21);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/replay", {}, data).status, 200);
+  auto c = ClientSide::open("libfabric:tcp", 4096);
+  ASSERT_TRUE(c);
+  const std::string tok = c->token(0, 4096, now_s() + 2);
+  auto r = request(*server_, "GET", "/bkt/replay", {{"x-amz-rdma-token", tok}});
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_TRUE(c->buf == data);
+  std::fill(c->buf.begin(), c->buf.end(), std::byte{0xAA});
+  std::this_thread::sleep_for(3s);  // past expires_unix_s
+  r = request(*server_, "GET", "/bkt/replay", {{"x-amz-rdma-token", tok}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(s3_code(r), "InvalidRDMAToken");
+  for (auto b : c->buf) ASSERT_EQ(b, std::byte{0xAA}) << "a replayed expired token moved a byte";
+  r = request(*server_, "PUT", "/bkt/replay2",
+              {{"x-amz-rdma-token", tok}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(request(*server_, "HEAD", "/bkt/replay2").status, 404);
+}
+
+// Sends a GET of `target` signed over `signed_token` but carrying `sent_token`; returns the raw
+// response (the request closes the connection).
+std::string get_with_swapped_token(const ServerProcess& s, const std::string& target,
+                                   const std::string& signed_token, const std::string& sent_token) {
+  auto ep = client::parse_endpoint(s.endpoint());
+  if (!ep.ok()) return {};
+  const auto now = std::chrono::system_clock::now();
+  const std::string date = amz_date(now);
+  sigv4::RequestView v;
+  v.method = "GET";
+  v.target = target;
+  v.headers = {{"host", ep->host_header},
+               {"x-amz-content-sha256", std::string(sigv4::kEmptySha256)},
+               {"x-amz-date", date},
+               {"x-amz-rdma-token", signed_token}};
+  const std::string auth = sigv4::sign(v, {kAk, kSk}, "us-east-1", "s3", now);
+  const std::string req = "GET " + target + " HTTP/1.1\r\nhost: " + ep->host_header +
+                          "\r\nx-amz-content-sha256: " + std::string(sigv4::kEmptySha256) +
+                          "\r\nx-amz-date: " + date + "\r\nx-amz-rdma-token: " + sent_token +
+                          "\r\nauthorization: " + auth + "\r\nconnection: close\r\n\r\n";
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(ep->port)));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, n);
+  }
+  ::close(fd);
+  return out;
+}
+
+// The token is in SignedHeaders: widening its segment (a longer length, so more client memory
+// would be exposed) after signing breaks the SigV4 signature, and no byte moves.
+TEST_F(RdmaServerTest, WidenedTokenBreaksTheSignature) {
+  auto data = pattern(8192, 22);
+  ASSERT_EQ(request(*server_, "PUT", "/bkt/wide", {}, data).status, 200);
+  auto c = ClientSide::open("libfabric:tcp", 8192);
+  ASSERT_TRUE(c);
+  const std::string narrow = c->token(0, 4096, now_s() + 60);
+  auto t = token::decode(narrow, now_s());
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  t->segments[0].length = 8192;
+  t->total_length = 8192;
+  const std::string wide = token::encode(*t);
+  ASSERT_TRUE(token::decode(wide, now_s()).ok());
+  ASSERT_NE(wide, narrow);
+
+  std::string raw = get_with_swapped_token(*server_, "/bkt/wide", narrow, wide);
+  EXPECT_EQ(raw.substr(0, 12), "HTTP/1.1 403") << raw.substr(0, 400);
+  EXPECT_NE(raw.find("<Code>SignatureDoesNotMatch</Code>"), std::string::npos) << raw;
+  for (auto b : c->buf) ASSERT_EQ(b, std::byte{0xAA}) << "a widened token moved a byte";
+
+  // Control: the same request with the token it was signed over is served over RDMA, so the
+  // refusal above is the signature's doing.
+  raw = get_with_swapped_token(*server_, "/bkt/wide", wide, wide);
+  EXPECT_EQ(raw.substr(0, 12), "HTTP/1.1 200") << raw.substr(0, 400);
+  EXPECT_NE(raw.find("x-amz-rdma-reply: 200"), std::string::npos) << raw.substr(0, 600);
+  EXPECT_TRUE(c->buf == data);
 }
 
 TEST_F(RdmaServerTest, TokenShorterThanTheObjectIsRefusedBeforeAnyByteMoves) {

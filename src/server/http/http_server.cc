@@ -14,6 +14,7 @@
 #include <boost/beast/version.hpp>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "common/scratch_buffer.hpp"
 #include "common/time.hpp"
@@ -252,6 +253,29 @@ class BeastExchange final : public Exchange {
 
 }  // namespace
 
+void configure_parser(bhttp::request_parser<bhttp::buffer_body>& parser,
+                      const ServerOptions& opts) {
+  parser.header_limit(static_cast<std::uint32_t>(
+      std::min<std::size_t>(opts.header_bytes_max, std::numeric_limits<std::uint32_t>::max())));
+  parser.body_limit(boost::none);  // the S3 layer bounds bodies per operation
+}
+
+bhttp::response<bhttp::string_body> header_error_response(Handler& handler,
+                                                          const boost::system::error_code& ec,
+                                                          const ServerOptions& opts) {
+  bool too_big = ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow;
+  bhttp::response<bhttp::string_body> res(
+      too_big ? bhttp::status::request_header_fields_too_large : bhttp::status::bad_request, 11);
+  res.set(bhttp::field::content_type, "application/xml");
+  res.body() = handler.error_body(too_big ? Errc::header_too_large : Errc::invalid_request,
+                                  too_big ? "The request header section exceeds " +
+                                                std::to_string(opts.header_bytes_max) + " bytes"
+                                          : "Malformed HTTP request: " + ec.message());
+  res.keep_alive(false);
+  res.prepare_payload();
+  return res;
+}
+
 HttpServer::HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler)
     : opts_(std::move(opts)), handler_(std::move(handler)) {
   if (opts_.threads == 0) {
@@ -370,8 +394,7 @@ asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& 
   bool first = true;
   for (;;) {
     bhttp::request_parser<bhttp::buffer_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(opts_.header_bytes_max));
-    parser.body_limit(boost::none);  // the S3 layer bounds bodies per operation
+    configure_parser(parser, opts_);
     beast::get_lowest_layer(stream).expires_after(first ? opts_.header_timeout
                                                         : opts_.idle_timeout);
     first = false;
@@ -383,18 +406,7 @@ asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& 
         break;
       }
       // Oversized or unparsable header: answer once, then close.
-      bool too_big = rec == bhttp::error::header_limit || rec == bhttp::error::buffer_overflow;
-      bhttp::response<bhttp::string_body> res(
-          too_big ? bhttp::status::request_header_fields_too_large : bhttp::status::bad_request,
-          11);
-      res.set(bhttp::field::content_type, "application/xml");
-      res.body() =
-          handler_->error_body(too_big ? Errc::header_too_large : Errc::invalid_request,
-                               too_big ? "The request header section exceeds " +
-                                             std::to_string(opts_.header_bytes_max) + " bytes"
-                                       : "Malformed HTTP request: " + rec.message());
-      res.keep_alive(false);
-      res.prepare_payload();
+      auto res = header_error_response(*handler_, rec, opts_);
       beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
       co_await bhttp::async_write(stream, res, tuple_awaitable);
       break;

@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -111,6 +112,33 @@ class Handler {
   // Called for requests that fail before the handler runs (bad request line, oversized header).
   virtual std::string error_body(Errc code, std::string_view message) = 0;
 };
+
+// The parser settings every request gets, on a socket or in serve_buffer(): the header section is
+// bounded by header_bytes_max; bodies are unbounded here (the S3 layer bounds them per operation).
+void configure_parser(beast::http::request_parser<beast::http::buffer_body>& parser,
+                      const ServerOptions& opts);
+
+// The one answer to a request whose header section failed to parse (431 over header_bytes_max,
+// 400 otherwise); the connection closes after it.
+beast::http::response<beast::http::string_body> header_error_response(
+    Handler& handler, const boost::system::error_code& ec, const ServerOptions& opts);
+
+// A response captured in memory by serve_buffer().
+struct BufferedResponse {
+  int status = 0;
+  Fields headers;
+  std::string body;    // for send_header + send_raw/send_file: the bytes that followed the header
+  bool close = false;  // the connection would have closed after this response
+};
+
+// Serves the raw bytes of one connection (request line, header, body; pipelined requests too)
+// without a socket: the same parser settings, the same header-error answers and the same Handler
+// as a connection, with the body read from `raw`. Stops at the first response that closes the
+// connection, or when `raw` ends. For the in-process HTTP fuzz target (http_request_fuzz) and
+// tests. Runs the handler on a private io_context in the calling thread.
+std::vector<BufferedResponse> serve_buffer(Handler& handler, std::string_view raw,
+                                           const ServerOptions& opts,
+                                           std::string remote = "127.0.0.1");
 
 struct ServerCounters {
   std::atomic<std::uint64_t> connections_open{0};

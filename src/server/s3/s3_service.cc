@@ -204,7 +204,8 @@ boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
           if (it == users.end()) return std::nullopt;
           return it->second.secret_key;
         },
-        impl_->opts.region, std::chrono::system_clock::now());
+        impl_->opts.region,
+        impl_->opts.auth_clock ? impl_->opts.auth_clock() : std::chrono::system_clock::now());
     if (!auth.ok()) {
       co_await impl_->send_error(c, auth.status());
       co_return;

@@ -9,6 +9,8 @@
 // Thread safety: thread-safe; one instance serves every connection.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +45,9 @@ struct S3Options {
   std::string metrics_allow;
   // JSON-lines access log: a file path, "-" for stderr, empty for none.
   std::string access_log;
+  // The clock that SigV4 dates and presigned expiries are checked against; empty: the system
+  // clock. The HTTP fuzz target pins it so that its checked-in signed seeds stay valid.
+  std::function<std::chrono::system_clock::time_point()> auth_clock;
 };
 
 // Loads "ACCESS_KEY SECRET_KEY" lines ('#' comments, blank lines allowed) from a file.
