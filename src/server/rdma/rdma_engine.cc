@@ -45,6 +45,27 @@ std::vector<token::Segment> remote_pieces(const std::vector<token::Segment>& seg
   return out;
 }
 
+// How long a failed transfer still waits for its other in-flight operations: one deadline shared
+// by all of them (it was 2 s each, so a dead client held its lease for op_timeout + 2 s per extra
+// pipeline slot: 7.5 s with the default depth 4 and a 1.5 s op timeout). After an RDMA failure
+// (dead or stalled peer) the rest would fail the same way: poll once and retire. After another
+// failure (storage, sink) the peer is fine: give the operations one op_timeout in all.
+class DrainDeadline {
+ public:
+  DrainDeadline(const Status& failure, std::chrono::milliseconds op_timeout)
+      : end_(std::chrono::steady_clock::now() + (failure.code() == Errc::rdma_transfer_failed
+                                                     ? std::chrono::milliseconds(0)
+                                                     : op_timeout)) {}
+  std::chrono::milliseconds left() const {
+    auto d = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end_ - std::chrono::steady_clock::now());
+    return std::max(d, std::chrono::milliseconds(0));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point end_;
+};
+
 }  // namespace
 
 struct RdmaEngine::Buffer {
@@ -288,9 +309,10 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   }
   // A failed or timed-out operation may leave the provider holding a buffer: retire the lease.
   bool retire = failure.code() == Errc::rdma_transfer_failed;
+  DrainDeadline drain(failure, opts_.op_timeout);
   for (auto& s : slots) {
     if (!s.op) continue;
-    Status st = tr.wait(*s.op, failure.ok() ? opts_.op_timeout : std::chrono::milliseconds(2000));
+    Status st = tr.wait(*s.op, failure.ok() ? opts_.op_timeout : drain.left());
     if (!st.ok()) {
       retire = true;
       if (failure.ok()) failure = st;
@@ -355,9 +377,10 @@ Status RdmaEngine::receive(const token::Token& t,
     if (i + slots.size() < chunks) failure = post(s, i + slots.size());
   }
   bool retire = failure.code() == Errc::rdma_transfer_failed;
+  DrainDeadline drain(failure, opts_.op_timeout);
   for (auto& s : slots) {
     if (!s.op) continue;
-    Status st = tr.wait(*s.op, std::chrono::milliseconds(2000));
+    Status st = tr.wait(*s.op, drain.left());
     if (!st.ok()) retire = true;
   }
   release(*lease, retire);

@@ -80,7 +80,10 @@ Task<void> S3Service::Impl::upload_part(Ctx& c) {
   auto writer = store->begin_write(c.bucket);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
   auto payload = co_await receive(c, **writer, limits::part_bytes_max, algo);
-  if (!payload.ok()) co_return co_await send_put_error(c, payload.status());
+  if (!payload.ok()) {
+    writer->reset();  // unlink the temporary file (and free its space) before answering
+    co_return co_await send_put_error(c, payload.status());
+  }
   storage::PartInfo part;
   part.part_number = *pn;
   part.size = payload->size;
@@ -127,7 +130,10 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   auto writer = store->begin_write(c.bucket);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
   auto data = copy_data(**reader, offset, length, **writer, algos, opts.io_buffer_bytes);
-  if (!data.ok()) co_return co_await send_error(c, data.status());
+  if (!data.ok()) {
+    writer->reset();  // unlink the temporary file (and free its space) before answering
+    co_return co_await send_error(c, data.status());
+  }
   storage::PartInfo part;
   part.part_number = *pn;
   part.size = data->size;

@@ -129,7 +129,10 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
   auto writer = store->begin_write(c.bucket);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
   auto payload = co_await receive(c, **writer, limits::put_bytes_max, std::nullopt);
-  if (!payload.ok()) co_return co_await send_put_error(c, payload.status());
+  if (!payload.ok()) {
+    writer->reset();  // unlink the temporary file (and free its space) before answering
+    co_return co_await send_put_error(c, payload.status());
+  }
 
   meta->size = payload->size;
   meta->etag = payload->md5_hex;
@@ -396,7 +399,10 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
       algos = {*algo};
     }
     auto data = copy_data(**reader, 0, sm.size, **writer, algos, opts.io_buffer_bytes);
-    if (!data.ok()) co_return co_await send_error(c, data.status());
+    if (!data.ok()) {
+      writer->reset();  // unlink the temporary file (and free its space) before answering
+      co_return co_await send_error(c, data.status());
+    }
     // A copy is a single-part object: its ETag is the MD5 of the bytes, its checksums full-object.
     meta.etag = data->md5_hex;
     meta.checksums = data->checksums;

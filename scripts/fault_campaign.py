@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""kill -9 fault campaign against the real objdirect-server (driven by scripts/fault-campaign.sh).
+
+Each cycle:
+  1. a worker *process* (boto3, 3 threads on disjoint keys) runs a random mix of PutObject,
+     multipart (CreateMultipartUpload + UploadPart x2 + CompleteMultipartUpload), DeleteObjects and
+     CopyObject, journaling "begin" (key -> new sha256) before each request and "ack" after the
+     server's 2xx answer;
+  2. after a random delay the server is killed with SIGKILL (the worker is usually mid-request;
+     sometimes the kill lands while a body is still being sent or a Complete is committing);
+  3. the server is restarted on the same data dir and every key is read back:
+       - acked ops: the key must be exactly the new version;
+       - unacked ops (in flight at the kill): exactly the old or the new version;
+       - the body's sha256 must be one of those, and for single-part objects MD5(body) == ETag;
+     lost    += keys that are absent or older than allowed;
+     partial += keys whose bytes are neither allowed version (or short, or ETag mismatch);
+     leaked  += files under DATA/tmp, plus blob files under DATA/blobs that no object segment or
+                upload part accounts for (a multipart object "ETag-N" has N blobs, a single-part
+                non-empty object 1, an in-progress part 1; see docs/storage.md).
+The last line is exactly `cycles=N lost=N partial=N leaked=N`; the exit status is 1 if any is
+non-zero (or the server failed to restart).
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
+
+MIB = 1 << 20
+BUCKET = "faults"
+THREADS = 3
+KEYS_PER_THREAD = 6
+
+
+def keys_of(t):
+    return [f"t{t}/k{i}" for i in range(KEYS_PER_THREAD)]
+
+
+ALL_KEYS = [k for t in range(THREADS) for k in keys_of(t)]
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# worker process
+
+
+def worker_main(endpoint, journal_path, state_path, seed):
+    import objd  # noqa: E402  (boto3 import is here, in the child)
+    from botocore.config import Config
+    import boto3
+
+    with open(state_path) as f:
+        current = json.load(f)  # key -> sha or None
+    fd = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    lock = threading.Lock()
+    op_ids = iter(range(1 << 30))
+
+    def journal(rec):
+        line = (json.dumps(rec) + "\n").encode()
+        with lock:
+            os.write(fd, line)  # O_APPEND, one write per line: lines never interleave
+
+    def client():  # boto3 sessions are not thread-safe: one per thread, made here
+        cfg = Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                     retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=30)
+        return boto3.session.Session().client(
+            "s3", endpoint_url=endpoint, aws_access_key_id=objd.ACCESS_KEY,
+            aws_secret_access_key=objd.SECRET_KEY, region_name=objd.REGION, config=cfg)
+
+    clients = [client() for _ in range(THREADS)]
+
+    def run(t):
+        rnd = random.Random(seed * 100 + t)
+        s3 = clients[t]
+        mine = keys_of(t)
+        while True:
+            with lock:
+                oid = next(op_ids)
+            kind = rnd.choices(["put", "multipart", "delete", "copy"], [5, 2, 2, 2])[0]
+            try:
+                if kind == "put":
+                    k = rnd.choice(mine)
+                    size = rnd.choice([0, 1, 4096, 100_000, MIB, 3 * MIB])
+                    body = os.urandom(size)
+                    journal({"op": oid, "kind": kind, "set": {k: sha(body)}})
+                    s3.put_object(Bucket=BUCKET, Key=k, Body=body)
+                    current[k] = sha(body)
+                elif kind == "multipart":
+                    k = rnd.choice(mine)
+                    parts = [os.urandom(5 * MIB), os.urandom(rnd.choice([1, 70_000, MIB]))]
+                    new = sha(b"".join(parts))
+                    journal({"op": oid, "kind": kind, "set": {k: new}})
+                    uid = s3.create_multipart_upload(Bucket=BUCKET, Key=k)["UploadId"]
+                    done = []
+                    for i, p in enumerate(parts, 1):
+                        e = s3.upload_part(Bucket=BUCKET, Key=k, UploadId=uid, PartNumber=i, Body=p)["ETag"]
+                        done.append({"PartNumber": i, "ETag": e})
+                    s3.complete_multipart_upload(Bucket=BUCKET, Key=k, UploadId=uid,
+                                                 MultipartUpload={"Parts": done})
+                    current[k] = new
+                elif kind == "delete":
+                    ks = rnd.sample(mine, rnd.choice([1, 2, 3]))
+                    journal({"op": oid, "kind": kind, "set": {k: None for k in ks}})
+                    r = s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in ks]})
+                    if r.get("Errors"):
+                        raise RuntimeError(f"DeleteObjects errors: {r['Errors']}")
+                    for k in ks:
+                        current[k] = None
+                else:
+                    present = [k for k in mine if current.get(k) is not None]
+                    if not present:
+                        continue
+                    src = rnd.choice(present)
+                    dst = rnd.choice([k for k in mine if k != src])
+                    journal({"op": oid, "kind": kind, "set": {dst: current[src]}})
+                    s3.copy_object(Bucket=BUCKET, Key=dst, CopySource={"Bucket": BUCKET, "Key": src})
+                    current[dst] = current[src]
+                journal({"op": oid, "ack": True})
+            except Exception as e:  # the server was killed (or something is wrong): outcome unknown
+                journal({"op": oid, "error": f"{type(e).__name__}: {e}"[:300]})
+                return
+
+    threads = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
+# ------------------------------------------------------------------------------------------------
+# campaign
+
+
+def blob_files(data_dir):
+    out = []
+    root = os.path.join(data_dir, "blobs")
+    for d, _, files in os.walk(root):
+        out += [os.path.join(d, f) for f in files]
+    return out
+
+
+def tmp_files(data_dir):
+    out = []
+    for d, _, files in os.walk(os.path.join(data_dir, "tmp")):
+        out += [os.path.join(d, f) for f in files]
+    return out
+
+
+def expected_blobs(s3):
+    """Blob files the metadata references, counted through S3: objects and in-progress parts."""
+    n = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for o in page.get("Contents", []):
+            etag = o["ETag"].strip('"')
+            if "-" in etag:
+                n += int(etag.rsplit("-", 1)[1])  # parts of 0 bytes are not expected here
+            elif o["Size"] > 0:
+                n += 1
+    uploads = s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
+    for u in uploads:
+        parts = s3.list_parts(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"]).get("Parts", [])
+        n += sum(1 for p in parts if p["Size"] > 0)
+    return n, uploads
+
+
+def read_key(s3, key):
+    """(sha256 or None if absent, problem string or None)."""
+    from botocore.exceptions import ClientError
+    try:
+        r = s3.get_object(Bucket=BUCKET, Key=key)
+    except ClientError as e:
+        if e.response["ResponseMetadata"]["HTTPStatusCode"] == 404:
+            return None, None
+        return "error", f"GET {key}: {e}"
+    body = r["Body"].read()
+    if len(body) != r["ContentLength"]:
+        return sha(body), f"{key}: short body {len(body)} of {r['ContentLength']}"
+    etag = r["ETag"].strip('"')
+    if "-" not in etag and hashlib.md5(body).hexdigest() != etag:
+        return sha(body), f"{key}: MD5 of body != ETag {etag}"
+    return sha(body), None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=100)
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--work", required=True, help="scratch directory (data dir, journals, server log)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--max-delay", type=float, default=1.5, help="longest wait from the first op to the kill (s)")
+    ap.add_argument("--worker", nargs=4, metavar=("ENDPOINT", "JOURNAL", "STATE", "SEED"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker_main(a.worker[0], a.worker[1], a.worker[2], int(a.worker[3]))
+        return 0
+
+    os.environ["OBJDIRECT_BIN_DIR"] = a.bin_dir
+    import objd
+
+    seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
+    rnd = random.Random(seed)
+    print(f"fault campaign: {a.cycles} cycles, seed {seed}, work dir {a.work}", flush=True)
+    data = os.path.join(a.work, "data")
+    log = os.path.join(a.work, "server.log")
+    srv = objd.Server(data, log, extra_args=["--fabric", "none"]).start()
+    s3 = objd.boto3_client(srv)
+    s3.create_bucket(Bucket=BUCKET)
+    accept = {k: {None} for k in ALL_KEYS}  # allowed versions per key (sha256; None = absent)
+    current = {k: None for k in ALL_KEYS}
+    lost = partial = leaked = 0
+    stats = {"acked": 0, "in_flight": 0, "new_seen": 0, "old_seen": 0, "kinds": {}}
+    t_start = time.monotonic()
+    cycle = 0
+    try:
+        for cycle in range(1, a.cycles + 1):
+            journal = os.path.join(a.work, f"journal-{cycle}")
+            state = os.path.join(a.work, "state.json")
+            with open(state, "w") as f:
+                json.dump(current, f)
+            w = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--bin-dir", a.bin_dir, "--work", a.work,
+                                  "--worker", srv.endpoint, journal, state, str(seed + cycle)],
+                                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(a.work, "worker.err"), "ab"))
+            # the worker needs a moment to import boto3: the random delay starts at its first op
+            t_wait = time.monotonic() + 60
+            while time.monotonic() < t_wait and w.poll() is None and not (
+                    os.path.exists(journal) and os.path.getsize(journal) > 0):
+                time.sleep(0.01)
+            delay = rnd.random() * a.max_delay
+            time.sleep(delay)
+            srv.kill9()
+            w.wait(timeout=60)  # its requests fail at once now
+
+            # what the journal says
+            ops = {}
+            order = []
+            if os.path.exists(journal):
+                with open(journal) as f:
+                    for line in f:
+                        rec = json.loads(line)
+                        if "set" in rec:
+                            ops[rec["op"]] = dict(rec, state="open")
+                            order.append(rec["op"])
+                        elif rec.get("ack"):
+                            ops[rec["op"]]["state"] = "acked"
+                        else:
+                            ops[rec["op"]]["state"] = "error"
+            for oid in order:
+                op = ops[oid]
+                stats["kinds"][op["kind"]] = stats["kinds"].get(op["kind"], 0) + 1
+                for k, new in op["set"].items():
+                    if op["state"] == "acked":
+                        accept[k] = {new}
+                        stats["acked"] += 1
+                    else:
+                        accept[k] = accept[k] | {new}
+                        stats["in_flight"] += 1
+
+            srv = objd.Server(data, log, extra_args=["--fabric", "none"]).start()
+            s3 = objd.boto3_client(srv)
+            problems = []
+            leftovers = tmp_files(data)
+            for k in ALL_KEYS:
+                got, problem = read_key(s3, k)
+                if problem:
+                    partial += 1
+                    problems.append(problem)
+                elif got not in accept[k]:
+                    if got is None or got in history.get(k, set()):
+                        lost += 1
+                        problems.append(f"{k}: LOST (got {got}, allowed {accept[k]})")
+                    else:
+                        partial += 1
+                        problems.append(f"{k}: PARTIAL (got {got}, allowed {accept[k]})")
+                else:
+                    if len(accept[k]) > 1:
+                        stats["old_seen" if got == current[k] else "new_seen"] += 1
+                history.setdefault(k, set()).add(current[k])
+                current[k] = got if not problem else current[k]
+                accept[k] = {current[k]}
+            want, uploads = expected_blobs(s3)
+            have = len(blob_files(data))
+            if leftovers or have != want:
+                leaked += len(leftovers) + abs(have - want)
+                problems.append(f"tmp files {leftovers}; blob files {have}, metadata references {want}")
+            for u in uploads:  # interrupted multipart uploads: abort, so the next count starts clean
+                s3.abort_multipart_upload(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])
+            n_ops = len(order)
+            n_open = sum(1 for o in ops.values() if o["state"] != "acked")
+            print(f"cycle {cycle}: kill after {delay:.2f}s, {n_ops} ops ({n_open} unacked), "
+                  f"{len(uploads)} interrupted uploads, {have} blobs" + ("; " + "; ".join(problems) if problems else ""),
+                  flush=True)
+            os.unlink(journal)
+    finally:
+        srv.stop()
+    print(f"elapsed {time.monotonic() - t_start:.1f}s; versions written acked {stats['acked']}, in flight at the "
+          f"kill {stats['in_flight']} (after restart: {stats['old_seen']} old, {stats['new_seen']} new or unchanged); "
+          f"ops by kind {stats['kinds']}", flush=True)
+    print(f"cycles={cycle} lost={lost} partial={partial} leaked={leaked}", flush=True)
+    return 1 if (lost or partial or leaked) else 0
+
+
+history = {}
+
+if __name__ == "__main__":
+    sys.exit(main())
