@@ -276,10 +276,16 @@ class Progress {
     const double done = static_cast<double>(done_.load());
     const double total = static_cast<double>(total_.load());
     const double rate = secs > 0 ? done / secs : 0;
+    // No ETA until the rate means something (half a second in, some bytes moved).
     char eta[32] = "--:--";
-    if (rate > 0 && total >= done) {
-      auto left = static_cast<long>((total - done) / rate);
-      std::snprintf(eta, sizeof(eta), "%02ld:%02ld", left / 60, left % 60);
+    if (secs >= 0.5 && rate > 0 && total >= done) {
+      const double left = (total - done) / rate;
+      const auto l = static_cast<long>(left);
+      if (left < 3600) {
+        std::snprintf(eta, sizeof(eta), "%02ld:%02ld", l / 60, l % 60);
+      } else if (left < 100 * 3600) {
+        std::snprintf(eta, sizeof(eta), "%ld:%02ld:%02ld", l / 3600, l / 60 % 60, l % 60);
+      }
     }
     std::string name = name_;
     if (name.size() > 32) name = "..." + name.substr(name.size() - 29);
