@@ -8,7 +8,8 @@
 // progress bar moves part by part; each part is one libobjdirect get/upload_part into (or out
 // of) a memory map of the file that is registered once, so RDMA lands straight in the page
 // cache. Downloads write to a hidden temporary file beside the destination (.NAME.objdirect-XXXXXX)
-// and rename it over the destination only once every byte arrived.
+// and rename it over the destination only once every byte arrived; SIGINT, SIGTERM and SIGHUP go
+// to one thread that removes those files and aborts the multipart uploads in flight.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -23,8 +24,10 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,9 +36,9 @@
 #include "objdirect/client.hpp"
 
 namespace objdirect::limits {
-// Downloads in flight at once in a recursive copy (each holds one temporary file name that the
-// signal handler must be able to remove).
-inline constexpr std::size_t cli_temp_files_max = 64;
+// How long a command killed by SIGINT/SIGTERM/SIGHUP waits for the AbortMultipartUpload of its
+// uploads in flight before it dies anyway.
+inline constexpr std::uint32_t cli_abort_wait_ms = 2000;
 }  // namespace objdirect::limits
 
 namespace {
@@ -141,25 +144,75 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-// --- temporary files of downloads in progress ----------------------------------------------------
-// Slots the signal handler walks. A download reserves a slot, writes its mkstemp template into it,
-// marks it live and only then lets mkstemp create the file in place, so a signal at any moment
-// finds every file that exists (an unlink of a name not created yet does nothing). The slot dies
-// after the rename or unlink.
-struct TempSlot {
-  std::atomic<bool> reserved{false};
-  std::atomic<bool> live{false};
-  char path[4096] = {0};
+// --- interruption
+// --------------------------------------------------------------------------------- SIGINT, SIGTERM
+// and SIGHUP are blocked in every thread and taken by one thread (sigwait), which removes the
+// temporary files of downloads in flight, aborts the multipart uploads in flight (waiting at most
+// limits::cli_abort_wait_ms), and then dies of the same signal. Temporary files and uploads are
+// registered under g_inflight_mu, which the signal thread keeps once it has taken it: no file is
+// created or renamed into place after it removed the others.
+std::mutex g_inflight_mu;
+std::set<std::string> g_temp_files;  // hidden .NAME.objdirect-XXXXXX files being written
+struct InflightUpload {
+  Client* client;
+  std::string bucket, key, upload_id;
 };
-TempSlot g_temps[limits::cli_temp_files_max];
+std::map<std::uint64_t, InflightUpload> g_uploads;
+std::uint64_t g_upload_seq = 0;
 
-void on_signal(int sig) {
-  for (auto& t : g_temps) {
-    if (t.live.load()) unlink(t.path);
-  }
-  signal(sig, SIG_DFL);
-  raise(sig);
+sigset_t termination_signals() {
+  sigset_t s;
+  sigemptyset(&s);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&s, sig);
+  return s;
 }
+
+// Called first in main, before any other thread exists (threads inherit the blocked mask).
+void start_signal_thread() {
+  sigset_t set = termination_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    g_inflight_mu.lock();  // never released: nothing new starts or lands
+    for (const auto& f : g_temp_files) unlink(f.c_str());
+    std::vector<InflightUpload> uploads;
+    for (const auto& [id, u] : g_uploads) uploads.push_back(u);
+    if (!uploads.empty()) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      std::thread([uploads, done] {
+        for (const auto& u : uploads) {
+          (void)u.client->abort_multipart_upload(u.bucket, u.key, u.upload_id);
+        }
+        *done = true;
+      }).detach();
+      const auto deadline = Clock::now() + std::chrono::milliseconds(limits::cli_abort_wait_ms);
+      while (!*done && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    raise(sig);
+  }).detach();
+}
+
+// Registers a multipart upload in flight, to be aborted if a signal ends the command.
+// Thread safety: construction and destruction lock g_inflight_mu.
+struct UploadGuard {
+  std::uint64_t id;
+  UploadGuard(Client& c, std::string_view bucket, std::string_view key, std::string_view uid) {
+    std::lock_guard lk(g_inflight_mu);
+    id = ++g_upload_seq;
+    g_uploads[id] = {&c, std::string(bucket), std::string(key), std::string(uid)};
+  }
+  ~UploadGuard() {
+    std::lock_guard lk(g_inflight_mu);
+    g_uploads.erase(id);
+  }
+  UploadGuard(const UploadGuard&) = delete;
+  UploadGuard& operator=(const UploadGuard&) = delete;
+};
 
 // A memory map of a file; unmapped on destruction.
 struct Mapping {
@@ -449,6 +502,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
   }
   auto uid = c.create_multipart_upload(dst.bucket, dst.key);
   if (!uid.ok()) return report(uid.status());
+  UploadGuard guard(c, dst.bucket, dst.key, *uid);
   std::vector<Client::CompletedPart> parts(plan->parts.size());
   int rc = run_parallel(parts.size(), width, [&](std::size_t i) {
     const auto& p = plan->parts[i];
@@ -483,36 +537,29 @@ int download_file(Client& c, const S3Url& src, std::uint64_t size, const std::st
                   const fs::path& final_path, std::size_t width, Progress& prog, Summary& sum) {
   fs::path dir = final_path.has_parent_path() ? final_path.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + final_path.filename().string() + ".objdirect-XXXXXX")).string();
-  if (tmpl.size() >= sizeof(TempSlot::path)) return fail_msg(kBadArgs, "destination path too long");
-  TempSlot* slot = nullptr;
-  for (auto& t : g_temps) {
-    bool expected = false;
-    if (t.reserved.compare_exchange_strong(expected, true)) {
-      slot = &t;
-      break;
-    }
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd;
+  {
+    std::lock_guard lk(g_inflight_mu);
+    fd = mkstemp(name.data());
+    if (fd >= 0) g_temp_files.insert(name.data());
   }
-  if (!slot) return fail_msg(kGeneric, "too many downloads in flight");
-  std::memcpy(slot->path, tmpl.c_str(), tmpl.size() + 1);
-  slot->live = true;
-  const int fd = mkstemp(slot->path);
-  auto release_slot = [&](bool remove) {
-    if (remove) unlink(slot->path);
-    slot->live = false;
-    slot->reserved = false;
-  };
   if (fd < 0) {
-    const int err = errno;
-    release_slot(false);
     return fail_msg(kGeneric,
-                    "cannot create a file in " + dir.string() + ": " + std::strerror(err));
+                    "cannot create a file in " + dir.string() + ": " + std::strerror(errno));
   }
-  const std::string tmp = slot->path;
+  const std::string tmp = name.data();
+  auto release_temp = [&](bool remove) {
+    std::lock_guard lk(g_inflight_mu);
+    if (remove) unlink(tmp.c_str());
+    g_temp_files.erase(tmp);
+  };
   Mapping m;
   auto fail = [&](int code) {
     m.reset();
     close(fd);
-    release_slot(true);
+    release_temp(true);
     return code;
   };
   const mode_t mask = umask(0);
@@ -554,9 +601,14 @@ int download_file(Client& c, const S3Url& src, std::uint64_t size, const std::st
   if (rc != kOk) return fail(rc);
   h = MemoryHandle();
   m.reset();
-  const bool renamed = close(fd) == 0 && rename(tmp.c_str(), final_path.c_str()) == 0;
-  const int err = errno;
-  release_slot(!renamed);
+  bool renamed = close(fd) == 0;
+  int err = errno;
+  {
+    std::lock_guard lk(g_inflight_mu);
+    renamed = renamed && rename(tmp.c_str(), final_path.c_str()) == 0;
+    if (!renamed) err = errno;
+  }
+  release_temp(!renamed);
   if (!renamed) {
     return fail_msg(kGeneric, "cannot write " + final_path.string() + ": " + std::strerror(err));
   }
@@ -734,12 +786,11 @@ int cmd_cp_download(Client& c, const Options& o, const S3Url& src, const std::st
   for (std::size_t i = 0; i < items.size(); ++i) {
     ((*entries)[items[i].entry].size <= c.config().part_size_bytes ? small : large).push_back(i);
   }
-  int rc =
-      run_parallel(small.size(), std::min(width, limits::cli_temp_files_max), [&](std::size_t i) {
-        const Item& it = items[small[i]];
-        const auto& e = (*entries)[it.entry];
-        return download_file(c, S3Url{src.bucket, e.key}, e.size, e.etag, it.path, 1, prog, sum);
-      });
+  int rc = run_parallel(small.size(), width, [&](std::size_t i) {
+    const Item& it = items[small[i]];
+    const auto& e = (*entries)[it.entry];
+    return download_file(c, S3Url{src.bucket, e.key}, e.size, e.etag, it.path, 1, prog, sum);
+  });
   for (std::size_t i = 0; rc == kOk && i < large.size(); ++i) {
     const Item& it = items[large[i]];
     const auto& e = (*entries)[it.entry];
@@ -962,9 +1013,7 @@ int cmd_bench(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "bench") return cmd_bench(argc, argv);
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
-  signal(SIGHUP, on_signal);
+  start_signal_thread();
   signal(SIGPIPE, SIG_IGN);
 
   CLI::App app{"objdirect: S3 client with an RDMA data plane (libobjdirect)"};
