@@ -60,6 +60,7 @@ def server(tmp_path_factory):
     class S:
         endpoint = m.group(1).decode()
         access_log = d / "access.log"
+        process = proc
     yield S
     proc.send_signal(signal.SIGTERM)
     try:
@@ -281,6 +282,31 @@ def test_signal_mid_upload_aborts_the_multipart_upload(server, bucket, tmp_path,
     assert log[0] == "CreateMultipartUpload" and "AbortMultipartUpload" in log, log
     assert "CompleteMultipartUpload" not in log
     assert key not in " ".join(keys_of(server, bucket))
+
+
+def test_signal_exit_is_not_held_by_a_stalled_server(server, bucket, tmp_path):
+    """The abort waits at most limits::cli_abort_wait_ms (2 s) for a server that does not answer."""
+    src = tmp_path / "up.bin"
+    with open(src, "wb") as f:
+        f.truncate(64 * MIB)
+    p = subprocess.Popen([binary("objdirect"), "cp", "--part-size", str(5 * MIB), "--concurrency",
+                          "1", "--fabric", "none", str(src), f"s3://{bucket}/stalled"],
+                         env=cli_env(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not any(e["op"] == "UploadPart" and e["key"] == "stalled"
+                  for e in map(json.loads, open(server.access_log))):
+        assert time.monotonic() < deadline and p.poll() is None, p.stderr.read()
+        time.sleep(0.005)
+    server.process.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+        waited = time.monotonic() - t0
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+    assert p.returncode == -signal.SIGINT
+    assert 1.5 < waited < 10, waited  # it tried to abort, then gave up after about 2 s
 
 
 def test_failed_download_leaves_nothing(server, bucket, tmp_path):
