@@ -40,6 +40,10 @@
 
 namespace objdirect {
 
+namespace client {
+class HttpClient;
+}
+
 // How the bytes of a data call travelled.
 enum class TransferPath : std::uint8_t {
   rdma,           // every byte moved over the fabric
@@ -70,6 +74,10 @@ struct ClientConfig {
   // Registration cache bounds (per fabric): least recently used unpinned entries are dropped.
   std::uint32_t registrations_max = 256;
   std::uint64_t registered_bytes_max = 64ull << 30;
+  // copy() uses one CopyObject up to this size and UploadPartCopy parts above it. At most
+  // limits::put_bytes_max (5 GiB, also S3's CopyObject limit); lower it to test or to copy
+  // big objects in parallel parts.
+  std::uint64_t copy_multipart_threshold_bytes = 5ull << 30;
 
   // Defaults from the environment and the AWS shared files:
   //  - endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else endpoint_url in the profile's config
@@ -264,10 +272,58 @@ class Client {
   // A snapshot of this client's counters (see ClientStats). Cheap; safe from any thread.
   ClientStats stats() const;
 
+  // --- Server-side copy, batch delete, explicit multipart uploads ----------------------------
+
+  // Copies an object on the server (CopyObject): no object byte passes through the client.
+  // Objects larger than config().copy_multipart_threshold_bytes are copied as a multipart upload
+  // of UploadPartCopy parts (sized as plan_upload sizes upload parts), up to `concurrency` parts
+  // at a time; a failed multipart copy is aborted. TransferResult::bytes is the object size,
+  // path is http, requests counts the HTTP requests.
+  // Errors: no_such_key / no_such_bucket (source or destination), access_denied,
+  // precondition_failed (the source was replaced during a multipart copy), unavailable, timeout.
+  Result<TransferResult> copy(std::string_view src_bucket, std::string_view src_key,
+                              std::string_view dst_bucket, std::string_view dst_key);
+
+  // A key DeleteObjects could not delete.
+  struct DeleteFailure {
+    std::string key;
+    Status status;
+  };
+  // DeleteObjects in batches of limits::delete_keys_max (1000) keys, up to `concurrency` batches
+  // at a time. Returns the keys the server reported as not deleted (empty: all gone; missing keys
+  // count as deleted, as in S3). Errors (the whole call): no_such_bucket, access_denied,
+  // unavailable, timeout, io_error.
+  Result<std::vector<DeleteFailure>> delete_objects(std::string_view bucket,
+                                                    std::span<const std::string> keys);
+
+  // Explicit multipart uploads, for writers that do not know the size up front (streams).
+  // CreateMultipartUpload: returns the upload id.
+  Result<std::string> create_multipart_upload(std::string_view bucket, std::string_view key);
+  // UploadPart `part_number` (1..limits::parts_max) from src, over RDMA when it can (as put).
+  // TransferResult::etag is the part's ETag.
+  Result<TransferResult> upload_part(std::string_view bucket, std::string_view key,
+                                     std::string_view upload_id, std::uint32_t part_number,
+                                     std::span<const std::byte> src);
+  struct CompletedPart {
+    std::uint32_t part_number = 0;
+    std::string etag;  // as upload_part returned it
+  };
+  // CompleteMultipartUpload with `parts` in ascending part number order. TransferResult::etag is
+  // the object's ETag ("...-N"). Errors: invalid_part, invalid_part_order, entity_too_small,
+  // no_such_upload, and those of any request.
+  Result<TransferResult> complete_multipart_upload(std::string_view bucket, std::string_view key,
+                                                   std::string_view upload_id,
+                                                   std::span<const CompletedPart> parts);
+  // AbortMultipartUpload: drops the parts. Errors: no_such_upload.
+  Status abort_multipart_upload(std::string_view bucket, std::string_view key,
+                                std::string_view upload_id);
+
   struct Impl;
 
  private:
   explicit Client(std::unique_ptr<Impl> impl);
+  // The HTTP layer, for the operations kept in client_ops.cc.
+  client::HttpClient& http() noexcept;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -241,6 +241,40 @@ class Client:
         """The names of the caller's buckets."""
         return self._native.list_buckets()
 
+    def copy(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> TransferResult:
+        """Server-side copy (CopyObject; UploadPartCopy parts above 5 GiB): no object byte
+        passes through this process. Raises NoSuchKey, NoSuchBucket, AccessDenied, ..."""
+        return TransferResult._from_native(self._native.copy(src_bucket, src_key, dst_bucket,
+                                                             dst_key))
+
+    def delete_objects(self, bucket: str, keys) -> list:
+        """DeleteObjects in batches of 1000 keys. Returns [(key, errc, message)] of the keys the
+        server did not delete (empty: all gone; missing keys count as deleted)."""
+        return self._native.delete_objects(bucket, list(keys))
+
+    # -- explicit multipart uploads (streams of unknown size) ------------------------------------
+
+    def create_multipart_upload(self, bucket: str, key: str) -> str:
+        """CreateMultipartUpload; returns the upload id."""
+        return self._native.create_multipart_upload(bucket, key)
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
+                    buf) -> TransferResult:
+        """UploadPart number part_number (1..10000) from any buffer kind, over RDMA when it can.
+        All parts but the last must be at least 5 MiB. result.etag is the part's ETag."""
+        return TransferResult._from_native(
+            self._native.upload_part(bucket, key, upload_id, part_number, buf))
+
+    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
+                                  parts) -> TransferResult:
+        """CompleteMultipartUpload; parts is [(part_number, etag)] in ascending order."""
+        return TransferResult._from_native(self._native.complete_multipart_upload(
+            bucket, key, upload_id, [(int(n), str(e)) for n, e in parts]))
+
+    def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        """AbortMultipartUpload: drops the uploaded parts. Raises NoSuchUpload."""
+        self._native.abort_multipart_upload(bucket, key, upload_id)
+
     # -- async -----------------------------------------------------------------------------------
     # Each returns a concurrent.futures.Future of the synchronous call's result (or exception),
     # run on the client's pool of `concurrency` threads. The buffer must stay alive and untouched

@@ -12,7 +12,8 @@ and message. Catch the S3 code you care about by class::
 Attributes of every ObjDirectError: ``code`` (the S3 error code, e.g. "NoSuchKey"; libobjdirect's
 local errors use the S3 code of their table row, e.g. "ServiceUnavailable" for an unreachable
 server), ``errc`` (libobjdirect's name, e.g. "no_such_key", "unavailable"), ``http_status``,
-``message`` and ``request_id`` (None: libobjdirect does not report the x-amz-request-id yet).
+``message`` and ``request_id`` (the server's x-amz-request-id of the failed request, as in its
+access log; None for errors that no server reply carried, e.g. an unreachable endpoint).
 
 Classes that are also builtin exceptions, so generic handlers keep working: NoSuchKey and
 NoSuchBucket are KeyError-like lookups but subclass only ObjDirectError (a KeyError's str() quotes
@@ -23,6 +24,8 @@ Thread safety: exceptions are plain values.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "ObjDirectError",
@@ -182,8 +185,17 @@ _BY_ERRC["io_error"] = InternalError
 _BY_ERRC["corrupt"] = InternalError
 
 
+# libobjdirect ends the message of an error from a server reply in " (RequestId: ID)"
+# (client::request_id_note in src/client/http_client.cc).
+_REQUEST_ID = re.compile(r" \(RequestId: ([^()\s]+)\)$")
+
+
 def _from_native(errc, s3_code, http_status, message, request_id=None):
     """The one conversion from a libobjdirect error to a Python exception (called by _objdirect)."""
+    m = _REQUEST_ID.search(message or "")
+    if m:
+        message = message[:m.start()]
+        request_id = request_id or m.group(1)
     cls = _BY_ERRC.get(errc, ObjDirectError)
     return cls(message or s3_code, code=s3_code, errc=errc, http_status=http_status,
                request_id=request_id)

@@ -34,7 +34,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import torch.utils.data
 
 from . import parse_uri
-from .client import Client
+from .client import Client, TransferResult
 
 __all__ = ["MapDataset", "IterableDataset", "Checkpoint", "ObjectReader", "ObjectWriter"]
 
@@ -78,18 +78,22 @@ class ObjectReader(io.RawIOBase):
     """A read-only, seekable file over one object.
 
     mode "whole" (default): the first read fetches the whole object into memory with one GET
-    (over RDMA when available) and later reads and seeks are served from it; what torch.load and
-    small-object transforms want. mode "ranged": each readinto() is one ranged GET straight into
-    the caller's buffer (no copy), for large objects read in big pieces.
+    (over RDMA when available) and later reads and seeks are served from it; what small-object
+    transforms want. mode "ranged" (Checkpoint.reader's default): memory stays bounded by
+    ``buffer_size`` whatever the object size; a readinto() of at least buffer_size bytes is one
+    ranged GET straight into the caller's buffer (no copy), smaller reads are served from a
+    read-ahead window of buffer_size bytes fetched with one ranged GET at the read position.
 
     Raises NoSuchKey etc. from the first call that needs the object (size, read).
     """
 
     def __init__(self, client: Client, bucket: str, key: str, *, mode: str = "whole",
-                 size: Optional[int] = None):
+                 size: Optional[int] = None, buffer_size: int = 8 << 20):
         super().__init__()
         if mode not in ("whole", "ranged"):
             raise ValueError("mode must be 'whole' or 'ranged'")
+        if buffer_size < 1:
+            raise ValueError("buffer_size must be positive")
         self._client = client
         self.bucket = bucket
         self.key = key
@@ -97,6 +101,11 @@ class ObjectReader(io.RawIOBase):
         self._size = size
         self._data: Optional[memoryview] = None
         self._pos = 0
+        self.buffer_size = buffer_size
+        self._window: Optional[bytearray] = None  # ranged mode: read-ahead bytes
+        self._window_start = 0
+        self._window_len = 0
+        self.requests = 0  # ranged GETs made (ranged mode)
 
     @property
     def size(self) -> int:
@@ -166,13 +175,41 @@ class ObjectReader(io.RawIOBase):
             return n
         if len(mv) == 0 or self._pos >= self.size:
             return 0
+        # Fills the whole request (up to the end of the object): torch.load's reader takes a short
+        # read for an error.
         n = min(len(mv), self.size - self._pos)
-        got, _ = self._client.get_into(self.bucket, self.key, mv, offset=self._pos, length=n)
-        self._pos += got
-        return got
+        done = 0
+        while done < n:
+            w0, wlen = self._window_start, self._window_len
+            if w0 <= self._pos < w0 + wlen:
+                k = min(n - done, w0 + wlen - self._pos)
+                mv[done:done + k] = memoryview(self._window)[self._pos - w0:self._pos - w0 + k]
+            elif n - done >= self.buffer_size:
+                k, _ = self._client.get_into(self.bucket, self.key, mv[done:n], offset=self._pos,
+                                             length=n - done)
+                self.requests += 1
+            else:
+                if self._window is None:
+                    self._window = bytearray(self.buffer_size)
+                want = min(self.buffer_size, self.size - self._pos)
+                got, _ = self._client.get_into(self.bucket, self.key,
+                                               memoryview(self._window)[:want], offset=self._pos,
+                                               length=want)
+                self.requests += 1
+                self._window_start, self._window_len = self._pos, got
+                if got == 0:
+                    break
+                continue
+            if k == 0:
+                break
+            done += k
+            self._pos += k
+        return done
 
     def close(self):
         self._data = None
+        self._window = None
+        self._window_len = 0
         super().close()
 
     def _check_open(self):
@@ -184,19 +221,37 @@ class ObjectReader(io.RawIOBase):
 
 
 class ObjectWriter(io.RawIOBase):
-    """A write-only file that becomes one object on close().
+    """A write-only file that becomes one object on close(), streamed as it is written.
 
-    Bytes are buffered in memory and sent with one put() when the file is closed (a multipart
-    upload above the client's part size). Leaving a ``with`` block by an exception discards the
-    data and writes nothing. close() raises the put's error (NoSuchBucket, AccessDenied, ...).
+    Bytes collect in a part buffer of ``part_size`` bytes (default: the client's part_size_bytes,
+    at least 5 MiB, S3's floor for all but the last part). When a part fills, a multipart upload
+    starts (on the first one) and the part is uploaded on a background thread while the next one
+    fills; at most two part buffers exist at once, whatever the object size. close() uploads the
+    last part and completes the upload, or sends a small object as one put(). Leaving a ``with``
+    block by an exception, or any upload error, aborts the multipart upload: no object is
+    written (an existing object of that key is left as it was). close() raises the upload's error
+    (NoSuchBucket, AccessDenied, ...).
     """
 
-    def __init__(self, client: Client, bucket: str, key: str):
+    MIN_PART_SIZE = 5 << 20
+
+    def __init__(self, client: Client, bucket: str, key: str, *, part_size: Optional[int] = None):
         super().__init__()
         self._client = client
         self.bucket = bucket
         self.key = key
-        self._buf = bytearray()
+        if part_size is None:
+            part_size = client.config.get("part_size_bytes", 8 << 20)
+        self.part_size = max(int(part_size), self.MIN_PART_SIZE)
+        self._buf = bytearray(self.part_size)
+        self._spare: Optional[bytearray] = None
+        self._fill = 0
+        self._written = 0
+        self._upload_id: Optional[str] = None
+        self._parts: List[Tuple[int, str]] = []
+        self._part_results = []
+        self._pending = None  # (future, buffer) of the part being uploaded
+        self._executor = None
         self._discard = False
         self.result = None  # the TransferResult once closed
 
@@ -207,24 +262,109 @@ class ObjectWriter(io.RawIOBase):
         if self.closed:
             raise ValueError("write to a closed ObjectWriter")
         mv = memoryview(b).cast("B")
-        self._buf += mv
-        return len(mv)
+        n = len(mv)
+        done = 0
+        try:
+            while done < n:
+                take = min(n - done, self.part_size - self._fill)
+                self._buf[self._fill:self._fill + take] = mv[done:done + take]
+                self._fill += take
+                done += take
+                if self._fill == self.part_size:
+                    self._send_part()
+        except BaseException:
+            self._abort()
+            raise
+        self._written += n
+        return n
 
     def tell(self):
-        return len(self._buf)
+        return self._written
 
     def flush(self):
         pass
+
+    def _wait_pending(self):
+        if self._pending is not None:
+            future, buf = self._pending
+            self._pending = None
+            r = future.result()
+            self._parts.append((len(self._parts) + 1, r.etag))
+            self._part_results.append(r)
+            self._spare = buf
+
+    def _send_part(self):
+        import concurrent.futures
+        if self._upload_id is None:
+            self._upload_id = self._client.create_multipart_upload(self.bucket, self.key)
+            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._wait_pending()
+        buf, n = self._buf, self._fill
+        number = len(self._parts) + 1
+        view = memoryview(buf)[:n]
+        future = self._executor.submit(self._client.upload_part, self.bucket, self.key,
+                                       self._upload_id, number, view)
+        self._pending = (future, buf)
+        self._buf = self._spare if self._spare is not None else bytearray(self.part_size)
+        self._spare = None
+        self._fill = 0
+
+    def _abort(self):
+        if self._pending is not None:
+            try:
+                self._pending[0].result()
+            except BaseException:
+                pass
+            self._pending = None
+        if self._upload_id is not None:
+            upload_id, self._upload_id = self._upload_id, None
+            try:
+                self._client.abort_multipart_upload(self.bucket, self.key, upload_id)
+            except Exception:
+                pass
+        self._discard = True
 
     def close(self):
         if self.closed:
             return
         try:
-            if not self._discard:
-                self.result = self._client.put(self.bucket, self.key, self._buf)
+            if self._discard:
+                self._abort()
+            elif self._upload_id is None:
+                self.result = self._client.put(self.bucket, self.key,
+                                               memoryview(self._buf)[:self._fill])
+            else:
+                try:
+                    if self._fill or not self._parts and self._pending is None:
+                        self._send_part()
+                    self._wait_pending()
+                    done = self._client.complete_multipart_upload(
+                        self.bucket, self.key, self._upload_id, self._parts)
+                    self._upload_id = None
+                    self.result = self._merged_result(done)
+                except BaseException:
+                    self._abort()
+                    raise
         finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
             self._buf = bytearray()
+            self._spare = None
             super().close()
+
+    def _merged_result(self, done):
+        """The whole upload as one TransferResult: bytes written, the object's ETag, and the path
+        of the parts (rdma only if every part went over RDMA)."""
+        paths = {r.path for r in self._part_results}
+        path = "rdma" if paths == {"rdma"} else (
+            "http" if paths == {"http"} else "http-fallback")
+        res = TransferResult(self._written, path)
+        res.etag, res.object_size = done.etag, self._written
+        first = self._part_results[0]
+        res.fabric, res.reason = first.fabric, first.reason
+        res.requests = sum(r.requests for r in self._part_results) + 2
+        return res
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
@@ -358,14 +498,17 @@ class Checkpoint:
     def __init__(self, *, client: Optional[Client] = None, **client_kwargs):
         self._source = _ClientSource(client, client_kwargs)
 
-    def writer(self, s3_uri: str) -> ObjectWriter:
+    def writer(self, s3_uri: str, *, part_size: Optional[int] = None) -> ObjectWriter:
+        """A streaming writer (multipart upload of part_size parts; see ObjectWriter)."""
         bucket, key = parse_uri(s3_uri)
         if not key:
             raise ValueError(f"no key in {s3_uri!r}")
-        return ObjectWriter(self._source.get(), bucket, key)
+        return ObjectWriter(self._source.get(), bucket, key, part_size=part_size)
 
-    def reader(self, s3_uri: str, *, mode: str = "whole") -> ObjectReader:
+    def reader(self, s3_uri: str, *, mode: str = "ranged",
+               buffer_size: int = 8 << 20) -> ObjectReader:
+        """A seekable reader; "ranged" (default) keeps memory within buffer_size."""
         bucket, key = parse_uri(s3_uri)
         if not key:
             raise ValueError(f"no key in {s3_uri!r}")
-        return ObjectReader(self._source.get(), bucket, key, mode=mode)
+        return ObjectReader(self._source.get(), bucket, key, mode=mode, buffer_size=buffer_size)

@@ -414,6 +414,72 @@ class NativeClient {
   void delete_bucket(const std::string& bucket) {
     run_status([&] { return client_->delete_bucket(bucket); });
   }
+  // Server-side copy (CopyObject, or UploadPartCopy parts): a TransferResult tuple.
+  py::tuple copy(const std::string& src_bucket, const std::string& src_key,
+                 const std::string& dst_bucket, const std::string& dst_key) {
+    Result<TransferResult> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->copy(src_bucket, src_key, dst_bucket, dst_key);
+    }
+    return to_tuple(value_or_raise(std::move(r)));
+  }
+
+  // DeleteObjects in batches: [(key, errc name, message)] of the keys that were not deleted.
+  py::list delete_objects(const std::string& bucket, const std::vector<std::string>& keys) {
+    Result<std::vector<Client::DeleteFailure>> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->delete_objects(bucket, keys);
+    }
+    py::list out;
+    for (const auto& f : value_or_raise(std::move(r))) {
+      out.append(
+          py::make_tuple(f.key, std::string(errc_name(f.status.code())), f.status.message()));
+    }
+    return out;
+  }
+
+  std::string create_multipart_upload(const std::string& bucket, const std::string& key) {
+    Result<std::string> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->create_multipart_upload(bucket, key);
+    }
+    return value_or_raise(std::move(r));
+  }
+
+  py::tuple upload_part(const std::string& bucket, const std::string& key,
+                        const std::string& upload_id, std::uint32_t part_number, py::handle buf) {
+    auto b = BorrowedBuffer::acquire(buf, /*writable=*/false);
+    std::span<const std::byte> src(b->data(), b->size());
+    Result<TransferResult> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->upload_part(bucket, key, upload_id, part_number, src);
+    }
+    return to_tuple(value_or_raise(std::move(r)));
+  }
+
+  // parts: [(part_number, etag)] in ascending order.
+  py::tuple complete_multipart_upload(
+      const std::string& bucket, const std::string& key, const std::string& upload_id,
+      const std::vector<std::pair<std::uint32_t, std::string>>& parts) {
+    std::vector<Client::CompletedPart> ps;
+    for (const auto& [n, etag] : parts) ps.push_back({n, etag});
+    Result<TransferResult> r = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      r = client_->complete_multipart_upload(bucket, key, upload_id, ps);
+    }
+    return to_tuple(value_or_raise(std::move(r)));
+  }
+
+  void abort_multipart_upload(const std::string& bucket, const std::string& key,
+                              const std::string& upload_id) {
+    run_status([&] { return client_->abort_multipart_upload(bucket, key, upload_id); });
+  }
+
   std::vector<std::string> list_buckets() {
     Result<std::vector<std::string>> r = Status(Errc::internal, "not run");
     {
@@ -476,5 +542,11 @@ PYBIND11_MODULE(_objdirect, m) {
       .def("delete_object", &NativeClient::delete_object)
       .def("create_bucket", &NativeClient::create_bucket)
       .def("delete_bucket", &NativeClient::delete_bucket)
-      .def("list_buckets", &NativeClient::list_buckets);
+      .def("list_buckets", &NativeClient::list_buckets)
+      .def("copy", &NativeClient::copy)
+      .def("delete_objects", &NativeClient::delete_objects)
+      .def("create_multipart_upload", &NativeClient::create_multipart_upload)
+      .def("upload_part", &NativeClient::upload_part)
+      .def("complete_multipart_upload", &NativeClient::complete_multipart_upload)
+      .def("abort_multipart_upload", &NativeClient::abort_multipart_upload);
 }

@@ -97,7 +97,9 @@ class Server:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     d = tmp_path_factory.mktemp("server")
-    s = Server(d / "data", d / "server.log", ["--no-fsync"]).start()
+    s = Server(d / "data", d / "server.log", ["--no-fsync", "--access-log", str(d / "access.log")])
+    s.access_log = d / "access.log"
+    s.start()
     yield s
     s.stop()
 

@@ -209,13 +209,43 @@ def test_device_buffers_are_refused(client, bucket, make):
 # -- errors -------------------------------------------------------------------------------------
 
 
+def test_error_carries_the_servers_request_id(server, client, bucket):
+    import json
+    with pytest.raises(objdirect.NoSuchKey) as e:
+        client.get(bucket, "missing-for-request-id")
+    rid = e.value.request_id
+    assert rid and e.value.code == "NoSuchKey"
+    logged = [json.loads(line) for line in open(server.access_log)]
+    ours = [r for r in logged if r["key"] == "missing-for-request-id"]
+    assert [r["request_id"] for r in ours] == [rid]
+    assert ours[0]["error"] == "NoSuchKey" and ours[0]["status"] == 404
+    # HEAD has no body: the id comes from the x-amz-request-id header.
+    with pytest.raises(objdirect.NoSuchKey) as e:
+        client.head(bucket, "missing-head-for-request-id")
+    logged = [json.loads(line) for line in open(server.access_log)]
+    assert [r["request_id"] for r in logged if r["key"] == "missing-head-for-request-id"] == [
+        e.value.request_id]
+    # An error no server reply carried has none.
+    with make_client_at("http://127.0.0.1:1") as dead:
+        with pytest.raises(objdirect.Unavailable) as e:
+            dead.head(bucket, "k")
+    assert e.value.request_id is None
+
+
+def make_client_at(endpoint):
+    from conftest import ACCESS_KEY, SECRET_KEY
+    return objdirect.Client(endpoint=endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
+                            fabric="none", connect_timeout_s=2)
+
+
 def test_typed_errors(client, bucket):
     with pytest.raises(objdirect.NoSuchKey) as e:
         client.get(bucket, "missing")
     err = e.value
     assert isinstance(err, objdirect.ObjDirectError)
     assert (err.code, err.errc, err.http_status) == ("NoSuchKey", "no_such_key", 404)
-    assert err.message and err.request_id is None and str(err).startswith("NoSuchKey: ")
+    assert err.message and str(err).startswith("NoSuchKey: ")
+    assert "RequestId" not in err.message
     with pytest.raises(objdirect.NoSuchKey):
         client.get_into(bucket, "missing", bytearray(10))
     with pytest.raises(objdirect.NoSuchBucket) as e:

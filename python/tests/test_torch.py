@@ -186,11 +186,78 @@ def test_checkpoint_writer_discards_on_error(server, client, bucket):
         w.close()
 
 
+def test_checkpoint_streams_in_parts_with_bounded_memory(server, bucket):
+    import tracemalloc
+    mib = 1 << 20
+    torch.manual_seed(1)
+    # 12 tensors of 4 MiB: a 48 MiB checkpoint.
+    state = {f"layer{i}": torch.randn(mib) for i in range(12)}
+    ckpt = Checkpoint(**settings(server), part_size_bytes=8 * mib)
+    uri = f"s3://{bucket}/ckpt/big.pt"
+    tracemalloc.start()
+    try:
+        with ckpt.writer(uri) as f:
+            torch.save(state, f)
+        _, peak_write = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        with ckpt.reader(uri) as r:
+            loaded = torch.load(r)
+        _, peak_read = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert f.result.nbytes > 48 * mib
+    etag = f.result.etag
+    # Streamed as a multipart upload of 8 MiB parts: 48 MiB -> at least 6 parts.
+    assert etag.endswith(tuple(f"-{n}" for n in range(6, 9))), etag
+    # At most two part buffers plus one tensor record in flight, far below the 48 MiB object.
+    assert peak_write < 26 * mib, f"writer peak {peak_write / mib:.1f} MiB"
+    assert peak_read < 26 * mib, f"reader peak {peak_read / mib:.1f} MiB"
+    assert r.requests >= 6
+    for k, v in state.items():
+        assert torch.equal(loaded[k], v)
+
+
+def test_checkpoint_exception_aborts_the_multipart_upload(server, client, bucket):
+    ckpt = Checkpoint(client=client)
+    uri = f"s3://{bucket}/ckpt/crashed.pt"
+    with pytest.raises(RuntimeError):
+        with ckpt.writer(uri, part_size=5 << 20) as f:
+            f.write(b"x" * (12 << 20))  # two parts uploaded already
+            upload_id = f._upload_id
+            assert upload_id
+            raise RuntimeError("training crashed")
+    with pytest.raises(objdirect.NoSuchKey):
+        client.head(bucket, "ckpt/crashed.pt")
+    # The upload is gone (aborted), not left behind holding parts.
+    with pytest.raises(objdirect.NoSuchUpload):
+        client.abort_multipart_upload(bucket, "ckpt/crashed.pt", upload_id)
+
+
+def test_explicit_multipart_copy_and_batch_delete(client, bucket):
+    part = bytes(range(256)) * (5 << 12)  # 5 MiB
+    uid = client.create_multipart_upload(bucket, "mp")
+    r1 = client.upload_part(bucket, "mp", uid, 1, part)
+    r2 = client.upload_part(bucket, "mp", uid, 2, b"tail")
+    done = client.complete_multipart_upload(bucket, "mp", uid, [(1, r1.etag), (2, r2.etag)])
+    assert done.etag.endswith("-2")
+    assert client.get(bucket, "mp") == part + b"tail"
+    c = client.copy(bucket, "mp", bucket, "mp-copy")
+    assert c.nbytes == len(part) + 4
+    assert client.get(bucket, "mp-copy") == part + b"tail"
+    with pytest.raises(objdirect.NoSuchKey):
+        client.copy(bucket, "nope", bucket, "x")
+    keys = [f"d/{i}" for i in range(1005)]
+    for k in keys[:3]:
+        client.put(bucket, k, b"1")
+    assert client.delete_objects(bucket, keys + ["mp", "mp-copy"]) == []
+    assert list(client.list(bucket)) == []
+
+
 def test_reader_is_a_seekable_file(client, bucket):
     data = bytes(range(256)) * 40
     client.put(bucket, "f", data)
-    for mode in ("whole", "ranged"):
-        r = ObjectReader(client, bucket, "f", mode=mode)
+    for mode, bs in (("whole", 1 << 20), ("ranged", 1 << 20), ("ranged", 64)):
+        r = ObjectReader(client, bucket, "f", mode=mode, buffer_size=bs)
         assert r.readable() and r.seekable() and r.size == len(data)
         assert r.read(10) == data[:10] and r.tell() == 10
         r.seek(-6, io.SEEK_END)

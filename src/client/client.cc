@@ -723,8 +723,8 @@ Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {
   if (!r->ok()) {
     Status st = client::status_from_response(*r);
     if (r->status == 404)
-      return Status(Errc::no_such_key,
-                    "no such object s3://" + std::string(bucket) + "/" + std::string(key));
+      return Status(Errc::no_such_key, "no such object s3://" + std::string(bucket) + "/" +
+                                           std::string(key) + client::request_id_note(*r));
     return st;
   }
   ObjectInfo info;
@@ -791,6 +791,35 @@ Status Client::delete_bucket(std::string_view bucket) {
 
 ClientStats Client::stats() const {
   return impl_->stats.snapshot();
+}
+
+// --- hooks for client_ops.cc ---
+
+client::HttpClient& Client::http() noexcept {
+  return *impl_->http;
+}
+
+Result<TransferResult> Client::upload_part(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id, std::uint32_t part_number,
+                                           std::span<const std::byte> src) {
+  if (part_number == 0 || part_number > limits::parts_max) {
+    return Status(Errc::invalid_argument, "part number must be 1.." +
+                                              std::to_string(limits::parts_max) + ", got " +
+                                              std::to_string(part_number));
+  }
+  auto o = impl_->put_one(client::object_target(bucket, key) +
+                              "?partNumber=" + std::to_string(part_number) +
+                              "&uploadId=" + uri_encode(upload_id, true),
+                          src);
+  if (!o.ok()) return o.status();
+  if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
+  TransferResult res;
+  res.bytes = src.size();
+  res.object_size = src.size();
+  res.etag = std::move(o->etag);
+  res.requests = o->requests;
+  o->info.fill(res);
+  return res;
 }
 
 }  // namespace objdirect

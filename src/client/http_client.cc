@@ -358,13 +358,14 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
 }
 
 Status status_from_response(const HttpResponse& r) {
-  std::string code, message;
+  std::string code, message, request_id;
   if (!r.body.empty()) {
     pugi::xml_document doc;
     if (doc.load_buffer(r.body.data(), r.body.size())) {
       auto e = doc.child("Error");
       code = e.child_value("Code");
       message = e.child_value("Message");
+      request_id = e.child_value("RequestId");
     }
   }
   Errc errc;
@@ -414,7 +415,17 @@ Status status_from_response(const HttpResponse& r) {
     message = "HTTP " + std::to_string(r.status);
     if (!code.empty()) message += " " + code;
   }
-  return Status(errc, std::move(message));
+  if (request_id.empty()) request_id = std::string(r.header("x-amz-request-id").value_or(""));
+  return Status(errc, std::move(message) + request_id_note(request_id));
+}
+
+std::string request_id_note(std::string_view request_id) {
+  if (request_id.empty()) return {};
+  return " (RequestId: " + std::string(request_id) + ")";
+}
+
+std::string request_id_note(const HttpResponse& r) {
+  return request_id_note(r.header("x-amz-request-id").value_or(""));
 }
 
 }  // namespace objdirect::client

@@ -119,7 +119,13 @@ class HttpClient {
 
 // The Status of a non-2xx reply: from the S3 XML <Code>/<Message> when present, else from the
 // HTTP status (404 -> no_such_key, 403 -> access_denied, 412 -> precondition_failed, ...).
+// The message ends in request_id_note() of the reply's request id (the XML <RequestId>, else the
+// x-amz-request-id header) when there is one: "Not found. (RequestId: 0123ABCD)". Bindings
+// (python/objdirect/errors.py) read it back from there.
 Status status_from_response(const HttpResponse& r);
+// " (RequestId: ID)", or empty for an empty id; the second form takes x-amz-request-id.
+std::string request_id_note(std::string_view request_id);
+std::string request_id_note(const HttpResponse& r);
 
 // "/bucket/key" with the key percent-encoded (slashes kept); an empty key gives "/bucket".
 std::string object_target(std::string_view bucket, std::string_view key);

@@ -43,6 +43,18 @@ TEST(StatusFromResponse, XmlCodeWins) {
   EXPECT_EQ(st.message(), "gone");
 }
 
+TEST(StatusFromResponse, CarriesTheRequestId) {
+  HttpResponse r;
+  r.status = 404;
+  r.headers.emplace_back("x-amz-request-id", "HDR123");
+  EXPECT_EQ(status_from_response(r).message(), "HTTP 404 (RequestId: HDR123)");
+  r.body =
+      "<Error><Code>NoSuchKey</Code><Message>nope</Message><RequestId>XML9</RequestId></Error>";
+  EXPECT_EQ(status_from_response(r).message(), "nope (RequestId: XML9)");
+  r.body = "<Error><Code>NoSuchKey</Code><Message>nope</Message></Error>";
+  EXPECT_EQ(status_from_response(r).message(), "nope (RequestId: HDR123)");
+}
+
 TEST(StatusFromResponse, StatusOnlyForBodylessReplies) {
   HttpResponse r;
   r.status = 404;

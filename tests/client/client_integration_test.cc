@@ -219,6 +219,43 @@ TEST_F(ClientIT, MultipartAndRangedPartsWithSmallPartSize) {
   EXPECT_EQ(p.etag.find('-'), std::string::npos);
 }
 
+// Server-side copies: one CopyObject below the threshold, UploadPartCopy parts above it (the
+// threshold lowered so that a small object takes the multipart path); no byte through the client.
+TEST_F(ClientIT, CopyObjectAndUploadPartCopy) {
+  auto src = pattern((11u << 20) + 7, 5);
+  ASSERT_TRUE(client_->put(bucket_, "copy-src", src).ok());
+  auto one = client_->copy(bucket_, "copy-src", bucket_, "copy-one");
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(one->bytes, src.size());
+  EXPECT_EQ(one->requests, 2u);  // HEAD + CopyObject
+  EXPECT_EQ(one->etag.find('-'), std::string::npos) << one->etag;
+
+  auto cfg = base_config();
+  cfg.copy_multipart_threshold_bytes = 5u << 20;
+  cfg.part_size_bytes = 5u << 20;
+  auto c = make(cfg);
+  auto parts = c->copy(bucket_, "copy-src", bucket_, "copy-parts");
+  ASSERT_TRUE(parts.ok()) << parts.status().to_string();
+  EXPECT_EQ(parts->etag.substr(parts->etag.size() - 2), "-3") << parts->etag;
+  EXPECT_EQ(parts->requests, 1u + 1 + 3 + 1);  // HEAD, create, 3 UploadPartCopy, complete
+  for (const char* key : {"copy-one", "copy-parts"}) {
+    std::vector<std::byte> got(src.size());
+    auto r = client_->get(bucket_, key, got);
+    ASSERT_TRUE(r.ok()) << key;
+    EXPECT_EQ(r->bytes, src.size());
+    EXPECT_TRUE(got == src) << key;
+  }
+  EXPECT_EQ(c->copy(bucket_, "missing", bucket_, "x").code(), Errc::no_such_key);
+  EXPECT_EQ(c->copy(bucket_, "copy-src", "no-such-bucket-copy", "x").code(), Errc::no_such_bucket);
+  cfg.copy_multipart_threshold_bytes = (5ull << 30) + 1;  // above S3's CopyObject limit
+  EXPECT_EQ(make(cfg)->copy(bucket_, "copy-src", bucket_, "x").code(), Errc::invalid_argument);
+  std::vector<std::string> keys = {"copy-src", "copy-one", "copy-parts", "never-was"};
+  auto del = client_->delete_objects(bucket_, keys);
+  ASSERT_TRUE(del.ok());
+  EXPECT_TRUE(del->empty());
+  EXPECT_EQ(client_->head(bucket_, "copy-parts").code(), Errc::no_such_key);
+}
+
 TEST_F(ClientIT, RangeGets) {
   const std::size_t n = (3u << 20) + 11;
   auto src = pattern(n, 7);

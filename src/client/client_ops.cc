@@ -1,0 +1,264 @@
+// Client operations that move no object bytes through the client: server-side copy
+// (CopyObject, UploadPartCopy), DeleteObjects, and the control calls of explicit multipart
+// uploads. Kept apart from client.cc's data paths.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <pugixml.hpp>
+#include <thread>
+
+#include "client/http_client.hpp"
+#include "client/planner.hpp"
+#include "common/checksum.hpp"
+#include "common/limits.hpp"
+#include "common/uri.hpp"
+#include "objdirect/client.hpp"
+
+namespace objdirect {
+
+namespace {
+
+using client::HttpRequest;
+
+std::string unquote_etag(std::string_view etag) {
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
+
+// Runs fn(0..n-1) on up to `width` threads (the caller's included); after the first error no new
+// index starts, and that error is returned.
+template <class Fn>
+Status for_each_parallel(std::size_t n, std::uint32_t width, Fn&& fn) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first;
+  auto worker = [&] {
+    for (std::size_t i; !failed.load() && (i = next.fetch_add(1)) < n;) {
+      Status st = fn(i);
+      if (!st.ok()) {
+        std::lock_guard lk(mu);
+        if (first.ok()) first = st;
+        failed = true;
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(n, std::max<std::uint32_t>(width, 1));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  return first;
+}
+
+// Sends an XML-bodied (or empty) request; a non-2xx reply, or an <Error> inside a 200 (S3 does
+// that for CompleteMultipartUpload and copies), is an error.
+Result<std::string> xml_request(client::HttpClient& http, std::string method, std::string target,
+                                std::string body = {},
+                                std::vector<std::pair<std::string, std::string>> headers = {}) {
+  HttpRequest req;
+  req.method = std::move(method);
+  req.target = std::move(target);
+  req.headers = std::move(headers);
+  req.send_content_length = req.method == "POST" || req.method == "PUT";
+  req.body = std::as_bytes(std::span(body.data(), body.size()));
+  if (!body.empty()) req.headers.emplace_back("content-type", "application/xml");
+  auto r = http.execute(req);
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return client::status_from_response(*r);
+  if (r->body.find("<Error>") != std::string::npos) {
+    pugi::xml_document doc;
+    if (doc.load_buffer(r->body.data(), r->body.size())) {
+      if (auto err = doc.child("Error")) {
+        return Status(from_s3_code(err.child_value("Code")),
+                      std::string(err.child_value("Message")) +
+                          client::request_id_note(err.child_value("RequestId")));
+      }
+    }
+  }
+  return std::move(r->body);
+}
+
+std::string copy_source(std::string_view bucket, std::string_view key) {
+  return "/" + uri_encode(bucket, true) + "/" + uri_encode(key, false);
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_view src_key,
+                                    std::string_view dst_bucket, std::string_view dst_key) {
+  const std::uint64_t threshold = config().copy_multipart_threshold_bytes;
+  if (threshold == 0 || threshold > limits::put_bytes_max) {
+    return Status(Errc::invalid_argument, "copy_multipart_threshold_bytes must be 1.." +
+                                              std::to_string(limits::put_bytes_max));
+  }
+  auto info = head(src_bucket, src_key);
+  if (!info.ok()) return info.status();
+  const std::string target = client::object_target(dst_bucket, dst_key);
+  const std::string source = copy_source(src_bucket, src_key);
+  TransferResult res;
+  res.requests = 1;
+  res.object_size = info->size;
+  res.path = TransferPath::http;
+  res.reason = "server-side copy";
+
+  if (info->size <= threshold) {
+    auto body = xml_request(
+        http(), "PUT", target, {},
+        {{"x-amz-copy-source", source}, {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
+    ++res.requests;
+    if (!body.ok()) return body.status();
+    pugi::xml_document doc;
+    if (!doc.load_buffer(body->data(), body->size())) {
+      return Status(Errc::io_error, "CopyObject reply is not XML");
+    }
+    res.etag = unquote_etag(doc.child("CopyObjectResult").child_value("ETag"));
+    res.bytes = info->size;
+    return res;
+  }
+
+  auto plan = client::plan_upload(info->size, std::max(config().part_size_bytes, threshold));
+  if (!plan.ok()) return plan.status();
+  auto upload_id = create_multipart_upload(dst_bucket, dst_key);
+  ++res.requests;
+  if (!upload_id.ok()) return upload_id.status();
+  const std::string uid = uri_encode(*upload_id, true);
+  std::vector<CompletedPart> parts(plan->parts.size());
+  Status st = for_each_parallel(parts.size(), config().concurrency, [&](std::size_t i) -> Status {
+    const client::Piece& p = plan->parts[i];
+    auto body = xml_request(
+        http(), "PUT", target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
+        {},
+        {{"x-amz-copy-source", source},
+         {"x-amz-copy-source-range", client::range_header(p.offset, p.length)},
+         {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
+    if (!body.ok()) return body.status();
+    pugi::xml_document doc;
+    if (!doc.load_buffer(body->data(), body->size())) {
+      return Status(Errc::io_error, "UploadPartCopy reply is not XML");
+    }
+    parts[i].part_number = p.part_number;
+    parts[i].etag = unquote_etag(doc.child("CopyPartResult").child_value("ETag"));
+    if (parts[i].etag.empty()) return Status(Errc::io_error, "UploadPartCopy reply has no ETag");
+    return Status::Ok();
+  });
+  res.requests += static_cast<std::uint32_t>(parts.size());
+  if (!st.ok()) {
+    (void)abort_multipart_upload(dst_bucket, dst_key, *upload_id);
+    return st;
+  }
+  auto done = complete_multipart_upload(dst_bucket, dst_key, *upload_id, parts);
+  ++res.requests;
+  if (!done.ok()) return done.status();
+  res.etag = done->etag;
+  res.bytes = info->size;
+  return res;
+}
+
+Result<std::vector<Client::DeleteFailure>> Client::delete_objects(
+    std::string_view bucket, std::span<const std::string> keys) {
+  const std::size_t batches = (keys.size() + limits::delete_keys_max - 1) / limits::delete_keys_max;
+  std::vector<std::vector<DeleteFailure>> failed(batches);
+  const std::string target = client::object_target(bucket, "") + "?delete";
+  Status st = for_each_parallel(batches, config().concurrency, [&](std::size_t b) -> Status {
+    auto batch = keys.subspan(
+        b * limits::delete_keys_max,
+        std::min<std::size_t>(limits::delete_keys_max, keys.size() - b * limits::delete_keys_max));
+    std::string xml = "<Delete><Quiet>true</Quiet>";
+    for (const auto& k : batch) xml += "<Object><Key>" + xml_escape(k) + "</Key></Object>";
+    xml += "</Delete>";
+    Md5 md5;
+    md5.update(xml.data(), xml.size());
+    auto body = xml_request(http(), "POST", target, std::move(xml),
+                            {{"content-md5", base64_encode(md5.raw())}});
+    if (!body.ok()) return body.status();
+    pugi::xml_document doc;
+    if (!doc.load_buffer(body->data(), body->size())) {
+      return Status(Errc::io_error, "DeleteObjects reply is not XML");
+    }
+    for (auto e : doc.child("DeleteResult").children("Error")) {
+      failed[b].push_back({e.child_value("Key"),
+                           Status(from_s3_code(e.child_value("Code")), e.child_value("Message"))});
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  std::vector<DeleteFailure> out;
+  for (auto& f : failed) std::move(f.begin(), f.end(), std::back_inserter(out));
+  return out;
+}
+
+Result<std::string> Client::create_multipart_upload(std::string_view bucket, std::string_view key) {
+  auto body = xml_request(http(), "POST", client::object_target(bucket, key) + "?uploads");
+  if (!body.ok()) return body.status();
+  pugi::xml_document doc;
+  std::string id;
+  if (doc.load_buffer(body->data(), body->size())) {
+    id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
+  }
+  if (id.empty()) return Status(Errc::io_error, "CreateMultipartUpload reply has no UploadId");
+  return id;
+}
+
+Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket,
+                                                         std::string_view key,
+                                                         std::string_view upload_id,
+                                                         std::span<const CompletedPart> parts) {
+  std::string xml = "<CompleteMultipartUpload>";
+  for (const auto& p : parts) {
+    xml += "<Part><PartNumber>" + std::to_string(p.part_number) + "</PartNumber><ETag>\"" +
+           xml_escape(p.etag) + "\"</ETag></Part>";
+  }
+  xml += "</CompleteMultipartUpload>";
+  auto body =
+      xml_request(http(), "POST",
+                  client::object_target(bucket, key) + "?uploadId=" + uri_encode(upload_id, true),
+                  std::move(xml));
+  if (!body.ok()) return body.status();
+  pugi::xml_document doc;
+  if (!doc.load_buffer(body->data(), body->size())) {
+    return Status(Errc::io_error, "CompleteMultipartUpload reply is not XML");
+  }
+  TransferResult res;
+  res.etag = unquote_etag(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+  res.requests = 1;
+  return res;
+}
+
+Status Client::abort_multipart_upload(std::string_view bucket, std::string_view key,
+                                      std::string_view upload_id) {
+  return xml_request(
+             http(), "DELETE",
+             client::object_target(bucket, key) + "?uploadId=" + uri_encode(upload_id, true))
+      .status();
+}
+
+}  // namespace objdirect
