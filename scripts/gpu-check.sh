@@ -2,15 +2,22 @@
 # GPU memory check for a machine with an NVIDIA GPU, in one go (about 2-5 minutes):
 #   1. scripts/bootstrap (skipped with a warning when apt cannot reach a mirror),
 #   2. configures and builds build-gpu-check/ (Release) with the CUDA toolkit's headers and nvcc,
-#   3. runs the objdirect_cuda unit tests and the GPU tests (which must not skip here),
-#   4. runs objdirect-gpu-check: its own objdirect-server, device-memory PUT and GET of 4 KiB to
-#      4 GiB over libfabric shm, libfabric tcp, UCX and HTTP, Range GET into a device offset, each
-#      verified by CRC32C (host pattern, staging bytes, GPU kernel), next to a pinned cudaMemcpy
-#      H2D/D2H baseline; prints a table.
+#   3. runs the objdirect_cuda unit tests, the GPU tests (which must not skip here) and the
+#      Client's device-memory test (client_device_memory_test, against the fake CUDA library),
+#   4. runs objdirect-gpu-check: its own objdirect-server (and one with RDMA off), then
+#      Client::put from and Client::get into DEVICE pointers (the Client's staging pipeline),
+#      4 KiB to 4 GiB over libfabric shm, libfabric tcp, UCX and HTTP, Range GET into an offset
+#      of a device buffer, and the HTTP fallback into device memory (row "fallback"), each
+#      verified by CRC32C of the device bytes, next to a pinned cudaMemcpy H2D/D2H baseline;
+#      prints a table.
 # Usage: scripts/gpu-check.sh [extra objdirect-gpu-check options]
 # Environment: BUILD_DIR (default build-gpu-check), SIZES (bytes, space-separated; default 4 KiB
 # 1 MiB 64 MiB 1 GiB 4 GiB), FABRICS (default "libfabric:shm libfabric:tcp ucx none"),
 # CHECK_TIMEOUT_S (the objdirect-gpu-check run, default 240), CUDA_HOME (default /usr/local/cuda).
+# Without a GPU (the script's own test, ctest gpu_check_script_fake_cuda):
+#   FAKE_CUDA=<path of libobjdirect_fake_cuda.so>  CUDA comes from the tests' fake library
+#       (device memory the CPU cannot touch); the GPU-only tests are skipped, the rest runs;
+#   SKIP_BUILD=1  no bootstrap, configure or build: BUILD_DIR must hold the built targets.
 # Exit status: 0 all passed; non-zero otherwise (the failing step is printed).
 set -euo pipefail
 
@@ -20,6 +27,8 @@ CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 SIZES="${SIZES:-4096 1048576 67108864 1073741824 4294967296}"
 FABRICS="${FABRICS:-libfabric:shm libfabric:tcp ucx none}"
 CHECK_TIMEOUT_S="${CHECK_TIMEOUT_S:-240}"
+FAKE_CUDA="${FAKE_CUDA:-}"
+SKIP_BUILD="${SKIP_BUILD:-0}"
 JOBS="$(nproc)"
 start=$(date +%s)
 step() { echo; echo "== gpu-check: $* ($(( $(date +%s) - start )) s)"; }
@@ -36,49 +45,51 @@ export PATH="$CUDA_HOME/bin:$PATH"
 # libcudart is dlopened: let the loader find the toolkit's copy.
 export LD_LIBRARY_PATH="$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-step "bootstrap"
-"$ROOT/scripts/bootstrap" || echo "WARNING: bootstrap failed (no apt mirror?); continuing with what is installed"
-
-step "configure $BUILD_DIR"
-extra=()
-if ! grep -q 'add_subdirectory(cuda' "$ROOT/src/client/CMakeLists.txt"; then
-  # src/client does not build src/client/cuda yet: include it at the end of the top-level
-  # directory (CUDA must be enabled there, before the deferred include).
-  mkdir -p "$BUILD_DIR"
-  cat > "$BUILD_DIR/add-cuda.cmake" <<'CMAKE'
-include(CheckLanguage)
-if(NOT DEFINED CMAKE_CUDA_COMPILER AND DEFINED ENV{CUDA_HOME} AND EXISTS $ENV{CUDA_HOME}/bin/nvcc)
-  set(CMAKE_CUDA_COMPILER $ENV{CUDA_HOME}/bin/nvcc)
-endif()
-check_language(CUDA)
-if(CMAKE_CUDA_COMPILER)
-  enable_language(CUDA)
-endif()
-cmake_language(DEFER CALL include ${CMAKE_SOURCE_DIR}/src/client/cuda/CMakeLists.txt)
-CMAKE
-  extra+=("-DCMAKE_PROJECT_objdirect_INCLUDE=$BUILD_DIR/add-cuda.cmake")
+if [ -n "$FAKE_CUDA" ]; then
+  [ -f "$FAKE_CUDA" ] || { echo "gpu-check: FAKE_CUDA=$FAKE_CUDA does not exist"; exit 1; }
+  echo "FAKE_CUDA: CUDA comes from $FAKE_CUDA (no GPU: the figures mean nothing)"
+  export OBJDIRECT_CUDA_LIBRARY="$FAKE_CUDA" OBJDIRECT_CUDART_LIBRARY="$FAKE_CUDA"
 fi
-export CUDA_HOME
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >/dev/null
 
-step "build"
-targets=(objdirect-server cuda_bounce_test cuda_crc32c_test cuda_gpu_test)
-if ninja -C "$BUILD_DIR" -t targets all | grep -q '^objdirect-gpu-check:'; then
-  targets+=(objdirect-gpu-check)
+if [ "$SKIP_BUILD" = 1 ]; then
+  step "build skipped (SKIP_BUILD=1): using $BUILD_DIR"
+else
+  step "bootstrap"
+  "$ROOT/scripts/bootstrap" || echo "WARNING: bootstrap failed (no apt mirror?); continuing with what is installed"
+
+  step "configure $BUILD_DIR"
+  export CUDA_HOME
+  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+  step "build"
+  targets=(objdirect-server cuda_bounce_test cuda_crc32c_test cuda_gpu_test objdirect_fake_cuda
+    client_device_memory_test)
+  if ninja -C "$BUILD_DIR" -t targets all | grep -q '^objdirect-gpu-check:'; then
+    targets+=(objdirect-gpu-check)
+  fi
+  ninja -C "$BUILD_DIR" -j"$JOBS" "${targets[@]}"
 fi
-ninja -C "$BUILD_DIR" -j"$JOBS" "${targets[@]}"
 
 step "unit tests (bounce scheduler with host memory, CRC32C host code)"
 "$BUILD_DIR/tests/cuda_bounce_test" --gtest_brief=1
 "$BUILD_DIR/tests/cuda_crc32c_test" --gtest_brief=1
 
-step "GPU tests (must not skip on this machine)"
-out="$("$BUILD_DIR/tests/cuda_gpu_test" 2>&1)" || { echo "$out"; echo "gpu-check: GPU tests FAILED"; exit 1; }
-echo "$out" | grep -E '^\[ *(OK|FAILED|PASSED) *\]|dmabuf' || true
-if echo "$out" | grep -q '^\[  SKIPPED \] GpuTest'; then
-  echo "$out" | grep -A1 'Skipped' | head -4
-  echo "gpu-check: GPU tests SKIPPED: no usable GPU here"
-  exit 1
+step "Client with device memory (fake CUDA: proves no CPU access to device pointers)"
+OBJDIRECT_CUDA_LIBRARY="$BUILD_DIR/tests/libobjdirect_fake_cuda.so" \
+OBJDIRECT_CUDART_LIBRARY="$BUILD_DIR/tests/libobjdirect_fake_cuda.so" \
+  "$BUILD_DIR/tests/client_device_memory_test" --gtest_brief=1
+
+if [ -n "$FAKE_CUDA" ]; then
+  step "GPU tests skipped (FAKE_CUDA: they need a real GPU)"
+else
+  step "GPU tests (must not skip on this machine)"
+  out="$("$BUILD_DIR/tests/cuda_gpu_test" 2>&1)" || { echo "$out"; echo "gpu-check: GPU tests FAILED"; exit 1; }
+  echo "$out" | grep -E '^\[ *(OK|FAILED|PASSED) *\]|dmabuf' || true
+  if echo "$out" | grep -q '^\[  SKIPPED \] GpuTest'; then
+    echo "$out" | grep -A1 'Skipped' | head -4
+    echo "gpu-check: GPU tests SKIPPED: no usable GPU here"
+    exit 1
+  fi
 fi
 
 if [ ! -x "$BUILD_DIR/bin/objdirect-gpu-check" ]; then

@@ -16,6 +16,19 @@
 // attempted: fabric "none", or none available), or http_fallback (RDMA was attempted and the
 // server declined, with the server's or the client's reason).
 //
+// CUDA device memory: every data call (get, put, their async and batch forms, register_memory)
+// also accepts CUDA device and managed pointers (cudaMalloc, cudaMallocManaged, PyTorch/CuPy
+// tensors). The client recognises them with the CUDA driver (only when the process has already
+// loaded CUDA: a host-only process never loads it), and moves the bytes through pinned host
+// staging buffers that are registered once with the fabric and reused: chunk N+1 is on the wire
+// while chunk N is copied with cudaMemcpyAsync (PUT: the reverse, each request carrying the
+// CRC32C of its chunk, computed on the staging buffer). When the server declines RDMA, or the
+// fabric is "none", the HTTP body goes through the same staging buffers: the CPU never reads or
+// writes device memory. Synchronous calls use the legacy default stream and return once every
+// copy has completed. TransferResult::memory says "cuda-bounce" for such calls. Details and the
+// integration contract: docs/gpu.md. At most limits::client_staging_pools_max device transfers
+// of one Client run at once (each holds 4 x part_size_bytes of pinned memory); more wait.
+//
 // Errors: every call returns Status/Result (no exceptions). Codes are the objdirect::Errc table:
 // S3 errors are mapped back from the XML <Code> (no_such_key, no_such_bucket, access_denied,
 // precondition_failed, ...); a server that cannot be reached is Errc::unavailable; a stalled
@@ -110,6 +123,9 @@ struct TransferResult {
   std::string reason;             // why RDMA was not used or was declined; empty for rdma
   std::uint64_t object_size = 0;  // whole object size as the server reported it
   std::uint32_t requests = 0;     // HTTP requests this call made
+  // Where the caller's buffer was: "host", or "cuda-bounce" (CUDA device or managed memory,
+  // moved through the client's pinned staging buffers; see "CUDA device memory" above).
+  std::string memory = "host";
 };
 
 struct ObjectInfo {
@@ -245,11 +261,25 @@ class Client {
                              std::span<const std::byte> src);
 
   // The same on a thread of their own; the buffers must stay valid until the future is ready.
+  // Device buffers use the legacy default CUDA stream (as get/put do).
   std::future<Result<TransferResult>> get_async(std::string bucket, std::string key,
                                                 std::span<std::byte> dst,
                                                 std::optional<ByteRange> range = {});
   std::future<Result<TransferResult>> put_async(std::string bucket, std::string key,
                                                 std::span<const std::byte> src);
+
+  // The same with a CUDA stream (a cudaStream_t / CUstream, nullptr: the legacy default
+  // stream), for device buffers. Stream semantics: the device copies are queued on
+  // `cuda_stream` after the work already queued there, so a GET does not overwrite dst while an
+  // earlier kernel on that stream still reads it, and a PUT reads what earlier work on that stream
+  // wrote. When the future completes, every copy has completed: the data is visible to work on
+  // that stream (and on any other stream, and to the host). The transfer runs on the caller's
+  // current CUDA device (cudaGetDevice at the call). Host buffers ignore the stream.
+  std::future<Result<TransferResult>> get_async(std::string bucket, std::string key,
+                                                std::span<std::byte> dst,
+                                                std::optional<ByteRange> range, void* cuda_stream);
+  std::future<Result<TransferResult>> put_async(std::string bucket, std::string key,
+                                                std::span<const std::byte> src, void* cuda_stream);
 
   // Many objects, up to `concurrency` at once; one result per request, in order.
   std::vector<Result<TransferResult>> get_many(std::span<const GetRequest> requests);

@@ -7,10 +7,13 @@ whole transfer, so threads (and the *_async methods) overlap.
 
 Buffers accepted by get_into / put: anything with the buffer protocol (bytes and memoryview for
 put; bytearray, writable memoryview, numpy arrays for both), and CPU DLPack producers (torch
-tensors: ``__dlpack__`` with ``__dlpack_device__`` on the CPU). They must be contiguous. Device
-memory (``__cuda_array_interface__``, DLPack on CUDA/ROCm) raises DeviceBufferNotSupported before
-anything is sent: libobjdirect has no GPU data path yet, and device memory is never touched from
-the CPU.
+tensors: ``__dlpack__`` with ``__dlpack_device__`` on the CPU), and CUDA device memory: objects
+with ``__cuda_array_interface__`` (CuPy, Numba) and DLPack producers on CUDA or CUDA managed memory
+(torch CUDA tensors). They must be contiguous. Device memory moves through libobjdirect's pinned
+staging pipeline on the legacy default CUDA stream (docs/gpu.md) and is never touched from the
+CPU; the call returns once the data is in (or out of) device memory. A device buffer raises
+DeviceBufferNotSupported before anything is sent when this process has not loaded CUDA, when the
+CUDA driver does not know the pointer, or for other devices (ROCm, ...).
 
 Errors: every failure raises an objdirect.ObjDirectError subclass (objdirect.errors): NoSuchKey,
 NoSuchBucket, AccessDenied, InvalidRange, Unavailable (server unreachable), Timeout, ...; a bad

@@ -2,9 +2,12 @@
 //
 // What lives here and nowhere else:
 //  - turning a Python buffer into a (pointer, size) span: the buffer protocol (bytes, bytearray,
-//    memoryview, numpy), DLPack producers on the CPU (torch tensors), and a refusal for device
-//    memory (__cuda_array_interface__, DLPack CUDA devices): libobjdirect has no CUDA path yet, and
-//    device memory must never be touched from the CPU;
+//    memoryview, numpy), DLPack producers on the CPU (torch tensors), and CUDA device memory:
+//    __cuda_array_interface__ (CuPy, Numba) and DLPack producers on CUDA or CUDA managed memory
+//    (torch CUDA tensors). Device pointers are only handed to libobjdirect, whose Client moves
+//    them through its staging pipeline (docs/gpu.md); they are never dereferenced here. A device
+//    buffer is refused (DeviceBufferNotSupported) when this process has not loaded CUDA or the
+//    driver does not know the pointer, and for other devices (ROCm, ...);
 //  - releasing the GIL around every call that goes to the network;
 //  - turning a failed Status into a Python exception: raise_status() hands (errc name, S3 code,
 //    HTTP status, message) to objdirect.errors._from_native, the one place that picks the Python
@@ -27,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/cuda/cuda_api.hpp"
 #include "common/status.hpp"
 #include "objdirect/client.hpp"
 
@@ -63,6 +67,7 @@ static_assert(sizeof(DLDevice) == 8 && sizeof(DLDataType) == 4, "DLPack ABI layo
 static_assert(sizeof(DLTensor) == 48, "DLPack ABI layout");
 
 constexpr std::int32_t kDLCPU = 1;
+constexpr std::int32_t kDLCUDA = 2;
 constexpr std::int32_t kDLCUDAHost = 3;  // pinned host memory: the CPU may touch it
 constexpr std::int32_t kDLCUDAManaged = 13;
 
@@ -99,11 +104,28 @@ const char* dlpack_device_name(std::int32_t type) {
                      http_status(st.code()), st.message()));
 }
 
-[[noreturn]] void raise_device_unsupported(const std::string& what) {
+[[noreturn]] void raise_device_unsupported(const std::string& what, const std::string& why) {
   py::object cls = py::module_::import("objdirect.errors").attr("DeviceBufferNotSupported");
-  raise_from(cls(what +
-                 ": this build of libobjdirect has no GPU data path (no CUDA support); copy to a "
-                 "host buffer first (e.g. tensor.cpu() / cupy.asnumpy)"));
+  raise_from(cls(what + ": " + why +
+                 "; copy to a host buffer first (e.g. tensor.cpu() / "
+                 "cupy.asnumpy)"));
+}
+
+// Why libobjdirect cannot take device memory here (CUDA not loaded), or empty when it can.
+std::string cuda_unusable() {
+  if (cuda::cuda_loaded_in_process()) return {};
+  auto api = cuda::CudaApi::get();
+  return "no GPU data path: CUDA is not loaded in this process" +
+         (api.ok() ? std::string() : " (" + api.status().message() + ")");
+}
+
+// Device memory as the CUDA driver sees it, or a refusal.
+void check_device_pointer(const void* p, const std::string& what) {
+  if (std::string why = cuda_unusable(); !why.empty()) raise_device_unsupported(what, why);
+  auto kind = cuda::classify_buffer(p);
+  if (kind != cuda::PointerKind::device && kind != cuda::PointerKind::managed) {
+    raise_device_unsupported(what, "the CUDA driver does not know this pointer as GPU memory");
+  }
 }
 
 template <class T>
@@ -132,16 +154,27 @@ class BorrowedBuffer {
   static std::unique_ptr<BorrowedBuffer> acquire(py::handle obj, bool writable) {
     auto b = std::make_unique<BorrowedBuffer>();
     if (py::hasattr(obj, "__cuda_array_interface__")) {
-      raise_device_unsupported(std::string(py::str(obj.get_type().attr("__name__"))) +
-                               " exposes __cuda_array_interface__ (device memory)");
+      b->acquire_cuda_array_interface(obj, writable);
+      return b;
     }
     bool has_dlpack = py::hasattr(obj, "__dlpack__") && py::hasattr(obj, "__dlpack_device__");
     if (has_dlpack) {
       auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+      if (dev.first == kDLCUDA || dev.first == kDLCUDAManaged) {
+        const std::string what = "a DLPack tensor on " +
+                                 std::string(dlpack_device_name(dev.first)) + " (device type " +
+                                 std::to_string(dev.first) + ")";
+        // Before __dlpack__: without CUDA there is nothing to ask the producer for.
+        if (std::string why = cuda_unusable(); !why.empty()) raise_device_unsupported(what, why);
+        b->acquire_dlpack(obj);
+        check_device_pointer(b->data_, what);
+        return b;
+      }
       if (dev.first != kDLCPU && dev.first != kDLCUDAHost) {
         raise_device_unsupported("a DLPack tensor on " +
-                                 std::string(dlpack_device_name(dev.first)) + " (device type " +
-                                 std::to_string(dev.first) + ")");
+                                     std::string(dlpack_device_name(dev.first)) + " (device type " +
+                                     std::to_string(dev.first) + ")",
+                                 "libobjdirect's GPU data path is CUDA only");
       }
     }
     if (PyObject_CheckBuffer(obj.ptr())) {
@@ -178,6 +211,46 @@ class BorrowedBuffer {
   }
 
  private:
+  // __cuda_array_interface__ (v2/v3): data = (pointer, read_only), shape, typestr, strides (None
+  // or C-contiguous). The pointer is checked with the CUDA driver and never dereferenced.
+  void acquire_cuda_array_interface(py::handle obj, bool writable) {
+    const std::string what = std::string(py::str(obj.get_type().attr("__name__"))) +
+                             " exposes __cuda_array_interface__ (device memory)";
+    py::dict cai = obj.attr("__cuda_array_interface__");
+    auto data = cai["data"].cast<py::tuple>();
+    auto ptr = data[0].cast<std::uintptr_t>();
+    bool read_only = data[1].cast<bool>();
+    if (writable && read_only) {
+      throw py::buffer_error("the destination " + what.substr(0, what.find(' ')) +
+                             " is read-only; pass a writable device array");
+    }
+    auto typestr = cai["typestr"].cast<std::string>();
+    std::size_t elem = 0;
+    if (typestr.size() >= 3) elem = static_cast<std::size_t>(std::stoul(typestr.substr(2)));
+    if (elem == 0) throw py::buffer_error("__cuda_array_interface__ with typestr " + typestr);
+    auto shape = cai["shape"].cast<std::vector<std::int64_t>>();
+    std::size_t numel = 1;
+    for (auto d : shape) {
+      if (d < 0) throw py::buffer_error("__cuda_array_interface__ with a negative dimension");
+      numel *= static_cast<std::size_t>(d);
+    }
+    if (cai.contains("strides") && !cai["strides"].is_none() && numel > 0) {
+      auto strides = cai["strides"].cast<std::vector<std::int64_t>>();
+      std::int64_t expect = static_cast<std::int64_t>(elem);
+      for (std::size_t i = shape.size(); i-- > 0;) {
+        if (shape[i] != 1 && (i >= strides.size() || strides[i] != expect)) {
+          throw py::buffer_error(
+              "the device array is not contiguous; pass a contiguous one (cupy.ascontiguousarray)");
+        }
+        expect *= shape[i];
+      }
+    }
+    data_ = reinterpret_cast<std::byte*>(ptr);
+    size_ = numel * elem;
+    if (size_ > 0) check_device_pointer(data_, what);
+    owner_ = py::reinterpret_borrow<py::object>(obj);  // keeps the array alive
+  }
+
   void acquire_dlpack(py::handle obj) {
     capsule_ = obj.attr("__dlpack__")();
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule_.ptr(), "dltensor"));
@@ -211,6 +284,7 @@ class BorrowedBuffer {
   Py_buffer view_{};
   bool has_view_ = false;
   py::object capsule_;
+  py::object owner_;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
 };

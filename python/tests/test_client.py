@@ -195,7 +195,9 @@ class FakeDLPackDevice:
 @pytest.mark.parametrize("make", [lambda: FakeCudaArray(N), lambda: FakeDLPackDevice(2),
                                   lambda: FakeDLPackDevice(10)], ids=["cuda-array-interface",
                                                                      "dlpack-cuda", "dlpack-rocm"])
-def test_device_buffers_are_refused(client, bucket, make):
+def test_device_buffers_are_refused_without_cuda(client, bucket, make):
+    # This process has not loaded CUDA, so these pointers cannot be device memory libobjdirect
+    # could copy: refused before anything is sent (test_device_memory.py covers the GPU path).
     client.put(bucket, "k", pattern(N))
     with pytest.raises(objdirect.DeviceBufferNotSupported) as e:
         client.get_into(bucket, "k", make())

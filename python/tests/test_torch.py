@@ -83,17 +83,6 @@ def test_dlpack_producer(client, bucket):
     assert torch.equal(src, dst)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_cuda_tensor_is_refused_without_touching_it(client, bucket):
-    client.put(bucket, "g", b"x" * 1024)
-    dst = torch.zeros(1024, dtype=torch.uint8, device="cuda")
-    with pytest.raises(objdirect.DeviceBufferNotSupported):
-        client.get_into(bucket, "g", dst)
-    assert dst.sum().item() == 0
-    with pytest.raises(objdirect.DeviceBufferNotSupported):
-        client.put(bucket, "g2", dst)
-
-
 # -- datasets -----------------------------------------------------------------------------------
 
 

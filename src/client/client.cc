@@ -8,10 +8,14 @@
 #include <pugixml.hpp>
 #include <thread>
 
+#include "client/cuda/bounce.hpp"
+#include "client/cuda/cuda_api.hpp"
+#include "client/device_transfer.hpp"
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
 #include "client/rdma.hpp"
 #include "client/stats.hpp"
+#include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/uri.hpp"
 
@@ -125,6 +129,32 @@ Status run_parallel(std::size_t n, std::uint32_t width, Fn&& fn) {
 }
 
 const char* kKnownFabrics[] = {"libfabric:shm", "libfabric:tcp", "ucx"};
+
+}  // namespace
+
+namespace {
+
+bool is_device_memory(const void* p) {
+  auto kind = cuda::classify_buffer(p);
+  return kind == cuda::PointerKind::device || kind == cuda::PointerKind::managed;
+}
+
+// The caller's current CUDA device (0 when CUDA is not loaded), so that a transfer on another
+// thread uses the same device and context.
+int caller_device() {
+  int device = 0;
+  if (cuda::cuda_loaded_in_process()) {
+    if (auto api = cuda::CudaApi::get(); api.ok()) (*api)->get_device(&device);
+  }
+  return device;
+}
+
+Status bind_device(int device) {
+  if (!cuda::cuda_loaded_in_process()) return Status::Ok();
+  auto api = cuda::CudaApi::get();
+  if (!api.ok()) return api.status();
+  return (*api)->bind_current_device(device);
+}
 
 }  // namespace
 
@@ -328,7 +358,9 @@ struct Client::Impl {
     std::uint32_t requests = 0;
   };
 
-  Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src) {
+  // crc32c: when not empty, sent as x-amz-checksum-crc32c (base64) for the server to verify.
+  Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src,
+                             const std::string& crc32c = {}) {
     PutOutcome out;
     std::shared_ptr<void> hold;
     std::string token = try_token(src, out.info, hold);
@@ -338,6 +370,7 @@ struct Client::Impl {
       req.target = target;
       req.send_content_length = true;
       req.headers.emplace_back("x-amz-content-sha256", std::string(sigv4::kUnsignedPayload));
+      if (!crc32c.empty()) req.headers.emplace_back("x-amz-checksum-crc32c", crc32c);
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
       auto r = execute_rdma(req, std::nullopt);
       ++out.requests;
@@ -373,6 +406,7 @@ struct Client::Impl {
     req.target = target;
     req.send_content_length = true;
     req.body = src;
+    if (!crc32c.empty()) req.headers.emplace_back("x-amz-checksum-crc32c", crc32c);
     auto r = http->execute(req);
     ++out.requests;
     if (!r.ok()) return r.status();
@@ -381,18 +415,238 @@ struct Client::Impl {
     return out;
   }
 
+  // checksum_algorithm: sent as x-amz-checksum-algorithm when not empty.
   Result<std::string> xml_call(const std::string& method, const std::string& target,
-                               std::string body = {}) {
+                               std::string body = {}, const std::string& checksum_algorithm = {}) {
     HttpRequest req;
     req.method = method;
     req.target = target;
     req.send_content_length = method == "POST" || method == "PUT";
     req.body = std::as_bytes(std::span(body.data(), body.size()));
     if (!body.empty()) req.headers.emplace_back("content-type", "application/xml");
+    if (!checksum_algorithm.empty()) {
+      req.headers.emplace_back("x-amz-checksum-algorithm", checksum_algorithm);
+    }
     auto r = http->execute(req);
     if (!r.ok()) return r.status();
     if (!r->ok()) return client::status_from_response(*r);
     return std::move(r->body);
+  }
+
+  // --- multipart upload steps (host and device PUT) -----------------------------------------
+  // CreateMultipartUpload; returns the UploadId. algorithm: x-amz-checksum-algorithm when set.
+  Result<std::string> create_upload(const std::string& target, const std::string& algorithm = {}) {
+    auto created = xml_call("POST", target + "?uploads", {}, algorithm);
+    if (!created.ok()) return created.status();
+    std::string upload_id;
+    pugi::xml_document doc;
+    if (doc.load_buffer(created->data(), created->size())) {
+      upload_id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
+    }
+    if (upload_id.empty())
+      return Status(Errc::io_error, "CreateMultipartUpload reply has no UploadId");
+    return upload_id;
+  }
+
+  void abort_upload(const std::string& target, const std::string& upload_id) {
+    (void)xml_call("DELETE", target + "?uploadId=" + uri_encode(upload_id, true));
+  }
+
+  // CompleteMultipartUpload of parts 1..N with these ETags; returns the object's ETag. Aborts
+  // the upload on failure.
+  Result<std::string> complete_upload(const std::string& target, const std::string& upload_id,
+                                      const std::vector<std::string>& etags) {
+    std::string xml = "<CompleteMultipartUpload>";
+    for (std::size_t i = 0; i < etags.size(); ++i) {
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>\"" + etags[i] +
+             "\"</ETag></Part>";
+    }
+    xml += "</CompleteMultipartUpload>";
+    auto done =
+        xml_call("POST", target + "?uploadId=" + uri_encode(upload_id, true), std::move(xml));
+    if (!done.ok()) {
+      abort_upload(target, upload_id);
+      return done.status();
+    }
+    pugi::xml_document doc;
+    if (!doc.load_buffer(done->data(), done->size())) {
+      abort_upload(target, upload_id);
+      return Status(Errc::io_error, "CompleteMultipartUpload reply is not XML");
+    }
+    if (auto err = doc.child("Error")) {
+      // S3 may report a failed completion inside a 200 reply.
+      abort_upload(target, upload_id);
+      return Status(from_s3_code(err.child_value("Code")), err.child_value("Message"));
+    }
+    return unquote(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+  }
+
+  // --- CUDA device memory (docs/gpu.md) -----------------------------------------------------
+  // Bounce path: pinned staging pools registered once with the fabric, chunks copied with
+  // cudaMemcpyAsync on the caller's stream. The CPU only ever touches the staging memory, also
+  // when the server declines RDMA (the HTTP body lands in the staging slot).
+  client::DeviceStaging staging;
+
+  Result<client::DeviceStaging::Lease> lease_staging(std::size_t chunk_bytes) {
+    return staging.acquire(chunk_bytes,
+                           [this](std::span<std::byte> all) -> Result<std::shared_ptr<void>> {
+                             std::string reason;
+                             auto f = current_fabric(reason);
+                             if (!f) return std::shared_ptr<void>();  // HTTP only: nothing
+                             return f->pin(all.data(), all.size());
+                           });
+  }
+
+  // Client::get's checks, then device_get (client.cc, after the helpers it uses).
+  Result<TransferResult> device_get_call(std::string_view bucket, std::string_view key,
+                                         std::span<std::byte> dst, std::optional<ByteRange> range,
+                                         void* stream);
+
+  // GET of `range` (or the whole object) into device memory dst.
+  Result<TransferResult> device_get(const std::string& target, std::span<std::byte> dst,
+                                    std::optional<ByteRange> range, cudaStream_t stream) {
+    TransferResult res;
+    res.memory = "cuda-bounce";
+    const std::uint64_t base = range ? range->offset : 0;
+    const std::uint64_t want = range ? range->length : dst.size();
+    auto lease = lease_staging(cfg.part_size_bytes);
+    if (!lease.ok()) return lease.status();
+    cuda::BounceContext& ctx = **lease;
+    const std::size_t chunk = ctx.pool().chunk_bytes();
+
+    std::mutex mu;  // guards info and res.requests (chunks may be fetched on several threads)
+    PathInfo info;
+    std::uint64_t total = 0;
+
+    // First chunk alone: it learns the object's size and the ETag that pins the other chunks.
+    const std::size_t first_len = static_cast<std::size_t>(std::min<std::uint64_t>(want, chunk));
+    auto first = ctx.get(
+        dst.data(), first_len, stream,
+        [&](const cuda::Chunk&, std::span<std::byte> staging_span,
+            std::size_t) -> Result<std::size_t> {
+          auto o = get_one(target, Piece{base, staging_span.size(), 0, 0}, staging_span, "");
+          ++res.requests;
+          if (!o.ok() && o.code() == Errc::invalid_range && !range) {
+            // A ranged GET of an empty object: fetch it whole (it is empty or fits the slot).
+            o = get_one(target, std::nullopt, staging_span, "");
+            ++res.requests;
+          }
+          if (!o.ok()) return o.status();
+          info.merge(o->info);
+          res.etag = unquote(o->resp.header("etag").value_or(""));
+          if (o->resp.status == 206) {
+            auto cr = client::parse_content_range(o->resp.header("content-range").value_or(""));
+            if (!cr) return Status(Errc::io_error, "206 reply without a valid Content-Range");
+            if (cr->last - cr->first + 1 != o->bytes) {
+              return Status(Errc::io_error, "reply carried " + std::to_string(o->bytes) +
+                                                " bytes for a range of " +
+                                                std::to_string(cr->last - cr->first + 1));
+            }
+            total = cr->total;
+          } else {
+            total = o->bytes;
+            if (base > 0) return Status(Errc::io_error, "server ignored the Range header");
+          }
+          if (!range && total > dst.size()) {
+            return Status(Errc::invalid_argument, "buffer of " + std::to_string(dst.size()) +
+                                                      " bytes is too small for the " +
+                                                      std::to_string(total) + "-byte object");
+          }
+          return static_cast<std::size_t>(o->bytes);
+        });
+    if (!first.ok()) return first.status();
+    res.object_size = total;
+    std::uint64_t got = first->bytes;
+    const std::uint64_t end = range ? std::min(base + want, total) : total;
+    if (got == first_len && base + got < end) {
+      if (res.etag.empty()) return Status(Errc::io_error, "no ETag to pin a multi-part download");
+      const std::uint64_t start = base + got;
+      cuda::BounceOptions opts;
+      opts.fetch_concurrency = std::max<std::size_t>(limits::client_staging_slots / 2, 1);
+      auto rest = ctx.get(
+          dst.data() + got, end - start, stream,
+          [&](const cuda::Chunk& c, std::span<std::byte> staging_span,
+              std::size_t) -> Result<std::size_t> {
+            auto o =
+                get_one(target, Piece{start + c.offset, c.length, 0, 0}, staging_span, res.etag);
+            if (!o.ok()) return o.status();
+            std::lock_guard lk(mu);
+            ++res.requests;
+            info.merge(o->info);
+            if (o->bytes != c.length) {
+              return Status(Errc::io_error, "part at " + std::to_string(start + c.offset) +
+                                                " carried " + std::to_string(o->bytes) + " of " +
+                                                std::to_string(c.length) + " bytes");
+            }
+            return static_cast<std::size_t>(o->bytes);
+          },
+          opts);
+      if (!rest.ok()) return rest.status();
+      got += rest->bytes;
+    }
+    res.bytes = got;
+    info.fill(res);
+    return res;
+  }
+
+  // PUT of device memory src: one PutObject up to the part size, else a multipart upload whose
+  // parts are the staging chunks. Every request carries the CRC32C of its bytes, computed on the
+  // staging chunk (host memory) and verified by the server.
+  Result<TransferResult> device_put(const std::string& target, std::span<const std::byte> src,
+                                    cudaStream_t stream) {
+    auto plan = client::plan_upload(src.size(), cfg.part_size_bytes);
+    if (!plan.ok()) return plan.status();
+    TransferResult res;
+    res.memory = "cuda-bounce";
+    res.object_size = src.size();
+    const std::size_t chunk = plan->multipart ? plan->part_size : cfg.part_size_bytes;
+    auto lease = lease_staging(chunk);
+    if (!lease.ok()) return lease.status();
+    cuda::BounceContext& ctx = **lease;
+    PathInfo info;
+    std::string upload_id;
+    if (plan->multipart) {
+      auto id = create_upload(target, "CRC32C");
+      ++res.requests;
+      if (!id.ok()) return id.status();
+      upload_id = std::move(*id);
+    }
+    std::vector<std::string> etags;
+    auto put = ctx.put(
+        src.data(), src.size(), stream,
+        [&](const cuda::Chunk& c, std::span<const std::byte> staging_span, std::size_t) -> Status {
+          Checksummer sum(ChecksumAlgo::crc32c);
+          sum.update(staging_span.data(), staging_span.size());
+          std::string t = target;
+          if (plan->multipart) {
+            t += "?partNumber=" + std::to_string(c.index + 1) +
+                 "&uploadId=" + uri_encode(upload_id, true);
+          }
+          auto o = put_one(t, staging_span, sum.digest_base64());
+          if (!o.ok()) return o.status();
+          res.requests += o->requests;
+          if (plan->multipart && o->etag.empty()) {
+            return Status(Errc::io_error, "UploadPart reply has no ETag");
+          }
+          etags.push_back(std::move(o->etag));
+          info.merge(o->info);
+          return Status::Ok();
+        });
+    if (!put.ok()) {
+      if (plan->multipart) abort_upload(target, upload_id);
+      return put.status();
+    }
+    if (plan->multipart) {
+      auto etag = complete_upload(target, upload_id, etags);
+      ++res.requests;
+      if (!etag.ok()) return etag.status();
+      res.etag = std::move(*etag);
+    } else {
+      res.etag = etags.empty() ? std::string() : etags.front();
+    }
+    res.bytes = put->bytes;
+    info.fill(res);
+    return res;
   }
 };
 
@@ -446,6 +700,12 @@ Result<MemoryHandle> Client::register_memory(void* ptr, std::size_t len) {
   h.ptr_ = ptr;
   h.size_ = len;
   h.pin_ = std::make_shared<MemoryHandle::Pin>();
+  if (is_device_memory(ptr)) {
+    // The bounce path moves device memory through the client's own staging buffers, which are
+    // registered once; the device range itself is never handed to a fabric that cannot
+    // register CUDA memory (nor touched by the CPU). The handle is still valid for get/put.
+    return h;
+  }
   std::string reason;
   if (auto f = impl_->current_fabric(reason)) {
     auto pinned = f->pin(ptr, len);
@@ -461,8 +721,29 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
   return get(bucket, key, dst.span(), range);
 }
 
+Result<TransferResult> Client::Impl::device_get_call(std::string_view bucket, std::string_view key,
+                                                     std::span<std::byte> dst,
+                                                     std::optional<ByteRange> range, void* stream) {
+  if (range && range->length == 0) {
+    TransferResult res;
+    res.reason = "empty range";
+    res.memory = "cuda-bounce";
+    return res;
+  }
+  if (range && dst.size() < range->length) {
+    return Status(Errc::invalid_argument,
+                  "buffer of " + std::to_string(dst.size()) + " bytes is smaller than the range");
+  }
+  return device_get(client::object_target(bucket, key), dst, range,
+                    static_cast<cudaStream_t>(stream));
+}
+
 Result<TransferResult> Client::get(std::string_view bucket, std::string_view key,
                                    std::span<std::byte> dst, std::optional<ByteRange> range) {
+  // CUDA device or managed memory: the staging pipeline (the CPU never touches dst).
+  if (!dst.empty() && is_device_memory(dst.data())) {
+    return impl_->device_get_call(bucket, key, dst, range, nullptr);
+  }
   const std::string target = client::object_target(bucket, key);
   const std::uint64_t part = impl_->cfg.part_size_bytes;
   TransferResult res;
@@ -585,6 +866,7 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
 Result<TransferResult> Client::put(std::string_view bucket, std::string_view key,
                                    std::span<const std::byte> src) {
   const std::string target = client::object_target(bucket, key);
+  if (!src.empty() && is_device_memory(src.data())) return impl_->device_put(target, src, nullptr);
   auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes);
   if (!plan.ok()) return plan.status();
   TransferResult res;
@@ -601,20 +883,11 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
     return res;
   }
 
-  auto created = impl_->xml_call("POST", target + "?uploads");
+  auto created = impl_->create_upload(target);
   ++res.requests;
   if (!created.ok()) return created.status();
-  std::string upload_id;
-  {
-    pugi::xml_document doc;
-    if (doc.load_buffer(created->data(), created->size())) {
-      upload_id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
-    }
-  }
-  if (upload_id.empty())
-    return Status(Errc::io_error, "CreateMultipartUpload reply has no UploadId");
+  const std::string upload_id = std::move(*created);
   const std::string uid = uri_encode(upload_id, true);
-  auto abort = [&] { (void)impl_->xml_call("DELETE", target + "?uploadId=" + uid); };
 
   const auto& parts = plan->parts;
   std::vector<std::string> etags(parts.size());
@@ -634,32 +907,13 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
   });
   res.requests += requests.load();
   if (!st.ok()) {
-    abort();
+    impl_->abort_upload(target, upload_id);
     return st;
   }
-  std::string xml = "<CompleteMultipartUpload>";
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    xml += "<Part><PartNumber>" + std::to_string(parts[i].part_number) + "</PartNumber><ETag>\"" +
-           etags[i] + "\"</ETag></Part>";
-  }
-  xml += "</CompleteMultipartUpload>";
-  auto done = impl_->xml_call("POST", target + "?uploadId=" + uid, std::move(xml));
+  auto done = impl_->complete_upload(target, upload_id, etags);
   ++res.requests;
-  if (!done.ok()) {
-    abort();
-    return done.status();
-  }
-  pugi::xml_document doc;
-  if (!doc.load_buffer(done->data(), done->size())) {
-    abort();
-    return Status(Errc::io_error, "CompleteMultipartUpload reply is not XML");
-  }
-  if (auto err = doc.child("Error")) {
-    // S3 may report a failed completion inside a 200 reply.
-    abort();
-    return Status(from_s3_code(err.child_value("Code")), err.child_value("Message"));
-  }
-  res.etag = unquote(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+  if (!done.ok()) return done.status();
+  res.etag = std::move(*done);
   res.bytes = src.size();
   for (const auto& i : infos) info.merge(i);
   info.fill(res);
@@ -670,14 +924,44 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
 std::future<Result<TransferResult>> Client::get_async(std::string bucket, std::string key,
                                                       std::span<std::byte> dst,
                                                       std::optional<ByteRange> range) {
-  return std::async(std::launch::async, [this, bucket = std::move(bucket), key = std::move(key),
-                                         dst, range] { return get(bucket, key, dst, range); });
+  return get_async(std::move(bucket), std::move(key), dst, range, nullptr);
 }
 
 std::future<Result<TransferResult>> Client::put_async(std::string bucket, std::string key,
                                                       std::span<const std::byte> src) {
-  return std::async(std::launch::async, [this, bucket = std::move(bucket), key = std::move(key),
-                                         src] { return put(bucket, key, src); });
+  return put_async(std::move(bucket), std::move(key), src, nullptr);
+}
+
+std::future<Result<TransferResult>> Client::get_async(std::string bucket, std::string key,
+                                                      std::span<std::byte> dst,
+                                                      std::optional<ByteRange> range,
+                                                      void* cuda_stream) {
+  const int device = caller_device();
+  return std::async(std::launch::async,
+                    [this, bucket = std::move(bucket), key = std::move(key), dst, range, device,
+                     cuda_stream]() -> Result<TransferResult> {
+                      if (dst.empty() || !is_device_memory(dst.data())) {
+                        return get(bucket, key, dst, range);
+                      }
+                      OBJDIRECT_RETURN_IF_ERROR(bind_device(device));
+                      return impl_->device_get_call(bucket, key, dst, range, cuda_stream);
+                    });
+}
+
+std::future<Result<TransferResult>> Client::put_async(std::string bucket, std::string key,
+                                                      std::span<const std::byte> src,
+                                                      void* cuda_stream) {
+  const int device = caller_device();
+  return std::async(std::launch::async,
+                    [this, bucket = std::move(bucket), key = std::move(key), src, device,
+                     cuda_stream]() -> Result<TransferResult> {
+                      if (src.empty() || !is_device_memory(src.data())) {
+                        return put(bucket, key, src);
+                      }
+                      OBJDIRECT_RETURN_IF_ERROR(bind_device(device));
+                      return impl_->device_put(client::object_target(bucket, key), src,
+                                               static_cast<cudaStream_t>(cuda_stream));
+                    });
 }
 
 std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest> requests) {

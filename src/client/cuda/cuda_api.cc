@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -68,13 +70,21 @@ Result<const CudaApi*> CudaApi::get() {
   static Loaded* loaded = [] {
     auto* l = new Loaded();  // never freed: CUDA must stay loaded until exit
     std::string errors;
-    void* rt = open_first(
-        {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}, errors);
+    // Test hooks (tests/client/fake_cuda): load these files instead of the system's libraries.
+    const char* rt_env = std::getenv("OBJDIRECT_CUDART_LIBRARY");
+    const char* drv_env = std::getenv("OBJDIRECT_CUDA_LIBRARY");
+    void* rt = rt_env != nullptr && *rt_env != '\0'
+                   ? open_first({rt_env}, errors)
+                   : open_first({"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                 "libcudart.so.11.0"},
+                                errors);
     if (rt == nullptr) {
       l->result = Status(Errc::unavailable, "libcudart not found: " + errors);
       return l;
     }
-    void* drv = open_first({"libcuda.so.1", "libcuda.so"}, errors);
+    void* drv = drv_env != nullptr && *drv_env != '\0'
+                    ? open_first({drv_env}, errors)
+                    : open_first({"libcuda.so.1", "libcuda.so"}, errors);
     if (drv == nullptr) {
       l->result = Status(Errc::unavailable, "libcuda.so.1 not found (no NVIDIA driver): " + errors);
       return l;
@@ -166,6 +176,34 @@ PointerKind classify_pointer(const void* ptr) noexcept {
     default:
       return PointerKind::unknown;
   }
+}
+
+bool cuda_loaded_in_process() noexcept {
+  static std::atomic<bool> loaded{false};
+  if (loaded.load(std::memory_order_acquire)) return true;
+  const char* drv_env = std::getenv("OBJDIRECT_CUDA_LIBRARY");
+  std::initializer_list<const char*> names = {"libcuda.so.1", "libcuda.so"};
+  std::initializer_list<const char*> env_names = {drv_env};
+  bool found = false;
+  for (const char* name : (drv_env != nullptr && *drv_env != '\0') ? env_names : names) {
+    // RTLD_NOLOAD: only asks whether the library is already mapped; loads nothing.
+    if (void* h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+      dlclose(h);  // drops the reference dlopen just took
+      found = true;
+      break;
+    }
+  }
+  if (found && CudaApi::get().ok()) {
+    loaded.store(true, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+PointerKind classify_buffer(const void* ptr) noexcept {
+  if (ptr == nullptr || !cuda_loaded_in_process()) return PointerKind::host;
+  PointerKind kind = classify_pointer(ptr);
+  return kind == PointerKind::unknown ? PointerKind::host : kind;
 }
 
 Result<int> export_dmabuf(void* ptr, std::size_t len) {

@@ -1,7 +1,8 @@
 // The CUDA driver and runtime, loaded at run time.
 //
 // libobjdirect has no link-time dependency on CUDA: the first call to CudaApi::get() dlopens
-// libcudart (libcudart.so, .so.13, .so.12, .so.11) and libcuda.so.1 and resolves the handful of
+// libcudart (libcudart.so, .so.13, .so.12, .so.11) and libcuda.so.1 (or, for tests, the files
+// named by OBJDIRECT_CUDART_LIBRARY and OBJDIRECT_CUDA_LIBRARY) and resolves the handful of
 // functions ObjDirect uses (copies, events, pinned host memory, pointer attributes, module
 // loading for the CRC32C kernel, dmabuf export). Without them every entry point reports
 // Errc::unavailable and host memory keeps working as before.
@@ -97,6 +98,17 @@ bool cuda_available() noexcept;
 // is unavailable (the first call pays for one dlopen attempt, later calls are cheap), or when the
 // driver refuses the query.
 PointerKind classify_pointer(const void* ptr) noexcept;
+
+// Whether the CUDA driver is already loaded in this process (by the application, PyTorch, CuPy,
+// ...) and usable. Never loads it: a process that has not loaded CUDA cannot hold device pointers,
+// so host-only programs never pay for (or depend on) CUDA. Once true, stays true.
+bool cuda_loaded_in_process() noexcept;
+
+// What libobjdirect's Client asks for every data buffer: host when CUDA is not loaded in the
+// process (cuda_loaded_in_process()) or the driver does not know the pointer, else
+// classify_pointer()'s answer (unknown is reported as host: the driver refused the query, so the
+// pointer is no device memory it could copy either).
+PointerKind classify_buffer(const void* ptr) noexcept;
 
 // Exports [ptr, ptr+len) of device memory as a dmabuf file descriptor
 // (cuMemGetHandleForAddressRange, for ibv_reg_dmabuf_mr / FI_HMEM dmabuf registration). The

@@ -1,16 +1,18 @@
 // objdirect-gpu-check: the GPU machine's end-to-end check (run by scripts/gpu-check.sh).
 //
-// Starts its own objdirect-server, then for each fabric (libfabric:shm, libfabric:tcp, ucx, and
-// none = HTTP) and each size moves data between CUDA device memory and the server through
-// libobjdirect's Client and the bounce pipeline (pinned staging registered with the client's
-// fabric): PUT from a device buffer, GET into an offset of another, both verified by CRC32C
-// three ways (the source pattern on the host, the staging bytes on the way, the CRC32C kernel
-// over the device result). Also a Range GET into an offset of a device buffer. Prints a table with
-// PUT/GET throughput next to a pinned cudaMemcpy H2D/D2H baseline measured in the same run.
+// Starts its own objdirect-server (and a second one with RDMA off), then for each fabric
+// (libfabric:shm, libfabric:tcp, ucx, and none = HTTP) and each size moves data between CUDA
+// device memory and the server through libobjdirect's Client, handing it the DEVICE pointers:
+// Client::put from a device buffer, Client::get into an odd offset of another, a Range GET into
+// an offset of a device buffer, and (row "fallback") the same against the server that declines
+// RDMA, so that the HTTP fallback lands in device memory. Each result is verified by CRC32C of
+// the device bytes (the CRC32C kernel, or its host fallback) against the host pattern. Prints a
+// table with PUT/GET throughput next to a pinned cudaMemcpy H2D/D2H baseline measured in the same
+// run.
 //
-// The Client does not take device pointers itself yet; the bounce pipeline's callbacks call
-// Client::get/put on the staging slots, which is what the Client will do internally. PUT stores
-// one object per chunk ("<key>.<index>") because the Client has no public UploadPart call.
+// Without a GPU it runs the same code against the fake CUDA library of the tests
+// (OBJDIRECT_CUDA_LIBRARY / OBJDIRECT_CUDART_LIBRARY = tests/libobjdirect_fake_cuda.so), whose
+// device memory the CPU cannot touch; --host-memory instead passes host buffers (the host path).
 //
 // Exit status: 0 when every check passed, 1 when any failed, 2 when no GPU or no server.
 #include <signal.h>
@@ -29,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "client/cuda/bounce.hpp"
 #include "client/cuda/crc32c_device.hpp"
 #include "client/cuda/cuda_api.hpp"
 #include "client/cuda/device_path.hpp"
@@ -83,7 +84,8 @@ struct Server {
   }
 };
 
-bool start_server(Server& s, const std::string& binary, const std::string& data_dir) {
+bool start_server(Server& s, const std::string& binary, const std::string& data_dir,
+                  const char* fabric = "auto") {
   int fds[2];
   if (pipe(fds) != 0) return false;
   s.pid = fork();
@@ -92,7 +94,7 @@ bool start_server(Server& s, const std::string& binary, const std::string& data_
     close(fds[0]);
     close(fds[1]);
     execl(binary.c_str(), binary.c_str(), "--listen", "127.0.0.1:0", "--data", data_dir.c_str(),
-          "--access-key", "AK", "--secret-key", "SK", "--fabric", "auto", "--no-fsync",
+          "--access-key", "AK", "--secret-key", "SK", "--fabric", fabric, "--no-fsync",
           static_cast<char*>(nullptr));
     std::perror("exec objdirect-server");
     _exit(127);
@@ -156,23 +158,6 @@ struct Memory {
   }
 };
 
-// The bounce path: BounceContext on a GPU, the same BouncePipeline over host memory otherwise.
-struct Mover {
-  std::unique_ptr<BounceContext> ctx;
-  std::unique_ptr<StagingPool> pool;
-  HostCopyEngine engine;
-  Result<BounceResult> get(void* d, std::size_t n, cudaStream_t stream, const FetchChunk& f,
-                           BounceOptions o = {}) {
-    if (ctx) return ctx->get(d, n, stream, f, o);
-    return BouncePipeline(*pool, engine).get(d, n, f, o);
-  }
-  Result<BounceResult> put(const void* d, std::size_t n, cudaStream_t stream, const StoreChunk& f,
-                           BounceOptions o = {}) {
-    if (ctx) return ctx->put(d, n, stream, f, o);
-    return BouncePipeline(*pool, engine).put(d, n, f, o);
-  }
-};
-
 // Fills device memory with a pattern whose every 8 MiB piece differs (a misplaced chunk shows),
 // returning its CRC32C.
 std::uint32_t fill_device(Memory& mem, std::byte* dev, std::size_t n,
@@ -183,6 +168,20 @@ std::uint32_t fill_device(Memory& mem, std::byte* dev, std::size_t n,
     std::memcpy(host_piece.data(), &i, std::min(len, sizeof i));
     mem.h2d(dev + off, host_piece.data(), len);
     sum.update(host_piece.data(), len);
+  }
+  return crc_value(sum);
+}
+
+// CRC32C of bytes [off, off+len) of the pattern fill_device writes for an object.
+std::uint32_t pattern_crc(std::size_t off, std::size_t len, std::vector<std::byte> piece) {
+  Checksummer sum(ChecksumAlgo::crc32c);
+  const std::size_t p = piece.size();
+  for (std::size_t at = off; at < off + len;) {
+    std::size_t i = at / p, in = at % p;
+    std::memcpy(piece.data(), &i, std::min(p, sizeof i));
+    std::size_t n = std::min(p - in, off + len - at);
+    sum.update(piece.data() + in, n);
+    at += n;
   }
   return crc_value(sum);
 }
@@ -217,20 +216,20 @@ int main(int argc, char** argv) {
   std::string data_dir;
   std::vector<std::string> fabrics = {"libfabric:shm", "libfabric:tcp", "ucx", "none"};
   std::vector<std::size_t> sizes = {4096, 1 << 20, 64 << 20, 1ull << 30, 4ull << 30};
-  std::size_t chunk_bytes = 8 << 20;
-  std::size_t slots = 4;
-  std::size_t fetch_concurrency = 2;
+  std::size_t part_size = 8 << 20;
+  std::size_t fallback_size_max = 256 << 20;
   app.add_option("--server", server_bin, "objdirect-server binary")->capture_default_str();
   app.add_option("--data", data_dir, "server data directory (default: a temporary one)");
   app.add_option("--fabric", fabrics, "fabrics to test")->capture_default_str();
   app.add_option("--size", sizes, "object sizes in bytes")->capture_default_str();
-  app.add_option("--chunk-bytes", chunk_bytes, "bounce chunk")->capture_default_str();
-  app.add_option("--slots", slots, "bounce staging slots")->capture_default_str();
-  app.add_option("--fetch-concurrency", fetch_concurrency, "GET chunks fetched at once")
+  app.add_option("--part-size", part_size, "ClientConfig::part_size_bytes (staging chunk)")
+      ->capture_default_str();
+  app.add_option("--fallback-size-max", fallback_size_max,
+                 "largest size of the HTTP-fallback row (server with RDMA off; 0: no such row)")
       ->capture_default_str();
   bool host_memory = false;
   app.add_flag("--host-memory", host_memory,
-               "host memory stands in for device memory (checks the tool without a GPU)");
+               "host memory instead of device memory (checks the tool without CUDA)");
   CLI11_PARSE(app, argc, argv);
 
   Memory mem;
@@ -243,10 +242,13 @@ int main(int argc, char** argv) {
     mem.api = *api_r;
     Status kernel = crc32c_kernel_status();
     std::printf("CRC32C kernel: %s\n", kernel.ok() ? "loaded" : kernel.to_string().c_str());
+    if (const char* fake = std::getenv("OBJDIRECT_CUDA_LIBRARY")) {
+      std::printf("CUDA from OBJDIRECT_CUDA_LIBRARY=%s (not a GPU: figures mean nothing)\n", fake);
+    }
   }
 
   std::filesystem::path tmp;
-  struct RemoveTmp {  // declared before the server: removed after it has stopped
+  struct RemoveTmp {  // declared before the servers: removed after they have stopped
     std::filesystem::path& p;
     ~RemoveTmp() {
       std::error_code ec;
@@ -258,12 +260,21 @@ int main(int argc, char** argv) {
     tmp = mkdtemp(templ);
     data_dir = tmp.string();
   }
-  Server server;
-  if (!start_server(server, server_bin, data_dir)) {
+  std::filesystem::create_directories(data_dir + "/rdma");
+  std::filesystem::create_directories(data_dir + "/nordma");
+  Server server, no_rdma;
+  if (!start_server(server, server_bin, data_dir + "/rdma")) {
     std::printf("could not start %s\n", server_bin.c_str());
     return 2;
   }
   std::printf("server: %s (data %s)\n", server.endpoint.c_str(), data_dir.c_str());
+  if (fallback_size_max > 0) {
+    if (!start_server(no_rdma, server_bin, data_dir + "/nordma", "none")) {
+      std::printf("could not start %s --fabric none\n", server_bin.c_str());
+      return 2;
+    }
+    fabrics.emplace_back("fallback");  // libfabric:tcp against the server with RDMA off
+  }
 
   std::size_t size_max = 0;
   for (auto s : sizes) size_max = std::max(size_max, s);
@@ -279,7 +290,7 @@ int main(int argc, char** argv) {
   void* pinned = nullptr;
   if (mem.api != nullptr)
     mem.api->malloc_host(&pinned, std::min<std::size_t>(size_max, 1ull << 30));
-  std::vector<std::byte> piece(chunk_bytes);
+  std::vector<std::byte> piece(8 << 20);
   std::mt19937_64 rng(42);
   for (auto& b : piece) b = static_cast<std::byte>(rng());
   cudaStream_t stream = nullptr;
@@ -287,11 +298,13 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (const std::string& fabric : fabrics) {
+    const bool fallback = fabric == "fallback";
     ClientConfig cfg;
-    cfg.endpoint = server.endpoint;
+    cfg.endpoint = fallback ? no_rdma.endpoint : server.endpoint;
     cfg.access_key = "AK";
     cfg.secret_key = "SK";
-    cfg.fabric = fabric;
+    cfg.fabric = fallback ? "libfabric:tcp" : fabric;
+    cfg.part_size_bytes = part_size;
     auto client_r = Client::create(cfg);
     if (!client_r.ok()) {
       check(false, fabric + ": Client::create: " + client_r.status().to_string());
@@ -306,111 +319,62 @@ int main(int argc, char** argv) {
       check(false, fabric + ": create_bucket: " + st.to_string());
       continue;
     }
-    // Staging registered once with this client's fabric: RDMA lands in the slots.
-    auto register_staging = [&](std::span<std::byte> all) -> Result<std::shared_ptr<void>> {
-      auto h = client.register_memory(all.data(), all.size());
-      if (!h.ok()) return h.status();
-      return std::shared_ptr<void>(std::make_shared<MemoryHandle>(std::move(*h)));
-    };
-    Mover ctx;
-    Status staging_status;
-    if (mem.api != nullptr) {
-      auto c = BounceContext::create({chunk_bytes, slots}, register_staging);
-      if (c.ok()) ctx.ctx = std::move(c).value();
-      staging_status = c.status();
-    } else {
-      auto p = StagingPool::create_host(slots, chunk_bytes, register_staging);
-      if (p.ok()) ctx.pool = std::move(p).value();
-      staging_status = p.status();
-    }
-    if (!staging_status.ok()) {
-      check(false, fabric + ": staging: " + staging_status.to_string());
-      continue;
-    }
+    const std::string want_memory = mem.api != nullptr ? "cuda-bounce" : "host";
 
     for (std::size_t n : sizes) {
+      if (fallback && n > fallback_size_max) continue;
       Row row;
       row.fabric = fabric;
       row.size = n;
       const std::string key = "obj-" + std::to_string(n);
       const std::uint32_t expected = fill_device(mem, src, n, piece);
-      std::string paths;
-      std::mutex paths_mu;  // GET chunks may be fetched on several threads
-      auto note_path = [&](const TransferResult& t) {
-        std::lock_guard lock(paths_mu);
-        std::string p(path_name(t.path));
-        if (paths.find(p) == std::string::npos) paths += (paths.empty() ? "" : "+") + p;
-        if (t.path == TransferPath::http_fallback && paths.find('(') == std::string::npos) {
-          std::printf("  %s %s: fallback reason: %s\n", fabric.c_str(), size_name(n).c_str(),
-                      t.reason.c_str());
-        }
-      };
+      const std::string what = fabric + " " + size_name(n);
 
       auto t0 = Clock::now();
-      auto put =
-          ctx.put(src, n, stream,
-                  [&](const Chunk& c, std::span<const std::byte> staging, std::size_t) -> Status {
-                    auto r = client.put(bucket, key + "." + std::to_string(c.index), staging);
-                    if (!r.ok()) return r.status();
-                    note_path(*r);
-                    return Status::Ok();
-                  },
-                  {true});
+      auto put = client.put(bucket, key, {src, n});  // the device pointer itself
       auto t1 = Clock::now();
-      check(put.ok(), fabric + " PUT " + size_name(n) + ": " + put.status().to_string());
+      check(put.ok(), what + " PUT: " + put.status().to_string());
       if (!put.ok()) continue;
       row.put_gbps = gbps(n, t1 - t0);
-      check(*put->crc32c == expected, fabric + " PUT " + size_name(n) + ": staging CRC differs");
+      check(put->memory == want_memory, what + " PUT went through " + put->memory);
 
       mem.zero(dst, n + dst_offset);
       t0 = Clock::now();
-      auto get = ctx.get(
-          dst + dst_offset, n, stream,
-          [&](const Chunk& c, std::span<std::byte> staging, std::size_t) -> Result<std::size_t> {
-            auto r = client.get(bucket, key + "." + std::to_string(c.index), staging);
-            if (!r.ok()) return r.status();
-            note_path(*r);
-            return static_cast<std::size_t>(r->bytes);
-          },
-          BounceOptions{true, fetch_concurrency});
+      auto get = client.get(bucket, key, {dst + dst_offset, n});
       t1 = Clock::now();
-      check(get.ok(), fabric + " GET " + size_name(n) + ": " + get.status().to_string());
+      check(get.ok(), what + " GET: " + get.status().to_string());
       if (!get.ok()) continue;
       row.get_gbps = gbps(n, t1 - t0);
       auto dev_crc = mem.crc(dst + dst_offset, n, stream);
-      bool ok = get->bytes == n && *get->crc32c == expected && dev_crc.ok() && *dev_crc == expected;
-      check(ok, fabric + " GET " + size_name(n) + ": data differs (bytes " +
-                    std::to_string(get->bytes) + ", device CRC " +
+      bool ok = get->bytes == n && dev_crc.ok() && *dev_crc == expected;
+      check(ok, what + " GET: data differs (bytes " + std::to_string(get->bytes) + ", device CRC " +
                     (dev_crc.ok() ? std::to_string(*dev_crc) : dev_crc.status().to_string()) +
                     ", expected " + std::to_string(expected) + ")");
+      if (get->path == TransferPath::http_fallback || put->path == TransferPath::http_fallback) {
+        std::printf("  %s: fallback reason: %s\n", what.c_str(),
+                    (get->reason.empty() ? put->reason : get->reason).c_str());
+      }
+      if (fallback) {
+        check(get->path == TransferPath::http_fallback && put->path == TransferPath::http_fallback,
+              what + ": expected http-fallback, got " + std::string(path_name(put->path)) + "/" +
+                  std::string(path_name(get->path)));
+      }
 
-      // Range GET of object chunk 0 into an odd offset of the device buffer.
+      // Range GET into an odd offset of the device buffer (across parts when large).
       if (n > 3000) {
-        const std::uint64_t r_off = 1234, r_len = std::min<std::uint64_t>(n, chunk_bytes) - 2000;
-        std::vector<std::byte> want(piece.begin(), piece.begin() + std::min(n, chunk_bytes));
-        std::size_t zero = 0;
-        std::memcpy(want.data(), &zero, std::min(want.size(), sizeof zero));
-        Checksummer sum(ChecksumAlgo::crc32c);
-        sum.update(want.data() + r_off, r_len);
-        auto ranged = ctx.get(
-            dst + 777, r_len, stream,
-            [&](const Chunk& c, std::span<std::byte> staging, std::size_t) -> Result<std::size_t> {
-              auto r =
-                  client.get(bucket, key + ".0", staging, ByteRange{r_off + c.offset, c.length});
-              if (!r.ok()) return r.status();
-              return static_cast<std::size_t>(r->bytes);
-            });
+        const std::uint64_t r_off = 1234, r_len = n - 2000;
+        auto ranged = client.get(bucket, key, {dst + 777, r_len}, ByteRange{r_off, r_len});
         auto rc = mem.crc(dst + 777, r_len, stream);
-        check(ranged.ok() && rc.ok() && *rc == crc_value(sum),
-              fabric + " Range GET " + size_name(n) + " into a device offset: " +
-                  (ranged.ok() ? "data differs" : ranged.status().to_string()));
-        ok = ok && ranged.ok() && rc.ok() && *rc == crc_value(sum);
+        bool r_ok = ranged.ok() && ranged->bytes == r_len && rc.ok() &&
+                    *rc == pattern_crc(r_off, r_len, piece);
+        check(r_ok, what + " Range GET into a device offset: " +
+                        (ranged.ok() ? "data differs" : ranged.status().to_string()));
+        ok = ok && r_ok;
       }
-      for (std::size_t i = 0; i < put->chunks; ++i) {
-        (void)client.delete_object(bucket, key + "." + std::to_string(i));
-      }
+      (void)client.delete_object(bucket, key);
       if (mem.api != nullptr) baseline(*mem.api, src, n, pinned, row);
-      row.path = paths + (mem.api != nullptr ? " via bounce" : " via bounce (host emulation)");
+      row.path = std::string(path_name(put->path)) + "/" + std::string(path_name(get->path)) + " " +
+                 get->memory;
       row.ok = ok;
       rows.push_back(row);
       std::printf("  %-14s %8s  PUT %7.3f GB/s  GET %7.3f GB/s  %s\n", fabric.c_str(),
@@ -420,13 +384,14 @@ int main(int argc, char** argv) {
   }
 
   std::printf(
-      "\n| fabric | size | PUT GB/s | GET GB/s | H2D pinned GB/s | D2H pinned GB/s | path | ok "
-      "|\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+      "\n| fabric | size | PUT GB/s | GET GB/s | H2D pinned GB/s | D2H pinned GB/s | GET/H2D | "
+      "path (put/get) | ok |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %s | %.3f | %.3f | %.2f | %.2f | %s | %s |\n", r.fabric.c_str(),
+    std::printf("| %s | %s | %.3f | %.3f | %.2f | %.2f | %.2f | %s | %s |\n", r.fabric.c_str(),
                 size_name(r.size).c_str(), r.put_gbps, r.get_gbps, r.h2d_gbps, r.d2h_gbps,
-                r.path.c_str(), r.ok ? "yes" : "NO");
+                r.h2d_gbps > 0 ? r.get_gbps / r.h2d_gbps : 0.0, r.path.c_str(),
+                r.ok ? "yes" : "NO");
   }
   if (mem.api != nullptr) {
     transport::Capabilities none;
