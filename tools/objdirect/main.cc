@@ -1020,15 +1020,31 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(kExitCodesHelp);
   Options o;
-  auto add_common = [&o](CLI::App* sub) {
+  const CLI::Validator kPositive(
+      [](const std::string& v) {
+        return v.find_first_not_of('0') == std::string::npos ? std::string("must be at least 1")
+                                                             : std::string();
+      },
+      "POSITIVE");
+  const CLI::Validator kUnsigned(
+      [](const std::string& v) {
+        return v.find_first_of("-+") == std::string::npos ? std::string()
+                                                          : std::string("must be a plain size");
+      },
+      "");
+  auto add_common = [&o, &kPositive, &kUnsigned](CLI::App* sub) {
     sub->add_option("--endpoint-url", o.endpoint, "S3 endpoint (default: AWS_ENDPOINT_URL)");
     sub->add_option("--profile", o.profile, "AWS profile (default: AWS_PROFILE or default)");
     sub->add_option("--fabric", o.fabric, "auto | libfabric:tcp | libfabric:shm | ucx | none")
         ->check(CLI::IsMember({"auto", "libfabric:tcp", "libfabric:shm", "ucx", "none"}));
-    sub->add_option("--part-size", o.part_size, "Part size in bytes (default 8 MiB)")
-        ->check(CLI::PositiveNumber);
+    sub->add_option(
+           "--part-size", o.part_size,
+           "Part size: bytes, or with a unit (8MiB, 8MB and 8M are all 8 MiB; default 8 MiB)")
+        ->check(kUnsigned)
+        ->transform(CLI::AsSizeValue(false))
+        ->check(kPositive);
     sub->add_option("--concurrency", o.concurrency, "Parts (or files) in flight (default 8)")
-        ->check(CLI::PositiveNumber);
+        ->check(kPositive);
     sub->add_flag("--json", o.json, "Print one JSON object");
     sub->footer(kExitCodesHelp);
   };
