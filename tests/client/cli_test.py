@@ -217,6 +217,23 @@ def test_rm_recursive(server, bucket, tmp_path):
     assert any(e["op"] == "DeleteObjects" and e["bucket"] == bucket for e in log)
 
 
+def test_stdin_upload_and_stdout_download(server, bucket):
+    for size, parts in ((100, None), (5 * MIB, 1), (12 * MIB + 5, 3)):
+        data = os.urandom(size)
+        up = subprocess.run([binary("objdirect"), "cp", "--part-size", "5MiB", "--json", "-",
+                             f"s3://{bucket}/stream"], input=data, capture_output=True,
+                            env=cli_env(server), timeout=120)
+        assert up.returncode == 0, up.stderr
+        assert json.loads(up.stdout)["bytes"] == size
+        etag = json.loads(run(server, "stat", "--json", f"s3://{bucket}/stream").stdout)["etag"]
+        assert etag.endswith(f"-{parts}") if parts else "-" not in etag, (size, etag)
+        down = subprocess.run([binary("objdirect"), "cp", f"s3://{bucket}/stream", "-"],
+                              capture_output=True, env=cli_env(server), timeout=120)
+        assert down.returncode == 0 and down.stdout == data, down.stderr
+    bad = run(server, "cp", "-", f"s3://{bucket}/", check=False)
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+
+
 # -- interrupted downloads --------------------------------------------------------------------------
 
 
