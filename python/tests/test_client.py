@@ -217,15 +217,24 @@ def test_error_carries_the_servers_request_id(server, client, bucket):
         client.get(bucket, "missing-for-request-id")
     rid = e.value.request_id
     assert rid and e.value.code == "NoSuchKey"
-    logged = [json.loads(line) for line in open(server.access_log)]
-    ours = [r for r in logged if r["key"] == "missing-for-request-id"]
+
+    def logged(key):
+        # The server logs a request after its reply: wait for the line.
+        deadline = time.monotonic() + 10
+        while True:
+            with open(server.access_log) as f:
+                recs = [json.loads(line) for line in f if line.endswith("\n")]
+            recs = [r for r in recs if r["key"] == key]
+            if recs or time.monotonic() > deadline:
+                return recs
+            time.sleep(0.01)
+    ours = logged("missing-for-request-id")
     assert [r["request_id"] for r in ours] == [rid]
     assert ours[0]["error"] == "NoSuchKey" and ours[0]["status"] == 404
     # HEAD has no body: the id comes from the x-amz-request-id header.
     with pytest.raises(objdirect.NoSuchKey) as e:
         client.head(bucket, "missing-head-for-request-id")
-    logged = [json.loads(line) for line in open(server.access_log)]
-    assert [r["request_id"] for r in logged if r["key"] == "missing-head-for-request-id"] == [
+    assert [r["request_id"] for r in logged("missing-head-for-request-id")] == [
         e.value.request_id]
     # An error no server reply carried has none.
     with make_client_at("http://127.0.0.1:1") as dead:

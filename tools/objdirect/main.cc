@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "client/planner.hpp"
+#include "common/limits.hpp"
 #include "objdirect/client.hpp"
 
 namespace objdirect::limits {
@@ -845,7 +847,101 @@ int cmd_cp_copy(Client& c, const Options& o, const S3Url& src, S3Url dst) {
   return kOk;
 }
 
+// Reads until `buf` is full or the input ends; the bytes read, or -1 on an error (errno).
+ssize_t read_full(int fd, std::span<std::byte> buf) {
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    ssize_t n = read(fd, buf.data() + got, buf.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+// `cp - s3://B/K`: standard input of unknown length. Up to one part it is one PutObject; beyond,
+// a multipart upload of part_size parts (at least 5 MiB) sent one after the other while the next
+// part is read, with two part buffers in memory whatever the stream's length.
+int upload_stdin(Client& c, const Options& o, const S3Url& dst) {
+  if (dst.key.empty() || dst.key.back() == '/') {
+    return fail_msg(kBadArgs, "cp - needs a destination key, not a prefix");
+  }
+  const std::size_t part = static_cast<std::size_t>(
+      std::max<std::uint64_t>(c.config().part_size_bytes, limits::part_bytes_min));
+  std::vector<std::byte> cur(part), next(part);
+  Summary sum;
+  auto t0 = Clock::now();
+  auto read_error = [] {
+    return fail_msg(kGeneric, std::string("cannot read stdin: ") + std::strerror(errno));
+  };
+  ssize_t n = read_full(STDIN_FILENO, cur);
+  if (n < 0) return read_error();
+  if (static_cast<std::size_t>(n) < part) {  // the input ended within one part
+    auto r = c.put(dst.bucket, dst.key, std::span(cur.data(), static_cast<std::size_t>(n)));
+    if (!r.ok()) return report(r.status());
+    sum.add(*r, true);
+    sum.etag = r->etag;
+  } else {
+    auto uid = c.create_multipart_upload(dst.bucket, dst.key);
+    if (!uid.ok()) return report(uid.status());
+    UploadGuard guard(c, dst.bucket, dst.key, *uid);
+    std::vector<Client::CompletedPart> parts;
+    auto fail = [&](int code) {
+      (void)c.abort_multipart_upload(dst.bucket, dst.key, *uid);
+      return code;
+    };
+    for (std::uint32_t number = 1;; ++number) {
+      if (number > limits::parts_max) {
+        return fail(fail_msg(kGeneric, "stdin is longer than " + std::to_string(limits::parts_max) +
+                                           " parts of " + std::to_string(part) +
+                                           " bytes: raise --part-size"));
+      }
+      // The next part is read while this one is uploaded.
+      auto up = std::async(std::launch::async, [&, number, len = n] {
+        return c.upload_part(dst.bucket, dst.key, *uid, number,
+                             std::span(cur.data(), static_cast<std::size_t>(len)));
+      });
+      const ssize_t m = read_full(STDIN_FILENO, next);
+      const int read_errno = errno;
+      auto r = up.get();
+      if (!r.ok()) return fail(report(r.status()));
+      parts.push_back({number, r->etag});
+      sum.add(*r, false);
+      if (m < 0) {
+        errno = read_errno;
+        return fail(read_error());
+      }
+      if (m == 0) break;  // that was the last part
+      std::swap(cur, next);
+      n = m;
+    }
+    auto done = c.complete_multipart_upload(dst.bucket, dst.key, *uid, parts);
+    if (!done.ok()) return fail(report(done.status()));
+    ++sum.files;
+    ++sum.requests;
+    sum.etag = done->etag;
+  }
+  print_summary(o, "upload", sum, std::chrono::duration<double>(Clock::now() - t0).count());
+  return kOk;
+}
+
+int cmd_cat(const Options& o, const std::string& url);
+
 int cmd_cp(const Options& o, const std::string& src, const std::string& dst) {
+  if (src == "-" || dst == "-") {
+    if (o.recursive)
+      return fail_msg(kBadArgs, "cp - (standard input or output) takes no --recursive");
+    if (dst == "-" && parse_s3(src)) return cmd_cat(o, src);
+    auto u = parse_s3(dst);
+    if (src != "-" || !u || u->bucket.empty()) {
+      return fail_msg(kBadArgs,
+                      "cp - s3://BUCKET/KEY uploads stdin; cp s3://BUCKET/KEY - writes stdout");
+    }
+    auto c = make_client(o);
+    if (!c.ok()) return report(c.status());
+    return upload_stdin(**c, o, *u);
+  }
   auto s3src = parse_s3(src);
   auto s3dst = parse_s3(dst);
   if (!s3src && !s3dst) {
@@ -1020,15 +1116,31 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(kExitCodesHelp);
   Options o;
-  auto add_common = [&o](CLI::App* sub) {
+  const CLI::Validator kPositive(
+      [](const std::string& v) {
+        return v.find_first_not_of('0') == std::string::npos ? std::string("must be at least 1")
+                                                             : std::string();
+      },
+      "POSITIVE");
+  const CLI::Validator kUnsigned(
+      [](const std::string& v) {
+        return v.find_first_of("-+") == std::string::npos ? std::string()
+                                                          : std::string("must be a plain size");
+      },
+      "");
+  auto add_common = [&o, &kPositive, &kUnsigned](CLI::App* sub) {
     sub->add_option("--endpoint-url", o.endpoint, "S3 endpoint (default: AWS_ENDPOINT_URL)");
     sub->add_option("--profile", o.profile, "AWS profile (default: AWS_PROFILE or default)");
     sub->add_option("--fabric", o.fabric, "auto | libfabric:tcp | libfabric:shm | ucx | none")
         ->check(CLI::IsMember({"auto", "libfabric:tcp", "libfabric:shm", "ucx", "none"}));
-    sub->add_option("--part-size", o.part_size, "Part size in bytes (default 8 MiB)")
-        ->check(CLI::PositiveNumber);
+    sub->add_option(
+           "--part-size", o.part_size,
+           "Part size: bytes, or with a unit (8MiB, 8MB and 8M are all 8 MiB; default 8 MiB)")
+        ->check(kUnsigned)
+        ->transform(CLI::AsSizeValue(false))
+        ->check(kPositive);
     sub->add_option("--concurrency", o.concurrency, "Parts (or files) in flight (default 8)")
-        ->check(CLI::PositiveNumber);
+        ->check(kPositive);
     sub->add_flag("--json", o.json, "Print one JSON object");
     sub->footer(kExitCodesHelp);
   };
