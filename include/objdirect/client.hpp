@@ -114,8 +114,9 @@ struct TransferResult {
   std::string reason;             // why RDMA was not used or was declined; empty for rdma
   std::uint64_t object_size = 0;  // whole object size as the server reported it
   std::uint32_t requests = 0;     // HTTP requests this call made
-  // Where the caller's buffer was: "host", or "cuda-bounce" (CUDA device or managed memory,
-  // moved through the client's pinned staging buffers; see "CUDA device memory" above).
+  // Where the caller's buffer was: "host"; "cuda-direct" (CUDA device memory registered by the
+  // fabric itself: GPUDirect RDMA); or "cuda-bounce" (CUDA device or managed memory moved through
+  // the client's pinned staging buffers). See "CUDA device memory" above.
   std::string memory = "host";
 };
 
@@ -261,6 +262,19 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<Impl> impl);
+  // The host flow; direct: the buffer is device memory the fabric registers itself (GPUDirect),
+  // and anything but RDMA fails with rdma_declined instead of touching it from the CPU.
+  Result<TransferResult> get_host(std::string_view bucket, std::string_view key,
+                                  std::span<std::byte> dst, std::optional<ByteRange> range,
+                                  bool direct);
+  Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
+                                  std::span<const std::byte> src, bool direct);
+  // Device memory: GPUDirect when the fabric can, else (or when declined) the staging pipeline.
+  Result<TransferResult> get_device(std::string_view bucket, std::string_view key,
+                                    std::span<std::byte> dst, std::optional<ByteRange> range,
+                                    void* cuda_stream);
+  Result<TransferResult> put_device(std::string_view bucket, std::string_view key,
+                                    std::span<const std::byte> src, void* cuda_stream);
   std::unique_ptr<Impl> impl_;
 };
 
