@@ -19,7 +19,10 @@
 // CUDA device memory: every data call (get, put, their async and batch forms, register_memory)
 // also accepts CUDA device and managed pointers (cudaMalloc, cudaMallocManaged, PyTorch/CuPy
 // tensors). The client recognises them with the CUDA driver (only when the process has already
-// loaded CUDA: a host-only process never loads it), and moves the bytes through pinned host
+// loaded CUDA: a host-only process never loads it). Device memory goes straight to the NIC
+// (GPUDirect RDMA, TransferResult::memory "cuda-direct") when the fabric registers CUDA memory
+// itself (caps().cuda_memory) and the server accepts the RDMA; otherwise (Debian's libfabric and
+// UCX, managed memory, a declining server) the client moves the bytes through pinned host
 // staging buffers that are registered once with the fabric and reused: chunk N+1 is on the wire
 // while chunk N is copied with cudaMemcpyAsync (PUT: the reverse, each request carrying the
 // CRC32C of its chunk, computed on the staging buffer). When the server declines RDMA, or the
@@ -199,6 +202,8 @@ class Client {
 
   // Registers [ptr, ptr+len) with the client's fabric (opening it if needed) through a bounded
   // LRU cache. With fabric "none" (or no fabric available) this succeeds and registers nothing.
+  // CUDA device memory is accepted and registers nothing either (the staging buffers are
+  // registered, and GPUDirect registers per call); the handle works with get as usual.
   // Errors: invalid_argument (null or empty), transport_error (the provider refused).
   Result<MemoryHandle> register_memory(void* ptr, std::size_t len);
 
