@@ -130,10 +130,7 @@ Status run_parallel(std::size_t n, std::uint32_t width, Fn&& fn) {
 
 const char* kKnownFabrics[] = {"libfabric:shm", "libfabric:tcp", "ucx"};
 
-}  // namespace
-
-namespace {
-
+// CUDA device or managed memory (never touched by the CPU: the device paths move it).
 bool is_device_memory(const void* p) {
   auto kind = cuda::classify_buffer(p);
   return kind == cuda::PointerKind::device || kind == cuda::PointerKind::managed;
