@@ -19,7 +19,10 @@
 // CUDA device memory: every data call (get, put, their async and batch forms, register_memory)
 // also accepts CUDA device and managed pointers (cudaMalloc, cudaMallocManaged, PyTorch/CuPy
 // tensors). The client recognises them with the CUDA driver (only when the process has already
-// loaded CUDA: a host-only process never loads it), and moves the bytes through pinned host
+// loaded CUDA: a host-only process never loads it). Device memory goes straight to the NIC
+// (GPUDirect RDMA, TransferResult::memory "cuda-direct") when the fabric registers CUDA memory
+// itself (caps().cuda_memory) and the server accepts the RDMA; otherwise (Debian's libfabric and
+// UCX, managed memory, a declining server) the client moves the bytes through pinned host
 // staging buffers that are registered once with the fabric and reused: chunk N+1 is on the wire
 // while chunk N is copied with cudaMemcpyAsync (PUT: the reverse, each request carrying the
 // CRC32C of its chunk, computed on the staging buffer). When the server declines RDMA, or the
@@ -123,8 +126,9 @@ struct TransferResult {
   std::string reason;             // why RDMA was not used or was declined; empty for rdma
   std::uint64_t object_size = 0;  // whole object size as the server reported it
   std::uint32_t requests = 0;     // HTTP requests this call made
-  // Where the caller's buffer was: "host", or "cuda-bounce" (CUDA device or managed memory,
-  // moved through the client's pinned staging buffers; see "CUDA device memory" above).
+  // Where the caller's buffer was: "host"; "cuda-direct" (CUDA device memory registered by the
+  // fabric itself: GPUDirect RDMA); or "cuda-bounce" (CUDA device or managed memory moved through
+  // the client's pinned staging buffers). See "CUDA device memory" above.
   std::string memory = "host";
 };
 
@@ -240,6 +244,8 @@ class Client {
 
   // Registers [ptr, ptr+len) with the client's fabric (opening it if needed) through a bounded
   // LRU cache. With fabric "none" (or no fabric available) this succeeds and registers nothing.
+  // CUDA device memory is accepted and registers nothing either (the staging buffers are
+  // registered, and GPUDirect registers per call); the handle works with get as usual.
   // Errors: invalid_argument (null or empty), transport_error (the provider refused).
   Result<MemoryHandle> register_memory(void* ptr, std::size_t len);
 
@@ -354,6 +360,19 @@ class Client {
   explicit Client(std::unique_ptr<Impl> impl);
   // The HTTP layer, for the operations kept in client_ops.cc.
   client::HttpClient& http() noexcept;
+  // The host flow; direct: the buffer is device memory the fabric registers itself (GPUDirect),
+  // and anything but RDMA fails with rdma_declined instead of touching it from the CPU.
+  Result<TransferResult> get_host(std::string_view bucket, std::string_view key,
+                                  std::span<std::byte> dst, std::optional<ByteRange> range,
+                                  bool direct);
+  Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
+                                  std::span<const std::byte> src, bool direct);
+  // Device memory: GPUDirect when the fabric can, else (or when declined) the staging pipeline.
+  Result<TransferResult> get_device(std::string_view bucket, std::string_view key,
+                                    std::span<std::byte> dst, std::optional<ByteRange> range,
+                                    void* cuda_stream);
+  Result<TransferResult> put_device(std::string_view bucket, std::string_view key,
+                                    std::span<const std::byte> src, void* cuda_stream);
   std::unique_ptr<Impl> impl_;
 };
 

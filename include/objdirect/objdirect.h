@@ -13,6 +13,13 @@
  * with the matching destroy / deregister call. Strings passed in are copied; strings returned
  * inside result structs are fixed-size arrays owned by the struct.
  *
+ * CUDA device memory: od_get, od_put and od_register accept CUDA device and managed pointers
+ * (cudaMalloc, cudaMallocManaged) as well as host memory, with the behaviour of
+ * objdirect::Client (client.hpp, docs/gpu.md): the bytes move through pinned staging buffers with
+ * cudaMemcpy on the legacy default stream (or straight into device memory over GPUDirect RDMA
+ * where the fabric supports it); the CPU never dereferences a device pointer, also when the server
+ * declines RDMA. A call returns once the data is in (or out of) device memory.
+ *
  * Thread safety: an od_client may be used from many threads at once; the last-error state is
  * per thread. A buffer must stay valid and untouched until the call using it returns.
  */
@@ -81,18 +88,21 @@ int od_client_create(const od_config* cfg, od_client** out);
 void od_client_destroy(od_client* client);
 
 /* Registers [ptr, ptr+len) for RDMA (see objdirect::Client::register_memory); *out is set.
+ * ptr may be device memory (nothing is registered then unless the fabric supports GPUDirect).
  * Errors: OD_EINVAL, OD_EIO (the provider refused). */
 int od_register(od_client* client, void* ptr, size_t len, od_memory** out);
 /* Releases a registration (NULL is ignored). */
 void od_deregister(od_memory* mem);
 
-/* Reads bucket/key into buf[0..len). length == 0 means the whole object (which must fit);
+/* Reads bucket/key into buf[0..len) (host or CUDA device memory). length == 0 means the whole
+ * object (which must fit);
  * otherwise `length` bytes from `offset`. result may be NULL.
  * Errors: OD_ENOTFOUND, OD_EACCESS, OD_EINVAL, OD_ERANGE, OD_ECONFLICT, OD_EUNREACHABLE,
  * OD_ETIMEDOUT, OD_EIO. */
 int od_get(od_client* client, const char* bucket, const char* key, void* buf, size_t len,
            uint64_t offset, uint64_t length, od_result* result);
-/* Writes buf[0..len) as bucket/key. result may be NULL. Errors as od_get. */
+/* Writes buf[0..len) (host or CUDA device memory) as bucket/key. result may be NULL. Errors as
+ * od_get. */
 int od_put(od_client* client, const char* bucket, const char* key, const void* buf, size_t len,
            od_result* result);
 /* HeadObject. Errors: OD_ENOTFOUND, OD_EACCESS, OD_EUNREACHABLE, OD_ETIMEDOUT, OD_EIO. */

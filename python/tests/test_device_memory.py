@@ -1,4 +1,5 @@
-"""CUDA device memory through the Python API, on a machine without a GPU.
+"""CUDA device memory through the Python API (__cuda_array_interface__, DLPack on CUDA), on a
+machine without a GPU.
 
 libobjdirect_fake_cuda.so (tests/client/fake_cuda) stands in for libcuda/libcudart: its "device
 memory" is mapped PROT_NONE, so any CPU access by the bindings or libobjdirect kills the process
@@ -40,6 +41,40 @@ CHILD = textwrap.dedent("""
                                              "data": (ptr, read_only), "strides": None,
                                              "version": 3}
 
+    class DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                    ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+    class DLManagedTensor(ctypes.Structure):
+        _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                    ("deleter", ctypes.c_void_p)]
+
+    capsule_new = ctypes.pythonapi.PyCapsule_New
+    capsule_new.restype = ctypes.py_object
+    capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+    class DLPackCuda:
+        # What a torch CUDA tensor exposes: a DLPack capsule on device type 2 (kDLCUDA).
+        def __init__(self, ptr, n):
+            self.shape = (ctypes.c_int64 * 1)(n)
+            self.mt = DLManagedTensor()
+            t = self.mt.dl_tensor
+            t.data, t.device, t.ndim = ptr, DLDevice(2, 0), 1
+            t.dtype, t.shape, t.byte_offset = DLDataType(1, 8, 1), self.shape, 0
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, stream=None):
+            return capsule_new(ctypes.addressof(self.mt), b"dltensor", None)
+
     endpoint, ak, sk, bucket, fabric = sys.argv[1:6]
     c = objdirect.Client(endpoint=endpoint, access_key=ak, secret_key=sk, fabric=fabric,
                          part_size_bytes=5 << 20)
@@ -61,6 +96,12 @@ CHILD = textwrap.dedent("""
             raise AssertionError("a read-only device array was written")
         except BufferError:
             pass
+        # DLPack on CUDA (torch's way): the same device path.
+        r = c.put(bucket, "dl", DLPackCuda(src, n))
+        assert r.nbytes == n and c.get(bucket, "dl") == want
+        ctypes.memset(lib.fake_cuda_alias(dst), 0, n)
+        assert c.get_into(bucket, "dl", DLPackCuda(dst, n)).nbytes == n
+        assert ctypes.string_at(lib.fake_cuda_alias(dst), n) == want, "DLPack device bytes differ"
     # A pointer CUDA does not know is refused, never dereferenced.
     try:
         c.get_into(bucket, "dev", DeviceArray(0xDEAD0000, 4096))

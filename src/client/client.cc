@@ -10,6 +10,7 @@
 
 #include "client/cuda/bounce.hpp"
 #include "client/cuda/cuda_api.hpp"
+#include "client/cuda/device_path.hpp"
 #include "client/device_transfer.hpp"
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
@@ -130,10 +131,7 @@ Status run_parallel(std::size_t n, std::uint32_t width, Fn&& fn) {
 
 const char* kKnownFabrics[] = {"libfabric:shm", "libfabric:tcp", "ucx"};
 
-}  // namespace
-
-namespace {
-
+// CUDA device or managed memory (never touched by the CPU: the device paths move it).
 bool is_device_memory(const void* p) {
   auto kind = cuda::classify_buffer(p);
   return kind == cuda::PointerKind::device || kind == cuda::PointerKind::managed;
@@ -248,16 +246,18 @@ struct Client::Impl {
     no_rdma_reason = "RDMA disabled: " + std::move(reason);
   }
 
-  // Token for `buf`, or empty with info.reason set.
-  std::string try_token(std::span<const std::byte> buf, PathInfo& info,
-                        std::shared_ptr<void>& hold) {
+  // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
+  // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
+  std::string try_token(std::span<const std::byte> buf, PathInfo& info, std::shared_ptr<void>& hold,
+                        bool direct = false) {
     if (buf.empty()) {
       info.reason = "empty transfer";
       return {};
     }
     auto f = current_fabric(info.reason);
     if (!f) return {};
-    auto t = f->make_token(buf, cfg.token_lifetime_s, hold);
+    auto t = direct ? f->make_device_token(buf, cfg.token_lifetime_s, hold)
+                    : f->make_token(buf, cfg.token_lifetime_s, hold);
     info.fabric = f->name();
     if (!t.ok()) {
       info.reason = "no token: " + t.status().message();
@@ -291,8 +291,13 @@ struct Client::Impl {
     PathInfo info;
   };
 
+  // direct: dst is device memory registered by the fabric (GPUDirect RDMA). Only RDMA may write
+  // it then: whatever would have gone over HTTP (declined, refused, no token) returns
+  // Errc::rdma_declined instead, and a declined reply's body is read into host memory and
+  // dropped, so that the caller can move the bytes through the bounce path.
   Result<GetOutcome> get_one(const std::string& target, std::optional<Piece> range,
-                             std::span<std::byte> dst, const std::string& if_match) {
+                             std::span<std::byte> dst, const std::string& if_match,
+                             bool direct = false) {
     GetOutcome out;
     HttpRequest req;
     req.method = "GET";
@@ -301,10 +306,11 @@ struct Client::Impl {
       req.headers.emplace_back("range", client::range_header(range->offset, range->length));
     if (!if_match.empty()) req.headers.emplace_back("if-match", "\"" + if_match + "\"");
     std::shared_ptr<void> hold;
-    std::string token = try_token(dst, out.info, hold);
+    std::string token = try_token(dst, out.info, hold, direct);
+    if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
     if (!token.empty()) {
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = execute_rdma(req, dst);
+      auto r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
       if (!r.ok()) return r.status();
       if (!r->ok()) {
         Status st = client::status_from_response(*r);
@@ -315,6 +321,7 @@ struct Client::Impl {
         // The server refused the token itself: ask again without one.
         out.info.fell_back = true;
         out.info.reason = "server refused the token: " + st.message();
+        if (direct) return Status(Errc::rdma_declined, out.info.reason);
         req.headers.pop_back();
       } else {
         auto reply = r->header("x-amz-rdma-reply");
@@ -336,6 +343,7 @@ struct Client::Impl {
         out.info.reason =
             reply ? "server declined RDMA (x-amz-rdma-reply: " + std::string(*reply) + ")"
                   : "server ignored x-amz-rdma-token (no x-amz-rdma-reply)";
+        if (direct) return Status(Errc::rdma_declined, out.info.reason);
         out.bytes = r->sink_bytes;
         out.resp = std::move(*r);
         return out;
@@ -359,11 +367,14 @@ struct Client::Impl {
   };
 
   // crc32c: when not empty, sent as x-amz-checksum-crc32c (base64) for the server to verify.
+  // direct: as get_one; a PUT the server did not take over RDMA returns rdma_declined instead
+  // of re-sending src (device memory) as the body.
   Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src,
-                             const std::string& crc32c = {}) {
+                             const std::string& crc32c = {}, bool direct = false) {
     PutOutcome out;
     std::shared_ptr<void> hold;
-    std::string token = try_token(src, out.info, hold);
+    std::string token = try_token(src, out.info, hold, direct);
+    if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
     if (!token.empty()) {
       HttpRequest req;
       req.method = "PUT";
@@ -398,6 +409,7 @@ struct Client::Impl {
         if (!rdma_error) return st;
         out.info.reason = "server declined RDMA: " + st.message();
       }
+      if (direct) return Status(Errc::rdma_declined, out.info.reason);
     } else {
       out.info.plain = true;
     }
@@ -486,6 +498,17 @@ struct Client::Impl {
   // cudaMemcpyAsync on the caller's stream. The CPU only ever touches the staging memory, also
   // when the server declines RDMA (the HTTP body lands in the staging slot).
   client::DeviceStaging staging;
+
+  // Whether p (device memory) can take the direct path: plain device memory (managed memory
+  // always bounces: its pages may migrate) and a fabric that registers CUDA memory itself.
+  bool direct_capable(const void* p) {
+    std::string reason;
+    auto f = current_fabric(reason);
+    if (!f) return false;
+    transport::Capabilities caps;
+    caps.cuda_memory = f->cuda_memory();
+    return cuda::choose_path(cuda::classify_buffer(p), caps) == cuda::DevicePath::direct;
+  }
 
   Result<client::DeviceStaging::Lease> lease_staging(std::size_t chunk_bytes) {
     return staging.acquire(chunk_bytes,
@@ -740,10 +763,32 @@ Result<TransferResult> Client::Impl::device_get_call(std::string_view bucket, st
 
 Result<TransferResult> Client::get(std::string_view bucket, std::string_view key,
                                    std::span<std::byte> dst, std::optional<ByteRange> range) {
-  // CUDA device or managed memory: the staging pipeline (the CPU never touches dst).
-  if (!dst.empty() && is_device_memory(dst.data())) {
-    return impl_->device_get_call(bucket, key, dst, range, nullptr);
+  if (!dst.empty() && is_device_memory(dst.data())) return get_device(bucket, key, dst, range, {});
+  return get_host(bucket, key, dst, range, false);
+}
+
+Result<TransferResult> Client::get_device(std::string_view bucket, std::string_view key,
+                                          std::span<std::byte> dst, std::optional<ByteRange> range,
+                                          void* cuda_stream) {
+  std::string declined;
+  if (impl_->direct_capable(dst.data())) {
+    // GPUDirect RDMA: the host flow with the device range registered by the fabric.
+    auto r = get_host(bucket, key, dst, range, true);
+    if (r.ok()) r->memory = "cuda-direct";
+    if (r.ok() || r.code() != Errc::rdma_declined) return r;
+    declined = "GPUDirect declined (" + r.status().message() + "), bytes moved through staging";
   }
+  // The staging pipeline (the CPU never touches dst).
+  auto r = impl_->device_get_call(bucket, key, dst, range, cuda_stream);
+  if (r.ok() && !declined.empty()) {
+    r->reason = r->reason.empty() ? declined : declined + "; " + r->reason;
+  }
+  return r;
+}
+
+Result<TransferResult> Client::get_host(std::string_view bucket, std::string_view key,
+                                        std::span<std::byte> dst, std::optional<ByteRange> range,
+                                        bool direct) {
   const std::string target = client::object_target(bucket, key);
   const std::uint64_t part = impl_->cfg.part_size_bytes;
   TransferResult res;
@@ -780,12 +825,12 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
   }
 
   // First request: learns the size and the ETag that pins the remaining parts.
-  auto o = impl_->get_one(target, first, first ? dst.subspan(0, first->length) : dst, "");
+  auto o = impl_->get_one(target, first, first ? dst.subspan(0, first->length) : dst, "", direct);
   ++res.requests;
   if (!o.ok() && o.code() == Errc::invalid_range && !range) {
     // A ranged GET of an empty object: fetch it whole.
     first.reset();
-    o = impl_->get_one(target, std::nullopt, dst, "");
+    o = impl_->get_one(target, std::nullopt, dst, "", direct);
     ++res.requests;
   }
   if (!o.ok()) {
@@ -841,7 +886,7 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
     std::atomic<std::uint64_t> bytes{0};
     Status st = run_parallel(pieces.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
       const Piece& p = pieces[i];
-      auto r = impl_->get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag);
+      auto r = impl_->get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct);
       if (!r.ok()) return r.status();
       if (r->bytes != p.length) {
         return Status(Errc::io_error, "part at " + std::to_string(p.offset) + " carried " +
@@ -865,15 +910,37 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
 
 Result<TransferResult> Client::put(std::string_view bucket, std::string_view key,
                                    std::span<const std::byte> src) {
+  if (!src.empty() && is_device_memory(src.data())) return put_device(bucket, key, src, {});
+  return put_host(bucket, key, src, false);
+}
+
+Result<TransferResult> Client::put_device(std::string_view bucket, std::string_view key,
+                                          std::span<const std::byte> src, void* cuda_stream) {
+  std::string declined;
+  if (impl_->direct_capable(src.data())) {
+    auto r = put_host(bucket, key, src, true);  // GPUDirect RDMA
+    if (r.ok()) r->memory = "cuda-direct";
+    if (r.ok() || r.code() != Errc::rdma_declined) return r;
+    declined = "GPUDirect declined (" + r.status().message() + "), bytes moved through staging";
+  }
+  auto r = impl_->device_put(client::object_target(bucket, key), src,
+                             static_cast<cudaStream_t>(cuda_stream));
+  if (r.ok() && !declined.empty()) {
+    r->reason = r->reason.empty() ? declined : declined + "; " + r->reason;
+  }
+  return r;
+}
+
+Result<TransferResult> Client::put_host(std::string_view bucket, std::string_view key,
+                                        std::span<const std::byte> src, bool direct) {
   const std::string target = client::object_target(bucket, key);
-  if (!src.empty() && is_device_memory(src.data())) return impl_->device_put(target, src, nullptr);
   auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes);
   if (!plan.ok()) return plan.status();
   TransferResult res;
   res.object_size = src.size();
   PathInfo info;
   if (!plan->multipart) {
-    auto o = impl_->put_one(target, src);
+    auto o = impl_->put_one(target, src, {}, direct);
     if (!o.ok()) return o.status();
     res.bytes = src.size();
     res.etag = o->etag;
@@ -897,7 +964,7 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
     const Piece& p = parts[i];
     auto o =
         impl_->put_one(target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
-                       src.subspan(p.offset, p.length));
+                       src.subspan(p.offset, p.length), {}, direct);
     if (!o.ok()) return o.status();
     requests += o->requests;
     if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
@@ -944,7 +1011,7 @@ std::future<Result<TransferResult>> Client::get_async(std::string bucket, std::s
                         return get(bucket, key, dst, range);
                       }
                       OBJDIRECT_RETURN_IF_ERROR(bind_device(device));
-                      return impl_->device_get_call(bucket, key, dst, range, cuda_stream);
+                      return get_device(bucket, key, dst, range, cuda_stream);
                     });
 }
 
@@ -959,8 +1026,7 @@ std::future<Result<TransferResult>> Client::put_async(std::string bucket, std::s
                         return put(bucket, key, src);
                       }
                       OBJDIRECT_RETURN_IF_ERROR(bind_device(device));
-                      return impl_->device_put(client::object_target(bucket, key), src,
-                                               static_cast<cudaStream_t>(cuda_stream));
+                      return put_device(bucket, key, src, cuda_stream);
                     });
 }
 

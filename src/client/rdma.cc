@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "client/cuda/device_path.hpp"
 #include "client/registration_cache.hpp"
 #include "token/token.hpp"
 #include "transport/transport.hpp"
@@ -53,6 +54,25 @@ class TransportFabric final : public Fabric {
       std::shared_ptr<void> hot;
     };
     hold = std::make_shared<TokenHold>(TokenHold{hit->reg, transport_->keep_progress_hot()});
+    return token::encode(t);
+  }
+
+  bool cuda_memory() const override { return transport_->caps().cuda_memory; }
+
+  Result<std::string> make_device_token(std::span<const std::byte> buf, std::uint32_t lifetime_s,
+                                        std::shared_ptr<void>& hold) override {
+    if (buf.empty()) return Status(Errc::invalid_argument, "empty buffer");
+    auto reg =
+        cuda::register_device_memory(*transport_, const_cast<std::byte*>(buf.data()), buf.size());
+    if (!reg.ok()) return reg.status();
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+    token::Token t = transport::make_token(*transport_, {(*reg)->remote_segment(0, buf.size())},
+                                           transport::MemoryType::cuda,
+                                           static_cast<std::uint64_t>(now) + lifetime_s);
+    OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
+    hold = *reg;
     return token::encode(t);
   }
 

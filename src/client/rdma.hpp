@@ -38,6 +38,20 @@ class Fabric {
                                          std::shared_ptr<void>& hold) = 0;
   // Pins a registration of [ptr, ptr+len) until the returned object is destroyed.
   virtual Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) = 0;
+  // Whether the transport registers CUDA device memory itself (caps().cuda_memory: FI_HMEM_CUDA,
+  // UCS_MEMORY_TYPE_CUDA), i.e. GPUDirect RDMA into device memory is possible.
+  virtual bool cuda_memory() const { return false; }
+  // make_token for CUDA device memory, registered as MemoryType::cuda (not cached: `hold` keeps
+  // the registration). Errors: rdma_declined (no cuda_memory()), invalid_argument (not device
+  // memory), transport_error.
+  virtual Result<std::string> make_device_token(std::span<const std::byte> buf,
+                                                std::uint32_t lifetime_s,
+                                                std::shared_ptr<void>& hold) {
+    (void)buf;
+    (void)lifetime_s;
+    (void)hold;
+    return Status(Errc::rdma_declined, name() + " cannot register CUDA memory");
+  }
 };
 
 // Whether this build has the transport library (false: open_fabric always fails).
