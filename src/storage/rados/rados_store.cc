@@ -321,8 +321,14 @@ std::map<std::string, std::pair<bufferlist, int>> cmp_eq(const std::string& key,
 
 class RadosWriter : public BlobWriter {
  public:
-  RadosWriter(std::shared_ptr<Conn> c, BucketRec b)
-      : c_(std::move(c)), bucket_(std::move(b)), blob_(BlobId::random()) {}
+  // intent_oid: the index shard for the intent record (the key's shard when known).
+  RadosWriter(std::shared_ptr<Conn> c, BucketRec b, std::string intent_oid)
+      : c_(std::move(c)),
+        bucket_(std::move(b)),
+        blob_(BlobId::random()),
+        intent_target_(std::move(intent_oid)) {
+    if (intent_target_.empty()) intent_target_ = c_->blob_shard(bucket_, blob_);
+  }
   ~RadosWriter() override {
     // Not committed: delete what was written, then the intent (best effort; a crash leaves the
     // intent, and the GC deletes the blob once it expires).
@@ -410,7 +416,7 @@ class RadosWriter : public BlobWriter {
     if (!intent_oid_) {
       // Before the first byte reaches the data pool: the intent makes the blob collectable if
       // this process dies before committing.
-      const std::string oid = c_->blob_shard(bucket_, blob_);
+      const std::string oid = intent_target_;
       librados::ObjectWriteOperation op;
       op.create(false);
       op.omap_set({{"i" + blob_.hex(), to_bl(encode_intent())}});
@@ -464,7 +470,8 @@ class RadosWriter : public BlobWriter {
   std::uint64_t flushed_ = 0;  // bytes handed to librados
   bufferlist pending_;         // copied small appends, not yet sent
   std::deque<std::pair<librados::AioCompletion*, std::unique_ptr<bufferlist>>> inflight_;
-  std::optional<std::string> intent_oid_;
+  std::string intent_target_;              // where the intent goes when first needed
+  std::optional<std::string> intent_oid_;  // where it is
   Status error_;
   bool committed_ = false;
 };
@@ -720,7 +727,15 @@ class RadosStore : public ObjectStore {
   Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) override {
     auto b = c_->bucket(bucket);
     if (!b.ok()) return b.status();
-    return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b)));
+    return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b), ""));
+  }
+
+  Result<std::unique_ptr<BlobWriter>> begin_write_for(std::string_view bucket,
+                                                      std::string_view key) override {
+    auto b = c_->bucket(bucket);
+    if (!b.ok()) return b.status();
+    std::string oid = c_->key_shard(*b, key);
+    return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b), std::move(oid)));
   }
 
   Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
