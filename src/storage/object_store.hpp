@@ -126,14 +126,14 @@ class ObjectReader {
 
 struct ListQuery {
   std::string prefix;
-  std::string delimiter;     // empty: no grouping
-  std::string start_after;   // exclusive; also used for marker / continuation token
+  std::string delimiter;    // empty: no grouping
+  std::string start_after;  // exclusive; also used for marker / continuation token
   std::uint32_t max_keys = 1000;
 };
 
 struct ListResult {
-  std::vector<ObjectMeta> objects;          // in lexicographic (byte) order of key
-  std::vector<std::string> common_prefixes; // in order, each ends with the delimiter
+  std::vector<ObjectMeta> objects;           // in lexicographic (byte) order of key
+  std::vector<std::string> common_prefixes;  // in order, each ends with the delimiter
   bool truncated = false;
   // When truncated: the last key or common prefix returned; pass it back as start_after.
   std::string next_marker;
@@ -143,7 +143,7 @@ struct UploadInfo {
   std::string key;
   std::string upload_id;
   std::int64_t initiated_ns = 0;
-  ObjectMeta meta_template;  // content-type, user metadata, checksum algorithm, owner
+  ObjectMeta meta_template;        // content-type, user metadata, checksum algorithm, owner
   std::string checksum_algorithm;  // "" or e.g. "CRC32C" (from x-amz-checksum-algorithm)
 
   bool operator==(const UploadInfo&) const = default;
@@ -187,6 +187,15 @@ class ObjectStore {
   // --- objects ---
   // Starts writing data for a new object in `bucket` (no_such_bucket if absent).
   virtual Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) = 0;
+  // The same, for data that will most likely be committed under `key` (the object's key, or the
+  // upload's key for a part). A backend may use the hint to place its bookkeeping next to the
+  // key's metadata (storage/rados: the intent record on the key's index shard, saving two
+  // operations at commit); committing under another key still works.
+  virtual Result<std::unique_ptr<BlobWriter>> begin_write_for(std::string_view bucket,
+                                                              std::string_view key) {
+    (void)key;
+    return begin_write(bucket);
+  }
   // Atomically makes `data` the new version of meta.key, if `cond` holds (precondition_failed
   // otherwise, or no_such_key for etag_must_match on an absent key, as AWS answers; nothing
   // changes). meta.size must equal data->size(). Returns the stored meta (mtime filled in).

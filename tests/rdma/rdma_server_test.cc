@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +67,17 @@ class ServerProcess {
                                      dir_.string(), "--access-key", kAk,           "--secret-key",
                                      kSk,           "--no-fsync"};
     args.insert(args.end(), extra.begin(), extra.end());
+    // OBJDIRECT_TEST_SERVER_ARGS adds arguments (scripts/with-ceph.sh: the RADOS backend);
+    // @UNIQUE@ becomes an id of this server, so that each gets its own pools.
+    if (const char* more = std::getenv("OBJDIRECT_TEST_SERVER_ARGS")) {
+      std::istringstream in(more);
+      for (std::string a; in >> a;) {
+        for (auto at = a.find("@UNIQUE@"); at != std::string::npos; at = a.find("@UNIQUE@")) {
+          a.replace(at, 8, std::to_string(getpid()) + "x" + std::to_string(counter_ - 1));
+        }
+        args.push_back(a);
+      }
+    }
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], 1);

@@ -75,12 +75,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--rados-stripe-bytes", rados_stripe_bytes,
                  "Stripe object size for new pools (64 KiB..64 MiB)")
+      ->envname("OBJDIRECT_RADOS_STRIPE_BYTES")
       ->capture_default_str();
   app.add_option("--rados-index-shards", rados_index_shards,
                  "Index shards of new buckets (a power of two)")
+      ->envname("OBJDIRECT_RADOS_INDEX_SHARDS")
       ->capture_default_str();
   app.add_option("--rados-gc-grace-s", rados_gc_grace_s,
                  "Seconds a replaced object's data stays readable (open readers)")
+      ->envname("OBJDIRECT_RADOS_GC_GRACE_S")
       ->capture_default_str();
   app.add_option("--access-key", access_key, "Access key of the single user")
       ->envname("OBJDIRECT_ACCESS_KEY");

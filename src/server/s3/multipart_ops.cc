@@ -77,7 +77,7 @@ Task<void> S3Service::Impl::upload_part(Ctx& c) {
   std::optional<ChecksumAlgo> algo;
   if (!upload->checksum_algorithm.empty()) algo = checksum_from_name(upload->checksum_algorithm);
 
-  auto writer = store->begin_write(c.bucket);
+  auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
   auto payload = co_await receive(c, **writer, limits::part_bytes_max, algo);
   if (!payload.ok()) {
@@ -127,7 +127,7 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   if (!upload->checksum_algorithm.empty()) {
     if (auto a = checksum_from_name(upload->checksum_algorithm)) algos.push_back(*a);
   }
-  auto writer = store->begin_write(c.bucket);
+  auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
   auto data = copy_data(**reader, offset, length, **writer, algos, opts.io_buffer_bytes);
   if (!data.ok()) {

@@ -126,7 +126,7 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
   auto meta = meta_from_headers(c);
   if (!meta.ok()) co_return co_await send_error(c, meta.status());
 
-  auto writer = store->begin_write(c.bucket);
+  auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
   auto payload = co_await receive(c, **writer, limits::put_bytes_max, std::nullopt);
   if (!payload.ok()) {
@@ -385,7 +385,7 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
     meta.parts = sm.parts;
     committed = store->replace_meta(c.bucket, std::move(meta), sm.etag);
   } else {
-    auto writer = store->begin_write(c.bucket);
+    auto writer = store->begin_write_for(c.bucket, c.key);
     if (!writer.ok()) co_return co_await send_error(c, writer.status());
     std::vector<ChecksumAlgo> algos;
     for (const auto& [name, v] : sm.checksums) {

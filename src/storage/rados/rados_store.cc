@@ -321,8 +321,14 @@ std::map<std::string, std::pair<bufferlist, int>> cmp_eq(const std::string& key,
 
 class RadosWriter : public BlobWriter {
  public:
-  RadosWriter(std::shared_ptr<Conn> c, BucketRec b)
-      : c_(std::move(c)), bucket_(std::move(b)), blob_(BlobId::random()) {}
+  // intent_oid: the index shard for the intent record (the key's shard when known).
+  RadosWriter(std::shared_ptr<Conn> c, BucketRec b, std::string intent_oid)
+      : c_(std::move(c)),
+        bucket_(std::move(b)),
+        blob_(BlobId::random()),
+        intent_target_(std::move(intent_oid)) {
+    if (intent_target_.empty()) intent_target_ = c_->blob_shard(bucket_, blob_);
+  }
   ~RadosWriter() override {
     // Not committed: delete what was written, then the intent (best effort; a crash leaves the
     // intent, and the GC deletes the blob once it expires).
@@ -410,7 +416,7 @@ class RadosWriter : public BlobWriter {
     if (!intent_oid_) {
       // Before the first byte reaches the data pool: the intent makes the blob collectable if
       // this process dies before committing.
-      const std::string oid = c_->blob_shard(bucket_, blob_);
+      const std::string oid = intent_target_;
       librados::ObjectWriteOperation op;
       op.create(false);
       op.omap_set({{"i" + blob_.hex(), to_bl(encode_intent())}});
@@ -464,13 +470,17 @@ class RadosWriter : public BlobWriter {
   std::uint64_t flushed_ = 0;  // bytes handed to librados
   bufferlist pending_;         // copied small appends, not yet sent
   std::deque<std::pair<librados::AioCompletion*, std::unique_ptr<bufferlist>>> inflight_;
-  std::optional<std::string> intent_oid_;
+  std::string intent_target_;              // where the intent goes when first needed
+  std::optional<std::string> intent_oid_;  // where it is
   Status error_;
   bool committed_ = false;
 };
 
 // --- reader ---
 
+// Sequential reads overlap: when a pread continues where the previous one ended, the reads for
+// the next range of the same length are issued before this one's data is copied out, so the
+// next RADOS round trip runs while the caller sends this chunk to the client.
 class RadosReader : public ObjectReader {
  public:
   RadosReader(std::shared_ptr<Conn> c, ObjectVal v) : c_(std::move(c)), v_(std::move(v)) {
@@ -480,81 +490,32 @@ class RadosReader : public ObjectReader {
       at += s.size;
     }
   }
+  ~RadosReader() override { discard(ahead_); }
   const ObjectMeta& meta() const override { return v_.rec.meta; }
 
   Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) override {
     const std::uint64_t size = v_.rec.meta.size;
     if (offset >= size || dst.empty()) return std::size_t{0};
     const std::uint64_t len = std::min<std::uint64_t>(dst.size(), size - offset);
-    struct Piece {
-      librados::AioCompletion* comp;
-      bufferlist bl;
-      std::uint64_t dst_off, len;
-    };
-    std::deque<Piece> pieces;
-    Status st;
-    auto finish = [&](Piece& p) {
-      p.comp->wait_for_complete();
-      const int r = p.comp->get_return_value();
-      p.comp->release();
-      if (!st.ok()) return;
-      if (r < 0) {
-        st = r == -ENOENT ? Status(Errc::io_error,
-                                   "object data is gone (replaced longer ago "
-                                   "than the GC grace period, or lost)")
-                          : rados_error(r, "stripe read");
-        return;
-      }
-      if (p.bl.length() != p.len) {
-        st = Status(Errc::corrupt, "short stripe read");
-        return;
-      }
-      // The one copy on the read path: librados owns the receive buffers.
-      p.bl.begin().copy(unsigned(p.len), reinterpret_cast<char*>(dst.data() + p.dst_off));
-    };
-    // Segment holding offset.
-    std::size_t seg =
-        std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;
-    std::uint64_t pos = offset;
-    while (pos < offset + len) {
-      const Segment& s = v_.rec.segments[seg];
-      const std::uint64_t in_seg = pos - starts_[seg];
-      const std::uint64_t seg_left = s.size - in_seg;
-      if (seg_left == 0) {
-        ++seg;
-        continue;
-      }
-      std::uint64_t n = std::min(seg_left, offset + len - pos);
-      if (is_inline(s.blob)) {
-        std::memcpy(dst.data() + (pos - offset), v_.inline_data.data() + in_seg, n);
-      } else {
-        const std::uint64_t in_stripe = in_seg % c_->stripe;
-        n = std::min(n, c_->stripe - in_stripe);
-        Piece p{librados::Rados::aio_create_completion(), {}, pos - offset, n};
-        pieces.push_back(std::move(p));
-        Piece& q = pieces.back();
-        const int r =
-            c_->data.aio_read(stripe_oid(s.blob, in_seg / c_->stripe), q.comp, &q.bl, n, in_stripe);
-        if (r < 0) {
-          q.comp->release();
-          pieces.pop_back();
-          st = rados_error(r, "stripe read");
-          break;
-        }
-        // Bound parallel reads; a deque keeps the bufferlists in place.
-        if (pieces.size() >= 16) {
-          finish(pieces.front());
-          pieces.pop_front();
-        }
-      }
-      pos += n;
-      if (pos - starts_[seg] == s.size) ++seg;
+    Batch cur;
+    if (ahead_.len > 0 && ahead_.off == offset && ahead_.len == len) {
+      cur = std::move(ahead_);
+      ahead_ = Batch{};
+    } else {
+      discard(ahead_);
+      cur = issue(offset, len);
     }
-    while (!pieces.empty()) {
-      finish(pieces.front());
-      pieces.pop_front();
+    const bool sequential = offset == last_end_;
+    last_end_ = offset + len;
+    if (sequential && len >= prefetch_min && offset + len < size && cur.st.ok()) {
+      ahead_ = issue(offset + len, std::min(len, size - (offset + len)));
     }
-    if (!st.ok()) return st;
+    Status st = collect(cur, reinterpret_cast<char*>(dst.data()));
+    if (!st.ok()) {
+      discard(ahead_);
+      last_end_ = UINT64_MAX;
+      return st;
+    }
     return std::size_t(len);
   }
 
@@ -563,9 +524,104 @@ class RadosReader : public ObjectReader {
   }
 
  private:
+  static constexpr std::uint64_t prefetch_min = 64 << 10;
+
+  struct Piece {
+    librados::AioCompletion* comp = nullptr;  // null: inline bytes at src
+    bufferlist bl;
+    const char* src = nullptr;
+    std::uint64_t rel_off = 0, len = 0;
+  };
+  struct Batch {
+    std::uint64_t off = 0, len = 0;
+    std::deque<Piece> pieces;  // a deque keeps each bufferlist in place while librados fills it
+    Status st;
+  };
+
+  // Issues the reads of [off, off + len) (within the object).
+  Batch issue(std::uint64_t off, std::uint64_t len) {
+    Batch b;
+    b.off = off;
+    b.len = len;
+    std::size_t seg = std::upper_bound(starts_.begin(), starts_.end(), off) - starts_.begin() - 1;
+    std::uint64_t pos = off;
+    while (pos < off + len && b.st.ok()) {
+      const Segment& s = v_.rec.segments[seg];
+      const std::uint64_t in_seg = pos - starts_[seg];
+      if (in_seg == s.size) {
+        ++seg;
+        continue;
+      }
+      std::uint64_t n = std::min(s.size - in_seg, off + len - pos);
+      Piece& p = b.pieces.emplace_back();
+      p.rel_off = pos - off;
+      if (is_inline(s.blob)) {
+        p.src = v_.inline_data.data() + in_seg;
+      } else {
+        const std::uint64_t in_stripe = in_seg % c_->stripe;
+        n = std::min(n, c_->stripe - in_stripe);
+        p.comp = librados::Rados::aio_create_completion();
+        const int r =
+            c_->data.aio_read(stripe_oid(s.blob, in_seg / c_->stripe), p.comp, &p.bl, n, in_stripe);
+        if (r < 0) {
+          p.comp->release();
+          b.pieces.pop_back();
+          b.st = rados_error(r, "stripe read");
+          break;
+        }
+      }
+      p.len = n;
+      pos += n;
+    }
+    return b;
+  }
+
+  // Waits for a batch and copies it to dst (the one copy on the read path: librados owns the
+  // receive buffers).
+  Status collect(Batch& b, char* dst) {
+    Status st = b.st;
+    for (Piece& p : b.pieces) {
+      int r = 0;
+      if (p.comp != nullptr) {
+        p.comp->wait_for_complete();
+        r = p.comp->get_return_value();
+        p.comp->release();
+        p.comp = nullptr;
+      }
+      if (!st.ok()) continue;
+      if (r < 0) {
+        st = r == -ENOENT ? Status(Errc::io_error,
+                                   "object data is gone (replaced longer ago than the GC grace "
+                                   "period, or lost)")
+                          : rados_error(r, "stripe read");
+      } else if (p.src != nullptr) {
+        std::memcpy(dst + p.rel_off, p.src, p.len);
+      } else if (p.bl.length() != p.len) {
+        st = Status(Errc::corrupt, "short stripe read");
+      } else {
+        p.bl.begin().copy(unsigned(p.len), dst + p.rel_off);
+      }
+    }
+    b = Batch{};
+    return st;
+  }
+
+  // Waits for a batch's reads (librados writes into its bufferlists) and drops them.
+  static void discard(Batch& b) {
+    for (Piece& p : b.pieces) {
+      if (p.comp != nullptr) {
+        p.comp->wait_for_complete();
+        p.comp->release();
+      }
+    }
+    b = Batch{};
+  }
+
   std::shared_ptr<Conn> c_;
   ObjectVal v_;
   std::vector<std::uint64_t> starts_;
+  Batch ahead_;
+  std::uint64_t last_end_ = UINT64_MAX;
 };
 
 // --- store ---
@@ -671,7 +727,15 @@ class RadosStore : public ObjectStore {
   Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) override {
     auto b = c_->bucket(bucket);
     if (!b.ok()) return b.status();
-    return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b)));
+    return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b), ""));
+  }
+
+  Result<std::unique_ptr<BlobWriter>> begin_write_for(std::string_view bucket,
+                                                      std::string_view key) override {
+    auto b = c_->bucket(bucket);
+    if (!b.ok()) return b.status();
+    std::string oid = c_->key_shard(*b, key);
+    return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b), std::move(oid)));
   }
 
   Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
