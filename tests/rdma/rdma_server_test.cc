@@ -164,6 +164,7 @@ struct ClientSide {
   std::unique_ptr<transport::Transport> tr;
   std::vector<std::byte> buf;
   std::shared_ptr<transport::MemoryRegion> mr;
+  std::shared_ptr<void> hot;
 
   static std::optional<ClientSide> open(const std::string& fabric, std::size_t bytes,
                                         bool progress_thread = true) {
@@ -174,6 +175,7 @@ struct ClientSide {
     if (!t.ok()) return std::nullopt;
     ClientSide c;
     c.tr = std::move(*t);
+    c.hot = c.tr->keep_progress_hot();  // the server may move data at any time, as in a client
     c.buf.assign(std::max<std::size_t>(bytes, 1), std::byte{0xAA});
     auto mr = c.tr->register_memory(c.buf.data(), c.buf.size(), token::MemoryType::host);
     if (!mr.ok()) return std::nullopt;
@@ -226,6 +228,8 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   EXPECT_TRUE(std::equal(data.begin() + 100, data.begin() + 1100, c->buf.begin() + 5000));
   EXPECT_EQ(c->buf[4999], std::byte{0});
   EXPECT_EQ(c->buf[6000], std::byte{0});
+  // Both GETs were written from a mapping of the object's file, not through staging buffers.
+  EXPECT_EQ(server_->metric("objdirect_rdma_get_bytes_mapped_total"), n + 1000);
 
   // PUT: the server reads the client's memory; an HTTP GET returns the same bytes.
   auto up = pattern(n, 2);
