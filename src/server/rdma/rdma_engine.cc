@@ -303,6 +303,9 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   transport::Transport& tr = *transports_[ti];
   auto lease = acquire(t, length);
   if (!lease.ok()) return lease.status();
+  // wait() polls only while this thread waits; the progress thread keeps the other chunks in
+  // flight moving while it reads from storage.
+  auto hot = tr.keep_progress_hot();
 
   struct Slot {
     Buffer* buf;
@@ -397,6 +400,8 @@ Status RdmaEngine::receive(const token::Token& t,
   transport::Transport& tr = *transports_[ti];
   auto lease = acquire(t, length);
   if (!lease.ok()) return lease.status();
+  // The chunks in flight keep moving (progress thread) while the sink hashes and writes one.
+  auto hot = tr.keep_progress_hot();
 
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t chunks = (length + chunk - 1) / chunk;
