@@ -53,7 +53,9 @@ class TransportFabric final : public Fabric {
       std::shared_ptr<transport::MemoryRegion> reg;
       std::shared_ptr<void> hot;
     };
-    hold = std::make_shared<TokenHold>(TokenHold{hit->reg, transport_->keep_progress_hot()});
+    // hold.get() is the registration (aliasing constructor); the TokenHold owns both.
+    auto both = std::make_shared<TokenHold>(TokenHold{hit->reg, transport_->keep_progress_hot()});
+    hold = std::shared_ptr<void>(both, hit->reg.get());
     return token::encode(t);
   }
 

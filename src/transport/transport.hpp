@@ -61,8 +61,9 @@ struct Config {
   // more idle wake-ups (about 1e6 / this value per second).
   std::chrono::microseconds progress_sleep_max{100};
   // How often the progress thread polls while no keep_progress_hot() handle is alive. wait()
-  // polls by itself, so an initiator (the server) needs no handle; a target (the client, while a
-  // token is out) takes one. Higher: less idle CPU (about 1e6 / this value wake-ups per second).
+  // polls by itself, but only while its caller waits: an initiator with several operations in
+  // flight (the server) holds a handle for the transfer, a target (the client, while a token is
+  // out) for the request. Higher: less idle CPU (about 1e6 / this value wake-ups per second).
   std::chrono::microseconds progress_idle_poll{20'000};
 };
 

@@ -127,6 +127,11 @@ int main(int argc, char** argv) {
   app.add_option("--rdma-chunk-bytes", ropts.chunk_bytes, "Size of one staging buffer")
       ->envname("OBJDIRECT_RDMA_CHUNK_BYTES")
       ->capture_default_str();
+  bool staged_get = false;
+  app.add_flag("--rdma-staged-get", staged_get,
+               "GET over libfabric tcp/shm copies through staging buffers instead of writing "
+               "from a mapping of the object's files")
+      ->envname("OBJDIRECT_RDMA_STAGED_GET");
   app.add_option("--rdma-inflight-bytes-max", ropts.inflight_bytes_max,
                  "Staging bytes all RDMA transfers may hold at once")
       ->envname("OBJDIRECT_RDMA_INFLIGHT_BYTES_MAX")
@@ -158,6 +163,7 @@ int main(int argc, char** argv) {
   }
   hopts.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   ropts.op_timeout = std::chrono::milliseconds(rdma_op_timeout_ms);
+  ropts.zero_copy_get = !staged_get;
   hopts.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   hopts.request_timeout = std::chrono::milliseconds(request_timeout_ms);
   if (!credentials_file.empty()) {
@@ -251,6 +257,9 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::transfers_ok));
     m.add_gauge("objdirect_rdma_transfers_failed_total", "RDMA transfers failed.",
                 stat(&rdma::RdmaStats::transfers_failed));
+    m.add_gauge("objdirect_rdma_get_bytes_mapped_total",
+                "GET bytes RDMA-written straight from a mapping of the object's files.",
+                stat(&rdma::RdmaStats::bytes_written_mapped));
     m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
                 stat(&rdma::RdmaStats::admissions_refused));
   }

@@ -3,8 +3,10 @@
 // It owns the enabled transports (libfabric tcp/shm/verbs/efa, UCX) and one pool of pre-registered
 // staging buffers. A GET reads the object from storage into staging buffers and RDMA-WRITEs each
 // into the client's memory while the next chunk is read (pipelined, `pipeline_depth` chunks in
-// flight); a PUT RDMA-READs the client's memory chunk by chunk and hands each chunk, in order, to
-// a sink that hashes and appends it to the store.
+// flight); over libfabric tcp/shm it instead maps the object's (immutable) blob files read-only
+// and RDMA-WRITEs from the page cache, one copy instead of two (zero_copy_get); a PUT RDMA-READs
+// the client's memory chunk by chunk and hands each chunk, in order, to a sink that hashes and
+// appends it to the store.
 //
 // Admission control: a transfer takes staging buffers from the pool without waiting. The bytes a
 // transfer holds count against inflight_bytes_max (server) and per_client_inflight_bytes_max
@@ -51,6 +53,10 @@ struct RdmaOptions {
   std::uint64_t inflight_bytes_max = 256ull << 20;
   std::uint64_t per_client_inflight_bytes_max = 64ull << 20;
   unsigned pipeline_depth = 4;
+  // GET over libfabric tcp/shm writes straight from a read-only mapping of the object's files
+  // (the page cache) instead of copying each chunk into a staging buffer first. Staging buffers
+  // still bound how many chunks are in flight (admission control is unchanged).
+  bool zero_copy_get = true;
   std::chrono::milliseconds op_timeout{30'000};
 };
 
@@ -63,8 +69,9 @@ struct RdmaStats {
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
   std::uint64_t admissions_refused = 0;
-  std::uint64_t bytes_written = 0;  // GET: server -> client
-  std::uint64_t bytes_read = 0;     // PUT: client -> server
+  std::uint64_t bytes_written = 0;         // GET: server -> client
+  std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
+  std::uint64_t bytes_read = 0;            // PUT: client -> server
 };
 
 class RdmaEngine {
@@ -100,6 +107,11 @@ class RdmaEngine {
  private:
   struct Buffer;
   struct Lease;
+  struct Mapping;
+  // Maps and registers [offset, offset+length) of reader's files with transport ti. Empty when
+  // not possible (no file descriptors, a file shorter than its extent): use staging buffers.
+  std::vector<std::shared_ptr<Mapping>> map_extents(std::size_t ti, storage::ObjectReader& reader,
+                                                    std::uint64_t offset, std::uint64_t length);
   RdmaEngine() = default;
   Result<Lease> acquire(const token::Token& t, std::uint64_t bytes);
   void release(Lease& lease, bool retire_all);
@@ -115,6 +127,8 @@ class RdmaEngine {
   std::vector<Buffer*> free_;
   std::map<std::string, std::uint64_t> per_client_;
   RdmaStats stats_;
+  // Mappings whose operation timed out: the provider may still read them, so never unmapped.
+  std::vector<std::shared_ptr<Mapping>> retired_mappings_;
 };
 
 }  // namespace objdirect::rdma
