@@ -241,6 +241,16 @@ class Client:
         """The names of the caller's buckets."""
         return self._native.list_buckets()
 
+    def stats(self) -> dict:
+        """The client's counters since it was created (objdirect::Client::stats()):
+
+        ``requests``: {operation: {"2xx"|"3xx"|"4xx"|"5xx"|"failed": count}};
+        ``bytes`` and ``transfers``: {"rdma"|"http"|"http-fallback": count} for data calls;
+        ``rdma_declines``: {reason: count} for calls that fell back to HTTP;
+        ``errors``: {error name: count}; ``retries``; ``requests_in_flight``.
+        """
+        return self._native.stats()
+
     # -- async -----------------------------------------------------------------------------------
     # Each returns a concurrent.futures.Future of the synchronous call's result (or exception),
     # run on the client's pool of `concurrency` threads. The buffer must stay alive and untouched
