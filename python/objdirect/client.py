@@ -278,6 +278,16 @@ class Client:
         """AbortMultipartUpload: drops the uploaded parts. Raises NoSuchUpload."""
         self._native.abort_multipart_upload(bucket, key, upload_id)
 
+    def stats(self) -> dict:
+        """The client's counters since it was created (objdirect::Client::stats()):
+
+        ``requests``: {operation: {"2xx"|"3xx"|"4xx"|"5xx"|"failed": count}};
+        ``bytes`` and ``transfers``: {"rdma"|"http"|"http-fallback": count} for data calls;
+        ``rdma_declines``: {reason: count} for calls that fell back to HTTP;
+        ``errors``: {error name: count}; ``retries``; ``requests_in_flight``.
+        """
+        return self._native.stats()
+
     # -- async -----------------------------------------------------------------------------------
     # Each returns a concurrent.futures.Future of the synchronous call's result (or exception),
     # run on the client's pool of `concurrency` threads. The buffer must stay alive and untouched

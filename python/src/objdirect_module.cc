@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -554,6 +555,28 @@ class NativeClient {
     run_status([&] { return client_->abort_multipart_upload(bucket, key, upload_id); });
   }
 
+
+  // Client::stats() as a dict (see ClientStats in client.hpp): requests {op: {class: n}}, bytes,
+  // transfers and rdma_declines {key: n}, errors {errc name: n}, retries, requests_in_flight.
+  py::dict stats() const {
+    ClientStats s = client_->stats();
+    auto flat = [](const std::map<std::string, std::uint64_t>& m) {
+      py::dict d;
+      for (const auto& [k, v] : m) d[py::str(k)] = v;
+      return d;
+    };
+    py::dict requests;
+    for (const auto& [op, by_class] : s.requests) requests[py::str(op)] = flat(by_class);
+    py::dict out;
+    out["requests"] = requests;
+    out["bytes"] = flat(s.bytes);
+    out["transfers"] = flat(s.transfers);
+    out["rdma_declines"] = flat(s.rdma_declines);
+    out["errors"] = flat(s.errors);
+    out["retries"] = s.retries;
+    out["requests_in_flight"] = s.requests_in_flight;
+    return out;
+  }
   std::vector<std::string> list_buckets() {
     Result<std::vector<std::string>> r = Status(Errc::internal, "not run");
     {
@@ -622,5 +645,6 @@ PYBIND11_MODULE(_objdirect, m) {
       .def("create_multipart_upload", &NativeClient::create_multipart_upload)
       .def("upload_part", &NativeClient::upload_part)
       .def("complete_multipart_upload", &NativeClient::complete_multipart_upload)
-      .def("abort_multipart_upload", &NativeClient::abort_multipart_upload);
+      .def("abort_multipart_upload", &NativeClient::abort_multipart_upload)
+      .def("stats", &NativeClient::stats);
 }

@@ -57,3 +57,32 @@ def test_fallback_to_http_when_the_server_has_no_fabric(tmp_path):
             assert g.path in ("http", "http-fallback") and g.reason and bytes(buf) == data
     finally:
         s.stop()
+
+
+def test_stats_match_rdma_and_fallback_transfers(server, bucket, tmp_path):
+    """Client.stats() counts what the transfers did: RDMA bytes on a server with fabrics,
+    http-fallback bytes and declines on a server without."""
+    src = np.random.default_rng(3).integers(0, 256, 1 << 20, dtype=np.uint8)
+    with make_client(server, fabric="libfabric:tcp") as c:
+        assert c.put(bucket, "stats.bin", src).path == "rdma"
+        dst = np.zeros_like(src)
+        assert c.get_into(bucket, "stats.bin", dst).path == "rdma"
+        s = c.stats()
+        assert s["bytes"] == {"rdma": 2 * src.nbytes}
+        assert s["transfers"] == {"rdma": 2}
+        assert s["rdma_declines"] == {}
+        assert s["requests"]["PutObject"] == {"2xx": 1}
+        assert s["requests"]["GetObject"] == {"2xx": 1}
+        assert s["requests_in_flight"] == 0
+    fb = Server(tmp_path / "data", tmp_path / "server.log", ["--no-fsync", "--fabric", "none"]).start()
+    try:
+        with make_client(fb, fabric="libfabric:tcp") as c:
+            c.create_bucket("fbstats")
+            c.put("fbstats", "k", src)
+            c.get_into("fbstats", "k", np.zeros_like(src))
+            s = c.stats()
+            assert s["bytes"] == {"http-fallback": 2 * src.nbytes}
+            assert s["transfers"] == {"http-fallback": 2}
+            assert sum(s["rdma_declines"].values()) == 2 and "other" not in s["rdma_declines"]
+    finally:
+        fb.stop()
