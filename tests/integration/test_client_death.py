@@ -88,7 +88,7 @@ def rdma_server(tmp_path_factory):
 
 def kill_mid_transfer(srv, args, env, timeout_s=60):
     """Starts the CLI, SIGKILLs it as soon as the server reports an RDMA transfer in flight.
-    Returns the metrics seen just before the kill."""
+    Returns the metrics seen just before the kill, or None if the client finished first."""
     p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + timeout_s
     try:
@@ -98,8 +98,9 @@ def kill_mid_transfer(srv, args, env, timeout_s=60):
                 p.send_signal(signal.SIGKILL)
                 p.wait()
                 return m
-            assert p.poll() is None, f"the client finished before any transfer was seen: rc={p.returncode} " \
-                                     f"{p.stderr.read()[-2000:]!r}"
+            if p.poll() is not None:
+                assert p.returncode == 0, f"the client failed: rc={p.returncode} {p.stderr.read()[-2000:]!r}"
+                return None
             time.sleep(0.002)
         raise AssertionError("no RDMA transfer seen in flight")
     finally:
@@ -128,11 +129,17 @@ def test_client_killed_mid_transfer(rdma_server, fabric, direction):
     before = metrics(srv)
     total = before["objdirect_rdma_buffers_total"]
     out = str(rdma_server["dir"] / f"out-{fabric.replace(':', '_')}-{direction}")
-    if direction == "get":
-        args = [exe, "cp", "--fabric", fabric, "s3://death/big", out]
-    else:
-        args = [exe, "cp", "--fabric", fabric, rdma_server["src"], f"s3://death/victim-{fabric}"]
-    seen = kill_mid_transfer(srv, args, env)
+    seen = None
+    for attempt in range(3):  # a loaded machine may let the client finish before the poll sees it
+        victim = f"victim-{fabric}-{attempt}"
+        if direction == "get":
+            args = [exe, "cp", "--fabric", fabric, "s3://death/big", out]
+        else:
+            args = [exe, "cp", "--fabric", fabric, rdma_server["src"], f"s3://death/{victim}"]
+        seen = kill_mid_transfer(srv, args, env)
+        if seen is not None:
+            break
+    assert seen is not None, "the client finished three times before a transfer was seen in flight"
     took, after = wait_idle(srv, OP_TIMEOUT_MS / 1000 + DRAIN_S)
     print(f"{fabric} {direction}: killed with {seen['objdirect_rdma_transfers_active']:.0f} transfers / "
           f"{seen['objdirect_rdma_inflight_bytes'] / MIB:.0f} MiB in flight; idle again after {took:.2f}s; "
@@ -140,7 +147,8 @@ def test_client_killed_mid_transfer(rdma_server, fabric, direction):
           f"{after['objdirect_rdma_transfers_failed_total']:.0f}, retired buffers "
           f"{after['objdirect_rdma_buffers_retired_total']:.0f}, transport resets "
           f"{after.get('objdirect_rdma_transport_resets_total', 0):.0f}")
-    if fabric == "libfabric:shm":
+    failed = after["objdirect_rdma_transfers_failed_total"] > before["objdirect_rdma_transfers_failed_total"]
+    if fabric == "libfabric:shm" and failed:  # (the kill can also land after the last write completed)
         assert after["objdirect_rdma_transport_resets_total"] > before["objdirect_rdma_transport_resets_total"]
     assert srv.alive(), srv.log_tail()
     assert after["objdirect_rdma_buffers_total"] == total, "the pool lost buffers"
@@ -176,7 +184,7 @@ def test_client_killed_mid_transfer(rdma_server, fabric, direction):
     # A PUT that died must not have created the object.
     if direction == "put":
         with pytest.raises(subprocess.CalledProcessError):
-            subprocess.run([exe, "stat", f"s3://death/victim-{fabric}"], env=env, check=True, timeout=60,
+            subprocess.run([exe, "stat", f"s3://death/{victim}"], env=env, check=True, timeout=60,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, final = wait_idle(srv, 5)
     assert final["objdirect_rdma_buffers_total"] == total
