@@ -214,7 +214,8 @@ def main():
     print(f"fault campaign: {a.cycles} cycles, seed {seed}, work dir {a.work}", flush=True)
     data = os.path.join(a.work, "data")
     log = os.path.join(a.work, "server.log")
-    srv = objd.Server(data, log, extra_args=["--fabric", "none"]).start()
+    server_args = ["--fabric", "none", "--access-log", os.path.join(a.work, "access.log")]
+    srv = objd.Server(data, log, extra_args=server_args).start()
     s3 = objd.boto3_client(srv)
     s3.create_bucket(Bucket=BUCKET)
     accept = {k: {None} for k in ALL_KEYS}  # allowed versions per key (sha256; None = absent)
@@ -267,7 +268,9 @@ def main():
                         accept[k] = accept[k] | {new}
                         stats["in_flight"] += 1
 
-            srv = objd.Server(data, log, extra_args=["--fabric", "none"]).start()
+            with open(os.path.join(a.work, "access.log"), "a") as f:
+                f.write(f"### cycle {cycle}: killed\n")
+            srv = objd.Server(data, log, extra_args=server_args).start()
             s3 = objd.boto3_client(srv)
             problems = []
             leftovers = tmp_files(data)
@@ -277,12 +280,15 @@ def main():
                     partial += 1
                     problems.append(problem)
                 elif got not in accept[k]:
+                    mine = [dict(ops[o], set=ops[o]["set"].get(k)) for o in order if k in ops[o]["set"]]
                     if got is None or got in history.get(k, set()):
                         lost += 1
-                        problems.append(f"{k}: LOST (got {got}, allowed {accept[k]})")
+                        problems.append(f"{k}: LOST (got {got}, allowed {accept[k]}, was {current[k]}; "
+                                        f"this cycle's ops on it: {mine})")
                     else:
                         partial += 1
-                        problems.append(f"{k}: PARTIAL (got {got}, allowed {accept[k]})")
+                        problems.append(f"{k}: PARTIAL (got {got}, allowed {accept[k]}, was {current[k]}; "
+                                        f"this cycle's ops on it: {mine})")
                 else:
                     if len(accept[k]) > 1:
                         stats["old_seen" if got == current[k] else "new_seen"] += 1
@@ -301,7 +307,10 @@ def main():
             print(f"cycle {cycle}: kill after {delay:.2f}s, {n_ops} ops ({n_open} unacked), "
                   f"{len(uploads)} interrupted uploads, {have} blobs" + ("; " + "; ".join(problems) if problems else ""),
                   flush=True)
-            os.unlink(journal)
+            if problems:
+                os.rename(journal, journal + ".failed")  # kept for the post-mortem
+            elif os.path.exists(journal):
+                os.unlink(journal)
     finally:
         srv.stop()
     print(f"elapsed {time.monotonic() - t_start:.1f}s; versions written acked {stats['acked']}, in flight at the "

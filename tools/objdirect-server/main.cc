@@ -262,6 +262,9 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::bytes_written_mapped));
     m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
                 stat(&rdma::RdmaStats::admissions_refused));
+    m.add_gauge("objdirect_rdma_transport_resets_total",
+                "Transports replaced after a dead peer stalled them (libfabric shm).",
+                stat(&rdma::RdmaStats::transport_resets));
   }
   if (auto st = server.start(); !st.ok()) {
     std::cerr << "objdirect-server: " << st.message() << "\n";

@@ -76,6 +76,7 @@ struct RdmaEngine::Buffer {
   std::byte* data = nullptr;
   std::size_t size = 0;
   std::vector<std::shared_ptr<transport::MemoryRegion>> mrs;  // one per transport
+  bool retired = false;  // an operation on it timed out: never reused, never re-registered
 };
 
 // One extent of an object's file, mapped read-only and registered with one transport. Blob files
@@ -98,7 +99,22 @@ struct RdmaEngine::Lease {
   std::vector<Buffer*> buffers;
   std::string client;
   std::uint64_t bytes = 0;
+  // What the transfer runs on, taken when the lease is: a transport reset does not pull them
+  // from under it.
+  std::shared_ptr<transport::Transport> transport;
+  std::vector<std::shared_ptr<transport::MemoryRegion>> mrs;  // one per buffer
 };
+
+namespace {
+
+// Providers that do not recover from a peer that died with operations in flight: libfabric
+// 1.17's shm processes its response queue in order and stops at the first entry still busy
+// (smr_progress_resp), so one dead peer stalls every later completion of the endpoint.
+bool reset_after_failure(const std::string& fabric) {
+  return fabric == "libfabric:shm";
+}
+
+}  // namespace
 
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) {
   if (opts.chunk_bytes == 0 || opts.chunk_bytes > limits::rdma_chunk_bytes_max ||
@@ -138,6 +154,7 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
     if (!e->offered_.empty()) e->offered_ += ",";
     e->offered_ += name;
     e->transports_.push_back(std::move(*t));
+    e->transport_names_.push_back(name);
   }
   if (e->transports_.empty()) return e;
 
@@ -171,19 +188,26 @@ RdmaEngine::~RdmaEngine() {
   for (auto& b : buffers_) std::free(b->data);
 }
 
+std::vector<std::shared_ptr<transport::Transport>> RdmaEngine::transports_snapshot() const {
+  std::lock_guard lock(mu_);
+  return transports_;
+}
+
 std::size_t RdmaEngine::transport_index(const token::Token& t, bool need_write) const {
-  for (std::size_t i = 0; i < transports_.size(); ++i) {
-    if (transport::check_token(*transports_[i], t, need_write).ok()) return i;
+  auto trs = transports_snapshot();
+  for (std::size_t i = 0; i < trs.size(); ++i) {
+    if (transport::check_token(*trs[i], t, need_write).ok()) return i;
   }
-  return transports_.size();
+  return trs.size();
 }
 
 Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
-  if (transports_.empty()) {
+  auto trs = transports_snapshot();
+  if (trs.empty()) {
     return Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
   }
   std::string why;
-  for (const auto& tr : transports_) {
+  for (const auto& tr : trs) {
     Status st = transport::check_token(*tr, t, need_write);
     if (st.ok()) return st;
     if (!why.empty()) why += "; ";
@@ -192,7 +216,8 @@ Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
   return Status(Errc::rdma_declined, "No enabled transport serves this token (" + why + ")");
 }
 
-Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64_t bytes) {
+Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64_t bytes,
+                                              std::size_t ti) {
   const std::uint64_t chunk = opts_.chunk_bytes;
   std::uint64_t want = std::min<std::uint64_t>(opts_.pipeline_depth, (bytes + chunk - 1) / chunk);
   want = std::max<std::uint64_t>(want, 1);
@@ -216,8 +241,10 @@ Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64
   Lease lease;
   lease.client = t.endpoint;
   lease.bytes = n * chunk;
+  lease.transport = transports_[ti];
   for (std::uint64_t i = 0; i < n; ++i) {
     lease.buffers.push_back(free_.back());
+    lease.mrs.push_back(free_.back()->mrs[ti]);
     free_.pop_back();
   }
   client_bytes += lease.bytes;
@@ -229,6 +256,7 @@ Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64
 
 void RdmaEngine::release(Lease& lease, bool retire_all) {
   std::vector<std::unique_ptr<Buffer>> replacements;
+  std::lock_guard lock(mu_);  // registration is cheap (no pinning on tcp/shm; a pool on verbs)
   if (retire_all) {
     // The provider may still touch these buffers (an operation timed out): never reuse them.
     // Replace each with a fresh registered buffer so the pool keeps its size.
@@ -254,8 +282,8 @@ void RdmaEngine::release(Lease& lease, bool retire_all) {
       }
     }
   }
-  std::lock_guard lock(mu_);
   if (retire_all) {
+    for (Buffer* b : lease.buffers) b->retired = true;
     stats_.buffers_retired += lease.buffers.size();
     for (auto& b : replacements) {
       free_.push_back(b.get());
@@ -274,13 +302,15 @@ void RdmaEngine::release(Lease& lease, bool retire_all) {
   stats_.buffers_in_use -= std::min<std::uint64_t>(stats_.buffers_in_use, lease.buffers.size());
   --stats_.transfers_active;
   lease.buffers.clear();
+  lease.mrs.clear();
+  lease.transport.reset();
   lease.bytes = 0;
 }
 
 std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
-    std::size_t ti, storage::ObjectReader& reader, std::uint64_t offset, std::uint64_t length) {
+    transport::Transport& tr, storage::ObjectReader& reader, std::uint64_t offset, std::uint64_t length) {
   std::vector<std::shared_ptr<Mapping>> maps;
-  const std::string& name = transports_[ti]->caps().name;
+  const std::string& name = tr.caps().name;
   // Registration pins nothing on tcp and shm; on verbs/efa it would pin page-cache pages.
   if (!opts_.zero_copy_get || (name != "libfabric:tcp" && name != "libfabric:shm")) return maps;
   auto extents = reader.extents(offset, length);
@@ -305,7 +335,7 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
     m->base = ::mmap(nullptr, m->len, PROT_READ, MAP_SHARED | MAP_POPULATE, e.fd,
                      static_cast<off_t>(aligned));
     if (m->base == MAP_FAILED) return {};
-    auto mr = transports_[ti]->register_memory(m->base, m->len, token::MemoryType::host);
+    auto mr = tr.register_memory(m->base, m->len, token::MemoryType::host);
     if (!mr.ok()) return {};
     m->mr = std::move(*mr);
     at += e.length;
@@ -315,29 +345,67 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
   return maps;
 }
 
+void RdmaEngine::maybe_reset_transport(std::size_t ti,
+                                       const std::shared_ptr<transport::Transport>& failed) {
+  if (!reset_after_failure(transport_names_[ti])) return;
+  std::lock_guard reset_lock(reset_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (transports_[ti] != failed) return;  // another failed transfer already replaced it
+  }
+  transport::Config cfg;
+  cfg.fabric = transport_names_[ti];
+  cfg.progress_thread = true;
+  auto fresh = transport::create_transport(cfg);
+  if (!fresh.ok()) return;  // keep the stalled one; the next failure tries again
+  std::shared_ptr<transport::Transport> tr(std::move(*fresh));
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<transport::MemoryRegion>> mrs;
+  for (auto& b : buffers_) {
+    if (b->retired) {
+      mrs.emplace_back();
+      continue;
+    }
+    auto mr = tr->register_memory(b->data, b->size, token::MemoryType::host);
+    if (!mr.ok()) return;  // keep the stalled one
+    mrs.push_back(std::move(*mr));
+  }
+  // Buffers now held by transfers on the old transport keep their old regions through their
+  // leases; they come back registered with the new one.
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    if (!buffers_[i]->retired) buffers_[i]->mrs[ti] = std::move(mrs[i]);
+  }
+  transports_[ti] = std::move(tr);
+  ++stats_.transport_resets;
+}
+
 Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
                         std::uint64_t length) {
   OBJDIRECT_RETURN_IF_ERROR(token::check_scope(t, length));
   auto ti = transport_index(t, true);
   if (ti == transports_.size()) return can_serve(t, true);
   if (length == 0) return Status::Ok();
-  transport::Transport& tr = *transports_[ti];
-  auto lease = acquire(t, length);
+  auto lease = acquire(t, length, ti);
   if (!lease.ok()) return lease.status();
+  const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
+  transport::Transport& tr = *tr_ref;
   // wait() polls only while this thread waits; the progress thread keeps the other chunks in
   // flight moving while it reads from storage.
   auto hot = tr.keep_progress_hot();
 
   struct Slot {
     Buffer* buf;
+    transport::MemoryRegion* mr;
     std::optional<transport::OpId> op;
   };
   std::vector<Slot> slots;
-  for (Buffer* b : lease->buffers) slots.push_back({b, std::nullopt});
+  for (std::size_t k = 0; k < lease->buffers.size(); ++k) {
+    slots.push_back({lease->buffers[k], lease->mrs[k].get(), std::nullopt});
+  }
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t chunks = (length + chunk - 1) / chunk;
   // Zero copy when the object's files can be mapped; the staging buffers then only count.
-  const auto maps = map_extents(ti, reader, offset, length);
+  const auto maps = map_extents(tr, reader, offset, length);
   Status failure;
   for (std::uint64_t i = 0; i < chunks && failure.ok(); ++i) {
     Slot& s = slots[i % slots.size()];
@@ -381,7 +449,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
       got += *r;
     }
     if (!failure.ok()) break;
-    transport::LocalSegment local{s.buf->mrs[ti].get(), 0, n};
+    transport::LocalSegment local{s.mr, 0, n};
     auto op = tr.post_write(t.endpoint, std::span(&local, 1), pieces);
     if (!op.ok()) {
       failure = Status(Errc::rdma_transfer_failed, op.status().message());
@@ -401,6 +469,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
     }
   }
   release(*lease, retire);
+  if (retire) maybe_reset_transport(ti, tr_ref);
   std::lock_guard lock(mu_);
   if (retire) retired_mappings_.insert(retired_mappings_.end(), maps.begin(), maps.end());
   if (failure.ok()) {
@@ -419,9 +488,10 @@ Status RdmaEngine::receive(const token::Token& t,
   if (ti == transports_.size()) return can_serve(t, false);
   const std::uint64_t length = t.total_length;
   if (length == 0) return Status::Ok();
-  transport::Transport& tr = *transports_[ti];
-  auto lease = acquire(t, length);
+  auto lease = acquire(t, length, ti);
   if (!lease.ok()) return lease.status();
+  const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
+  transport::Transport& tr = *tr_ref;
   // The chunks in flight keep moving (progress thread) while the sink hashes and writes one.
   auto hot = tr.keep_progress_hot();
 
@@ -429,16 +499,19 @@ Status RdmaEngine::receive(const token::Token& t,
   const std::uint64_t chunks = (length + chunk - 1) / chunk;
   struct Slot {
     Buffer* buf;
+    transport::MemoryRegion* mr;
     std::optional<transport::OpId> op;
     std::uint64_t index = 0;
   };
   std::vector<Slot> slots;
-  for (Buffer* b : lease->buffers) slots.push_back({b, std::nullopt, 0});
+  for (std::size_t k = 0; k < lease->buffers.size(); ++k) {
+    slots.push_back({lease->buffers[k], lease->mrs[k].get(), std::nullopt, 0});
+  }
   Status failure;
   auto post = [&](Slot& s, std::uint64_t i) -> Status {
     const std::uint64_t pos = i * chunk;
     const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
-    transport::LocalSegment local{s.buf->mrs[ti].get(), 0, n};
+    transport::LocalSegment local{s.mr, 0, n};
     auto pieces = remote_pieces(t.segments, pos, n);
     auto op = tr.post_read(t.endpoint, std::span(&local, 1), pieces);
     if (!op.ok()) return Status(Errc::rdma_transfer_failed, op.status().message());
@@ -470,6 +543,7 @@ Status RdmaEngine::receive(const token::Token& t,
     if (!st.ok()) retire = true;
   }
   release(*lease, retire);
+  if (retire) maybe_reset_transport(ti, tr_ref);
   std::lock_guard lock(mu_);
   if (failure.ok()) {
     ++stats_.transfers_ok;

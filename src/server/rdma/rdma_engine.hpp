@@ -16,6 +16,10 @@
 // Failure: an operation that fails or times out (client died) fails the transfer with
 // rdma_transfer_failed. A buffer whose operation timed out may still be written by the provider,
 // so it is retired (never reused) and counted in stats().buffers_retired.
+// libfabric shm never recovers from a peer that died with operations in flight (its endpoint
+// reports completions strictly in order, and the dead peer's never comes), so after a failed
+// transfer on shm the engine replaces that transport with a new endpoint and registers the pool
+// with it (stats().transport_resets); transfers still running on the old one fail or finish.
 //
 // Thread safety: thread-safe. send() and receive() block the calling thread; call them from a
 // worker pool, not from the HTTP event loop.
@@ -69,9 +73,10 @@ struct RdmaStats {
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
   std::uint64_t admissions_refused = 0;
-  std::uint64_t bytes_written = 0;         // GET: server -> client
+  std::uint64_t transport_resets = 0;     // transports replaced after a dead peer stalled them
+  std::uint64_t bytes_written = 0;        // GET: server -> client
   std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
-  std::uint64_t bytes_read = 0;            // PUT: client -> server
+  std::uint64_t bytes_read = 0;           // PUT: client -> server
 };
 
 class RdmaEngine {
@@ -108,22 +113,30 @@ class RdmaEngine {
   struct Buffer;
   struct Lease;
   struct Mapping;
-  // Maps and registers [offset, offset+length) of reader's files with transport ti. Empty when
+  // Maps and registers [offset, offset+length) of reader's files with transport tr. Empty when
   // not possible (no file descriptors, a file shorter than its extent): use staging buffers.
-  std::vector<std::shared_ptr<Mapping>> map_extents(std::size_t ti, storage::ObjectReader& reader,
+  std::vector<std::shared_ptr<Mapping>> map_extents(transport::Transport& tr,
+                                                    storage::ObjectReader& reader,
                                                     std::uint64_t offset, std::uint64_t length);
   RdmaEngine() = default;
-  Result<Lease> acquire(const token::Token& t, std::uint64_t bytes);
+  Result<Lease> acquire(const token::Token& t, std::uint64_t bytes, std::size_t ti);
   void release(Lease& lease, bool retire_all);
   std::size_t transport_index(const token::Token& t, bool need_write) const;
+  std::vector<std::shared_ptr<transport::Transport>> transports_snapshot() const;
+  // After a failed transfer on transport `ti` (which was `failed`): replaces it if its provider
+  // cannot recover from a dead peer by itself (libfabric shm).
+  void maybe_reset_transport(std::size_t ti, const std::shared_ptr<transport::Transport>& failed);
 
   RdmaOptions opts_;
-  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::vector<std::string> transport_names_;  // fixed after create()
   std::string offered_;
   std::vector<std::string> init_log_;
-  std::vector<std::unique_ptr<Buffer>> buffers_;
 
-  mutable std::mutex mu_;  // guards free_, per_client_, stats_
+  std::mutex reset_mu_;    // one transport reset at a time
+  mutable std::mutex mu_;  // guards transports_ (the pointers; the count is fixed after create()),
+                           // buffers_, each Buffer's regions, free_, per_client_, stats_
+  std::vector<std::shared_ptr<transport::Transport>> transports_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<Buffer*> free_;
   std::map<std::string, std::uint64_t> per_client_;
   RdmaStats stats_;
