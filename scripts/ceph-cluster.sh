@@ -73,8 +73,19 @@ mkdir -p "$dir/run" "$dir/log" "$dir/mon.a" "$dir/osd.0"
 conf=$dir/ceph.conf
 fsid=$(uuidgen)
 bytes=${CEPH_MEMSTORE_BYTES:-$((1 << 30))}
-# Started daemons are killed if this script fails half-way.
+# Started daemons are killed if this script fails half-way; the logs stay in DIR/log.
+trap 'echo "ceph-cluster: failed at line $LINENO: $BASH_COMMAND (logs in $dir/log)" >&2' ERR
 trap 'rc=$?; if [ $rc -ne 0 ]; then stop_cluster "$dir"; fi' EXIT
+
+# Retries a monitor command: under load (2 busy cores) one may time out.
+retry() {
+  local i
+  for i in 1 2 3 4 5; do
+    if "$@"; then return 0; fi
+    sleep 0.5
+  done
+  return 1
+}
 
 start_mon() {
   local port=$1
@@ -160,8 +171,9 @@ if [ $ok != 1 ]; then
 fi
 
 uuid=$(uuidgen)
-id=$(ceph -c "$conf" osd new "$uuid" 2>/dev/null)
-ceph -c "$conf" osd crush add "osd.$id" 1.0 root=default host=localhost >/dev/null 2>&1
+id=$(retry ceph -c "$conf" osd new "$uuid" 2>>"$dir/log/ceph-cli.err")
+retry ceph -c "$conf" osd crush add "osd.$id" 1.0 root=default host=localhost >/dev/null \
+  2>>"$dir/log/ceph-cli.err"
 ceph-osd -c "$conf" -i "$id" --mkfs --osd-uuid "$uuid" >"$dir/log/mkfs-osd.out" 2>&1
 # Retried: a failed start leaves nothing behind.
 for _ in 1 2 3; do ceph-osd -c "$conf" -i "$id" >>"$dir/log/osd.out" 2>&1 && break; sleep 0.2; done

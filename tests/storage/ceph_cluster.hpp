@@ -34,11 +34,12 @@ namespace detail {
 struct Cluster {
   std::string dir, conf;
   Status status;
+  bool keep = false;
   ~Cluster() {
     if (dir.empty()) return;
     const std::string cmd = std::string(OBJDIRECT_CEPH_CLUSTER_SCRIPT) + " stop " + dir;
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "ceph-cluster stop failed\n");
-    std::filesystem::remove_all(dir);
+    if (!keep) std::filesystem::remove_all(dir);
   }
 };
 }  // namespace detail
@@ -62,6 +63,7 @@ inline Result<std::string> cluster_conf() {
       cluster.status =
           Status(Errc::unavailable, "scripts/ceph-cluster.sh start failed; see " + cluster.dir +
                                         ".err and " + cluster.dir + "/log");
+      cluster.keep = true;  // the logs explain the failure
       return;
     }
     std::filesystem::remove(cluster.dir + ".err");
