@@ -67,14 +67,9 @@ class BeastExchange final : public Exchange {
 
   asio::awaitable<Result<std::size_t>> read_body(std::span<std::byte> dst) override {
     if (parser_.is_done() || dst.empty()) co_return std::size_t{0};
-    if (!continue_sent_ && beast::iequals(parser_.get()[bhttp::field::expect], "100-continue")) {
-      // Clients that ask before sending a body (boto3, awscli, the AWS SDKs) wait for this.
-      continue_sent_ = true;
-      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      tcp().expires_after(opts_.idle_timeout);
-      auto [ec, n] = co_await asio::async_write(
-          stream_, asio::buffer(kContinue, sizeof(kContinue) - 1), tuple_awaitable);
-      if (ec) co_return Status(Errc::incomplete_body, "connection lost: " + ec.message());
+    // Clients that ask before sending a body (boto3, awscli, the AWS SDKs) wait for this.
+    if (auto st = co_await send_continue(); !st.ok()) {
+      co_return Status(Errc::incomplete_body, st.message());
     }
     // Beast reads min(64 KiB, free capacity, at least 512 bytes) per recv into buffer_, which the
     // header left at about 1 KiB: without room, a 256 MiB body took ~250k recv calls and
@@ -115,6 +110,7 @@ class BeastExchange final : public Exchange {
     finish_headers(res);
     started_ = true;
     status_ = static_cast<int>(status);
+    if (auto st = co_await send_owed_continue(); !st.ok()) co_return st;
     tcp().expires_after(opts_.request_timeout);
     auto [ec, n] = co_await bhttp::async_write(stream_, res, tuple_awaitable);
     if (ec) {
@@ -132,6 +128,7 @@ class BeastExchange final : public Exchange {
     finish_headers(res);
     started_ = true;
     status_ = static_cast<int>(status);
+    if (auto st = co_await send_owed_continue(); !st.ok()) co_return st;
     bhttp::response_serializer<bhttp::empty_body> sr(res);
     tcp().expires_after(opts_.request_timeout);
     auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, tuple_awaitable);
@@ -222,6 +219,38 @@ class BeastExchange final : public Exchange {
   bool wants_close() const { return close_; }
 
  private:
+  bool expects_continue() const {
+    return beast::iequals(parser_.get()[bhttp::field::expect], "100-continue");
+  }
+
+  // Writes "100 Continue" once per request, if the request asked for it.
+  asio::awaitable<Status> send_continue() {
+    if (continue_sent_ || !expects_continue()) co_return Status::Ok();
+    continue_sent_ = true;
+    static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    tcp().expires_after(opts_.idle_timeout);
+    auto [ec, n] = co_await asio::async_write(
+        stream_, asio::buffer(kContinue, sizeof(kContinue) - 1), tuple_awaitable);
+    if (ec) {
+      close_ = true;
+      co_return Status(Errc::io_error, "connection lost: " + ec.message());
+    }
+    co_return Status::Ok();
+  }
+
+  // Called before a final response that keeps the connection open: a request with
+  // "Expect: 100-continue" whose body was complete without a 100 (Content-Length: 0, or a body
+  // that arrived with the header) still gets "100 Continue" first. botocore (boto3, awscli v1)
+  // remembers the status line of a final answer that came instead of a 100 and reports it for the
+  // next Expect request on the same connection without reading that request's own status line:
+  // after an empty PutObject, a later PutObject whose connection died (server killed) came back
+  // as 200 although nothing was stored, and an error answer (400 BadDigest) came back as 200.
+  // A connection that closes after the response needs nothing: the client resets on close.
+  asio::awaitable<Status> send_owed_continue() {
+    if (close_) co_return Status::Ok();
+    co_return co_await send_continue();
+  }
+
   template <class Res>
   static void copy_headers(const Fields& from, Res& res) {
     for (const auto& f : from) res.insert(f.name_string(), f.value());
