@@ -200,7 +200,9 @@ def test_5000_idle_connections(tmp_path):
         for s in socks:
             s.close()
         deadline = time.monotonic() + 15
-        while metric(srv, "objdirect_http_connections_open") > 1 and time.monotonic() < deadline:
+        # The scrape itself is one open connection, and under load the server may not yet have
+        # seen the previous scrape's close: up to 2 are this test's own.
+        while metric(srv, "objdirect_http_connections_open") > 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         left = metric(srv, "objdirect_http_connections_open")
         rss_after = rss_kib(srv)
@@ -208,7 +210,7 @@ def test_5000_idle_connections(tmp_path):
               f"server saw {open_now:.0f} open, {left:.0f} after close; "
               f"VmRSS {rss0} -> {rss_during} -> {rss_after} KiB "
               f"({(rss_during - rss0) / n:.1f} KiB per connection)")
-        assert left <= 1, f"{left} connections still counted open after the clients closed"
+        assert left <= 2, f"{left} connections still counted open after the clients closed"
         assert rss_during - rss0 < RSS_GROWTH_MAX_MIB * 1024
         normal_client_ok(srv, bucket)
     finally:

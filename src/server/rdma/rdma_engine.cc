@@ -308,11 +308,15 @@ void RdmaEngine::release(Lease& lease, bool retire_all) {
 }
 
 std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
-    transport::Transport& tr, storage::ObjectReader& reader, std::uint64_t offset, std::uint64_t length) {
+    transport::Transport& tr, storage::ObjectReader& reader, std::uint64_t offset,
+    std::uint64_t length) {
   std::vector<std::shared_ptr<Mapping>> maps;
   const std::string& name = tr.caps().name;
-  // Registration pins nothing on tcp and shm; on verbs/efa it would pin page-cache pages.
-  if (!opts_.zero_copy_get || (name != "libfabric:tcp" && name != "libfabric:shm")) return maps;
+  // Registration pins nothing on tcp; on verbs/efa it would pin page-cache pages. Not on shm: with
+  // a mapped source, a client SIGKILLed mid-GET left the server's next fi_writemsg spinning
+  // forever inside libfabric 1.17's shm provider (holding the transport lock: every RDMA thread
+  // stuck, SIGTERM ignored; integration_client_death). Through staging buffers it recovers.
+  if (!opts_.zero_copy_get || name != "libfabric:tcp") return maps;
   auto extents = reader.extents(offset, length);
   if (!extents.ok() || extents->empty()) return maps;
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
