@@ -5,7 +5,7 @@
 // All times are UTC. Formatting truncates towards the past to the unit printed (seconds, or
 // milliseconds for iso8601_ms). Parsers are strict about layout and field ranges (a 31 April or a
 // 25th hour is rejected) and return std::nullopt on anything else; they accept only years
-// 0001-9999.
+// 1678-2261, the whole years a system_clock time point (signed 64-bit nanoseconds) can hold.
 //
 // Thread safety: all functions are pure and thread-safe (no global state, no locale).
 #pragma once

@@ -26,6 +26,18 @@ TEST(Time, AmzDate) {
   EXPECT_FALSE(parse_amz_date("").has_value());
 }
 
+// Regression (http_request_fuzz): a year past 2262 overflowed system_clock's nanoseconds (signed
+// overflow, undefined behaviour) instead of being refused.
+TEST(Time, DatesBeyondSystemClockRangeAreRefusedNotOverflowed) {
+  EXPECT_FALSE(parse_amz_date("40520202T000000Z").has_value());
+  EXPECT_FALSE(parse_amz_date("99991231T235959Z").has_value());
+  EXPECT_FALSE(parse_amz_date("22620101T000000Z").has_value());
+  EXPECT_FALSE(parse_amz_date("16000101T000000Z").has_value());
+  EXPECT_EQ(parse_amz_date("22611231T235959Z"), at(2261, 12, 31, 23, 59, 59));
+  EXPECT_FALSE(parse_http_date("Sat, 01 Jan 4052 00:00:00 GMT").has_value());
+  EXPECT_FALSE(parse_iso8601("4052-01-01T00:00:00Z").has_value());
+}
+
 TEST(Time, HttpDate) {
   SysTime t = at(2015, 10, 21, 7, 28, 0);
   EXPECT_EQ(http_date(t), "Wed, 21 Oct 2015 07:28:00 GMT");
