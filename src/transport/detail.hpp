@@ -81,16 +81,17 @@ class ProgressThread {
   ProgressThread(const ProgressThread&) = delete;
   ProgressThread& operator=(const ProgressThread&) = delete;
 
-  // Keeps the thread hot until the handle is released. Never null.
+  // Keeps the thread hot until the handle is released. Never null. A handle may outlive the
+  // thread (a client's token hold can outlive its transport): it then only drops a count.
   std::shared_ptr<void> hold();
   // Handles alive (for tests).
-  unsigned holds() const noexcept { return holds_.load(std::memory_order_acquire); }
+  unsigned holds() const noexcept { return holds_->load(std::memory_order_acquire); }
 
  private:
-  void release();
   std::mutex mu_;  // guards the cold wait against hold()'s wake-up
   std::condition_variable cv_;
-  std::atomic<unsigned> holds_{0};
+  // Shared with the handles, so that releasing one after the thread is gone touches live memory.
+  std::shared_ptr<std::atomic<unsigned>> holds_ = std::make_shared<std::atomic<unsigned>>(0);
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

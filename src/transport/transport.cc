@@ -177,7 +177,7 @@ ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microsec
     while (!stop_.load(std::memory_order_acquire)) {
       if (poll()) {
         backoff.reset();
-      } else if (holds_.load(std::memory_order_acquire) > 0) {
+      } else if (holds_->load(std::memory_order_acquire) > 0) {
         backoff.pause();
       } else {
         // Cold: nobody expects traffic. Poll rarely (connection upkeep) until a hold() or stop.
@@ -185,7 +185,7 @@ ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microsec
         std::unique_lock lock(mu_);
         cv_.wait_for(lock, idle_poll, [this] {
           return stop_.load(std::memory_order_acquire) ||
-                 holds_.load(std::memory_order_acquire) > 0;
+                 holds_->load(std::memory_order_acquire) > 0;
         });
       }
     }
@@ -204,16 +204,13 @@ ProgressThread::~ProgressThread() {
 std::shared_ptr<void> ProgressThread::hold() {
   {
     std::lock_guard lock(mu_);
-    holds_.fetch_add(1, std::memory_order_acq_rel);
+    holds_->fetch_add(1, std::memory_order_acq_rel);
   }
   cv_.notify_all();
-  // The handle owns nothing; its deleter ends the hold. The thread must outlive the handle.
-  return std::shared_ptr<void>(static_cast<void*>(this),
-                               [](void* p) { static_cast<ProgressThread*>(p)->release(); });
-}
-
-void ProgressThread::release() {
-  holds_.fetch_sub(1, std::memory_order_acq_rel);
+  // The handle owns the shared count, not the thread; its deleter ends the hold.
+  auto count = holds_;
+  return std::shared_ptr<void>(static_cast<void*>(count.get()),
+                               [count](void*) { count->fetch_sub(1, std::memory_order_acq_rel); });
 }
 
 }  // namespace detail

@@ -636,7 +636,8 @@ TEST_F(ClientIT, CliCopyBothWaysAndExitCodes) {
     std::ifstream got(out, std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(got)), {});
     ASSERT_EQ(bytes.size(), n);
-    EXPECT_EQ(std::memcmp(bytes.data(), data.data(), n), 0);
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), data.begin(),
+                           [](char a, std::byte b) { return static_cast<std::byte>(a) == b; }));
   }
   // Downloading into a directory keeps the key's base name; no temporary file is left.
   CliRun into_dir = run_cli("cp s3://" + bucket_ + "/cli/4096 " + dir.string() + "/");

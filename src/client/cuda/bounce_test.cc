@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -129,7 +130,8 @@ TEST_P(BounceTest, GetCopiesEveryChunkIntoAnOffsetOfTheDeviceBuffer) {
   EXPECT_EQ(engine.starts, chunks);
   EXPECT_EQ(engine.copied_bytes, n);
   EXPECT_FALSE(engine.any_pending()) << "returned with copies not waited for";
-  EXPECT_EQ(0, std::memcmp(device.data() + device_offset, object.data() + object_offset, n));
+  EXPECT_TRUE(std::equal(object.begin() + object_offset, object.begin() + object_offset + n,
+                         device.begin() + device_offset));
   for (std::size_t i = 0; i < device_offset; ++i) ASSERT_EQ(device[i], std::byte{0xEE});
   for (std::size_t i = device_offset + n; i < device.size(); ++i)
     ASSERT_EQ(device[i], std::byte{0xEE});
@@ -156,7 +158,7 @@ TEST_P(BounceTest, PutStoresEveryChunkInOrderFromAnOffset) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->bytes, n);
   ASSERT_EQ(stored.size(), n);
-  EXPECT_EQ(0, std::memcmp(stored.data(), device.data() + device_offset, n));
+  EXPECT_TRUE(std::equal(stored.begin(), stored.end(), device.begin() + device_offset));
   EXPECT_EQ(engine.starts, (n + k_chunk - 1) / k_chunk);
   EXPECT_FALSE(engine.any_pending());
   EXPECT_EQ(*r->crc32c, isal_crc32c({device.data() + device_offset, n}));
@@ -185,7 +187,7 @@ TEST_P(BounceTest, ConcurrentFetchesLandInOrder) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->bytes, n);
     EXPECT_EQ(fetched.size(), (n + k_chunk - 1) / k_chunk);
-    EXPECT_EQ(0, std::memcmp(device.data() + 1, object.data(), n)) << concurrency;
+    EXPECT_TRUE(std::equal(object.begin(), object.begin() + n, device.begin() + 1)) << concurrency;
     EXPECT_EQ(*r->crc32c, isal_crc32c(object));
     EXPECT_FALSE(engine.any_pending());
   }
