@@ -33,6 +33,16 @@ RECOVER_S = float(os.environ.get("RECOVER_S", "10"))
 # completions in order and the dead peer's never comes): the engine replaces the shm transport
 # after a failed transfer, counted in objdirect_rdma_transport_resets_total.
 FABRICS = ["libfabric:tcp", "libfabric:shm", "ucx"]
+# KNOWN FAILURE, skipped so that it cannot wedge the rest of the module: a client SIGKILLed while
+# the server posts to it over libfabric 1.17 shm can leave the server's fi_writemsg/fi_readmsg
+# spinning forever in the provider (pthread_spin_lock, gdb stacks in docs/RELIABILITY.md section
+# 6): every RDMA worker then waits on that transport and SIGTERM is ignored. Seen in 3 of 5 runs
+# with the zero-copy GET on shm and 1 of 3 without. Run it anyway with OBJDIRECT_TEST_SHM_DEATH=1.
+SHM_DEATH_SKIP = pytest.mark.skipif(
+    os.environ.get("OBJDIRECT_TEST_SHM_DEATH") != "1",
+    reason="known libfabric 1.17 shm hang after a SIGKILLed peer (docs/RELIABILITY.md section 6)")
+FABRIC_PARAMS = [f if f != "libfabric:shm" else pytest.param(f, marks=SHM_DEATH_SKIP)
+                 for f in FABRICS]
 
 
 def metrics(srv):
@@ -122,7 +132,7 @@ def wait_idle(srv, limit_s):
 
 
 @pytest.mark.parametrize("direction", ["get", "put"])
-@pytest.mark.parametrize("fabric", FABRICS)
+@pytest.mark.parametrize("fabric", FABRIC_PARAMS)
 def test_client_killed_mid_transfer(rdma_server, fabric, direction):
     srv = rdma_server["srv"]
     exe, env = cli(srv)

@@ -315,7 +315,8 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
   // Registration pins nothing on tcp; on verbs/efa it would pin page-cache pages. Not on shm: with
   // a mapped source, a client SIGKILLed mid-GET left the server's next fi_writemsg spinning
   // forever inside libfabric 1.17's shm provider (holding the transport lock: every RDMA thread
-  // stuck, SIGTERM ignored; integration_client_death). Through staging buffers it recovers.
+  // stuck, SIGTERM ignored; integration_client_death). Staging makes that rarer, not impossible
+  // (docs/RELIABILITY.md section 6).
   if (!opts_.zero_copy_get || name != "libfabric:tcp") return maps;
   auto extents = reader.extents(offset, length);
   if (!extents.ok() || extents->empty()) return maps;
