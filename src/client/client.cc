@@ -15,6 +15,7 @@
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
 #include "client/rdma.hpp"
+#include "client/s3_xml.hpp"
 #include "client/stats.hpp"
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
@@ -54,13 +55,6 @@ std::vector<std::string> MemoryHandle::fabrics() const {
 }
 
 namespace {
-
-std::string unquote(std::string_view etag) {
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
-  }
-  return std::string(etag);
-}
 
 bool parse_u64(std::string_view s, std::uint64_t& out) {
   if (s.empty()) return false;
@@ -388,7 +382,7 @@ struct Client::Impl {
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
       if (r->ok() && reply && *reply == "200") {
-        out.etag = unquote(r->header("etag").value_or(""));
+        out.etag = client::unquote_etag(r->header("etag").value_or(""));
         return out;
       }
       out.info.fell_back = true;
@@ -423,7 +417,7 @@ struct Client::Impl {
     ++out.requests;
     if (!r.ok()) return r.status();
     if (!r->ok()) return client::status_from_response(*r);
-    out.etag = unquote(r->header("etag").value_or(""));
+    out.etag = client::unquote_etag(r->header("etag").value_or(""));
     return out;
   }
 
@@ -468,29 +462,17 @@ struct Client::Impl {
   // the upload on failure.
   Result<std::string> complete_upload(const std::string& target, const std::string& upload_id,
                                       const std::vector<std::string>& etags) {
-    std::string xml = "<CompleteMultipartUpload>";
+    std::vector<std::pair<std::uint32_t, std::string>> parts;
+    parts.reserve(etags.size());
     for (std::size_t i = 0; i < etags.size(); ++i) {
-      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>\"" + etags[i] +
-             "\"</ETag></Part>";
+      parts.emplace_back(static_cast<std::uint32_t>(i + 1), etags[i]);
     }
-    xml += "</CompleteMultipartUpload>";
-    auto done =
-        xml_call("POST", target + "?uploadId=" + uri_encode(upload_id, true), std::move(xml));
-    if (!done.ok()) {
-      abort_upload(target, upload_id);
-      return done.status();
-    }
-    pugi::xml_document doc;
-    if (!doc.load_buffer(done->data(), done->size())) {
-      abort_upload(target, upload_id);
-      return Status(Errc::io_error, "CompleteMultipartUpload reply is not XML");
-    }
-    if (auto err = doc.child("Error")) {
-      // S3 may report a failed completion inside a 200 reply.
-      abort_upload(target, upload_id);
-      return Status(from_s3_code(err.child_value("Code")), err.child_value("Message"));
-    }
-    return unquote(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+    auto done = xml_call("POST", target + "?uploadId=" + uri_encode(upload_id, true),
+                         client::complete_multipart_body(parts));
+    auto etag =
+        done.ok() ? client::parse_complete_reply(*done) : Result<std::string>(done.status());
+    if (!etag.ok()) abort_upload(target, upload_id);
+    return etag;
   }
 
   // --- CUDA device memory (docs/gpu.md) -----------------------------------------------------
@@ -556,7 +538,7 @@ struct Client::Impl {
           }
           if (!o.ok()) return o.status();
           info.merge(o->info);
-          res.etag = unquote(o->resp.header("etag").value_or(""));
+          res.etag = client::unquote_etag(o->resp.header("etag").value_or(""));
           if (o->resp.status == 206) {
             auto cr = client::parse_content_range(o->resp.header("content-range").value_or(""));
             if (!cr) return Status(Errc::io_error, "206 reply without a valid Content-Range");
@@ -845,7 +827,7 @@ Result<TransferResult> Client::get_host(std::string_view bucket, std::string_vie
     first.reset();
   }
   info.merge(o->info);
-  res.etag = unquote(o->resp.header("etag").value_or(""));
+  res.etag = client::unquote_etag(o->resp.header("etag").value_or(""));
   std::uint64_t got = o->bytes;
   std::uint64_t total = 0;
   if (o->resp.status == 206) {
@@ -1081,7 +1063,7 @@ Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {
   if (!parse_u64(r->header("content-length").value_or(""), info.size)) {
     return Status(Errc::io_error, "HEAD reply without Content-Length");
   }
-  info.etag = unquote(r->header("etag").value_or(""));
+  info.etag = client::unquote_etag(r->header("etag").value_or(""));
   info.last_modified = std::string(r->header("last-modified").value_or(""));
   info.content_type = std::string(r->header("content-type").value_or(""));
   return info;
@@ -1108,7 +1090,7 @@ Result<ListPage> Client::list(std::string_view bucket, const ListOptions& o) {
     ListEntry e;
     e.key = c.child_value("Key");
     (void)parse_u64(c.child_value("Size"), e.size);
-    e.etag = unquote(c.child_value("ETag"));
+    e.etag = client::unquote_etag(c.child_value("ETag"));
     e.last_modified = c.child_value("LastModified");
     page.objects.push_back(std::move(e));
   }

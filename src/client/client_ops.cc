@@ -9,6 +9,7 @@
 
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
+#include "client/s3_xml.hpp"
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/uri.hpp"
@@ -19,13 +20,6 @@ namespace objdirect {
 namespace {
 
 using client::HttpRequest;
-
-std::string unquote_etag(std::string_view etag) {
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
-  }
-  return std::string(etag);
-}
 
 // Runs fn(0..n-1) on up to `width` threads (the caller's included); after the first error no new
 // index starts, and that error is returned.
@@ -81,36 +75,6 @@ Result<std::string> xml_request(client::HttpClient& http, std::string method, st
   return std::move(r->body);
 }
 
-std::string copy_source(std::string_view bucket, std::string_view key) {
-  return "/" + uri_encode(bucket, true) + "/" + uri_encode(key, false);
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_view src_key,
@@ -123,7 +87,7 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
   auto info = head(src_bucket, src_key);
   if (!info.ok()) return info.status();
   const std::string target = client::object_target(dst_bucket, dst_key);
-  const std::string source = copy_source(src_bucket, src_key);
+  const std::string source = client::object_target(src_bucket, src_key);
   TransferResult res;
   res.requests = 1;
   res.object_size = info->size;
@@ -140,7 +104,7 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
     if (!doc.load_buffer(body->data(), body->size())) {
       return Status(Errc::io_error, "CopyObject reply is not XML");
     }
-    res.etag = unquote_etag(doc.child("CopyObjectResult").child_value("ETag"));
+    res.etag = client::unquote_etag(doc.child("CopyObjectResult").child_value("ETag"));
     res.bytes = info->size;
     return res;
   }
@@ -166,7 +130,7 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
       return Status(Errc::io_error, "UploadPartCopy reply is not XML");
     }
     parts[i].part_number = p.part_number;
-    parts[i].etag = unquote_etag(doc.child("CopyPartResult").child_value("ETag"));
+    parts[i].etag = client::unquote_etag(doc.child("CopyPartResult").child_value("ETag"));
     if (parts[i].etag.empty()) return Status(Errc::io_error, "UploadPartCopy reply has no ETag");
     return Status::Ok();
   });
@@ -192,9 +156,7 @@ Result<std::vector<Client::DeleteFailure>> Client::delete_objects(
     auto batch = keys.subspan(
         b * limits::delete_keys_max,
         std::min<std::size_t>(limits::delete_keys_max, keys.size() - b * limits::delete_keys_max));
-    std::string xml = "<Delete><Quiet>true</Quiet>";
-    for (const auto& k : batch) xml += "<Object><Key>" + xml_escape(k) + "</Key></Object>";
-    xml += "</Delete>";
+    std::string xml = client::delete_objects_body(batch);
     Md5 md5;
     md5.update(xml.data(), xml.size());
     auto body = xml_request(http(), "POST", target, std::move(xml),
@@ -232,23 +194,18 @@ Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket
                                                          std::string_view key,
                                                          std::string_view upload_id,
                                                          std::span<const CompletedPart> parts) {
-  std::string xml = "<CompleteMultipartUpload>";
-  for (const auto& p : parts) {
-    xml += "<Part><PartNumber>" + std::to_string(p.part_number) + "</PartNumber><ETag>\"" +
-           xml_escape(p.etag) + "\"</ETag></Part>";
-  }
-  xml += "</CompleteMultipartUpload>";
+  std::vector<std::pair<std::uint32_t, std::string>> numbered;
+  numbered.reserve(parts.size());
+  for (const auto& p : parts) numbered.emplace_back(p.part_number, p.etag);
   auto body =
       xml_request(http(), "POST",
                   client::object_target(bucket, key) + "?uploadId=" + uri_encode(upload_id, true),
-                  std::move(xml));
+                  client::complete_multipart_body(numbered));
   if (!body.ok()) return body.status();
-  pugi::xml_document doc;
-  if (!doc.load_buffer(body->data(), body->size())) {
-    return Status(Errc::io_error, "CompleteMultipartUpload reply is not XML");
-  }
+  auto etag = client::parse_complete_reply(*body);
+  if (!etag.ok()) return etag.status();
   TransferResult res;
-  res.etag = unquote_etag(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+  res.etag = std::move(*etag);
   res.requests = 1;
   return res;
 }
