@@ -767,22 +767,12 @@ class RadosStore : public ObjectStore {
     const std::string okey = "o" + meta.key;
     const std::string ikey = "i" + w->blob().hex();
     for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-      auto cur = c_->omap_get1(oid, okey);
-      if (!cur.ok()) return cur.status();
-      std::optional<ObjectVal> old;
-      if (cur->has_value()) {
-        auto o = decode_object_val(**cur);
-        if (!o.ok()) return o.status();
-        old = std::move(*o);
-      }
-      if (cond.kind == WriteCondition::Kind::must_be_absent && old) return precondition_failed();
-      if (cond.kind == WriteCondition::Kind::etag_must_match) {
-        if (!old) return no_such_key();
-        if (old->rec.meta.etag != cond.etag) return precondition_failed();
-      }
+      auto current = current_entry(oid, okey, cond);
+      if (!current.ok()) return current.status();
+      std::optional<ObjectVal>& old = current->old;
       librados::ObjectWriteOperation op;
       int rv = 0;
-      auto asserts = cmp_eq(okey, *cur);
+      auto asserts = cmp_eq(okey, current->raw);
       if (!inline_data) asserts[ikey] = {bufferlist(), LIBRADOS_CMPXATTR_OP_GT};
       op.omap_cmp(asserts, &rv);
       std::map<std::string, bufferlist> set{{okey, to_bl(value)}};
@@ -1108,26 +1098,16 @@ class RadosStore : public ObjectStore {
       if (total != meta.size) {
         return Status(Errc::invalid_argument, "object size differs from the sum of its parts");
       }
-      auto cur = c_->omap_get1(oid, okey);
-      if (!cur.ok()) return cur.status();
-      std::optional<ObjectVal> old;
-      if (cur->has_value()) {
-        auto o = decode_object_val(**cur);
-        if (!o.ok()) return o.status();
-        old = std::move(*o);
-      }
-      if (cond.kind == WriteCondition::Kind::must_be_absent && old) return precondition_failed();
-      if (cond.kind == WriteCondition::Kind::etag_must_match) {
-        if (!old) return no_such_key();
-        if (old->rec.meta.etag != cond.etag) return precondition_failed();
-      }
+      auto current = current_entry(oid, okey, cond);
+      if (!current.ok()) return current.status();
+      std::optional<ObjectVal>& old = current->old;
       meta.mtime_ns = now_ns();
       nv.rec.meta = meta;
       // One op: the upload and every part are unchanged, the object is as read; then the object
       // points at the chosen parts' blobs, the upload and parts go, the rest goes to GC.
       librados::ObjectWriteOperation op;
       int rv = 0;
-      auto asserts = cmp_eq(okey, *cur);
+      auto asserts = cmp_eq(okey, current->raw);
       asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
       std::set<std::string> rm{ukey};
       std::map<std::string, bufferlist> set{{okey, to_bl(encode_object_val(nv))}};
@@ -1271,6 +1251,31 @@ class RadosStore : public ObjectStore {
   }
 
  private:
+  // The index entry of `okey` in shard `oid`: its raw value (for the commit's omap_cmp) and
+  // decoded (both nullopt when absent), checked against the write condition: must_be_absent
+  // fails on an entry, etag_must_match on none or another ETag.
+  struct Current {
+    std::optional<std::string> raw;
+    std::optional<ObjectVal> old;
+  };
+  Result<Current> current_entry(const std::string& oid, const std::string& okey,
+                                const WriteCondition& cond) {
+    auto cur = c_->omap_get1(oid, okey);
+    if (!cur.ok()) return cur.status();
+    Current c{std::move(*cur), std::nullopt};
+    if (c.raw) {
+      auto o = decode_object_val(*c.raw);
+      if (!o.ok()) return o.status();
+      c.old = std::move(*o);
+    }
+    if (cond.kind == WriteCondition::Kind::must_be_absent && c.old) return precondition_failed();
+    if (cond.kind == WriteCondition::Kind::etag_must_match) {
+      if (!c.old) return no_such_key();
+      if (c.old->rec.meta.etag != cond.etag) return precondition_failed();
+    }
+    return c;
+  }
+
   Result<ObjectVal> get_object(std::string_view bucket, std::string_view key, bool parts) {
     auto b = c_->bucket(bucket);
     if (!b.ok()) return b.status();
