@@ -1,22 +1,12 @@
 #include "bench.hpp"
 
+#include <boost/beast/core/string.hpp>
 #include <charconv>
 #include <cmath>
 #include <sstream>
 
 namespace objdirect::bench {
 namespace {
-
-bool equals_nocase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 template <typename T>
 bool parse_number(std::string_view s, T& out) {
@@ -34,7 +24,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   if (!parse_number(text.substr(0, digits), n) || n == 0) return std::nullopt;
   std::string_view unit = text.substr(digits);
   unsigned shift = 0;
-  if (unit.empty() || equals_nocase(unit, "b")) {
+  if (unit.empty() || boost::beast::iequals(unit, "b")) {
     shift = 0;
   } else {
     const char c = unit[0];
@@ -50,7 +40,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
       return std::nullopt;
     }
     std::string_view rest = unit.substr(1);
-    if (!rest.empty() && !equals_nocase(rest, "ib") && !equals_nocase(rest, "b")) {
+    if (!rest.empty() && !boost::beast::iequals(rest, "ib") && !boost::beast::iequals(rest, "b")) {
       return std::nullopt;
     }
   }

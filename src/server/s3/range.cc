@@ -1,5 +1,6 @@
 #include "server/s3/range.hpp"
 
+#include <boost/beast/core/string.hpp>
 #include <limits>
 
 namespace objdirect::s3 {
@@ -18,17 +19,6 @@ std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
   return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 // A non-empty run of ASCII digits, saturating at 2^64-1 rather than failing: an enormous number
@@ -55,7 +45,7 @@ Result<std::optional<ByteRange>> parse_range(std::string_view header, std::uint6
   std::string_view v = trim_ows(header);
   const std::size_t eq = v.find('=');
   if (eq == std::string_view::npos) return ignore;
-  if (!iequals(trim_ows(v.substr(0, eq)), "bytes")) return ignore;
+  if (!boost::beast::iequals(trim_ows(v.substr(0, eq)), "bytes")) return ignore;
   std::string_view spec = trim_ows(v.substr(eq + 1));
   // Several ranges: S3 does not serve multipart/byteranges and ignores the header.
   if (spec.find(',') != std::string_view::npos) return ignore;
