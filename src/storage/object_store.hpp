@@ -210,6 +210,19 @@ class ObjectStore {
   virtual Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) = 0;
   virtual Result<std::unique_ptr<ObjectReader>> open_object(std::string_view bucket,
                                                             std::string_view key) = 0;
+  // Conditional HEAD for caches in front of this store (storage/cache): std::nullopt while the
+  // object's current ETag is still `etag`, its new metadata when the ETag differs, and
+  // no_such_bucket / no_such_key once it is gone. Only the ETag is compared: a metadata-only
+  // change that keeps the ETag reads as unchanged. The default asks head_object; the gateway
+  // backend overrides it with one HEAD carrying If-None-Match, answered 304 when unchanged.
+  virtual Result<std::optional<ObjectMeta>> revalidate(std::string_view bucket,
+                                                       std::string_view key,
+                                                       std::string_view etag) {
+    auto m = head_object(bucket, key);
+    if (!m.ok()) return m.status();
+    if (m->etag == etag) return std::optional<ObjectMeta>();
+    return std::optional<ObjectMeta>(std::move(*m));
+  }
   // Deleting an absent key succeeds (S3 semantics); no_such_bucket if the bucket is absent.
   virtual Status delete_object(std::string_view bucket, std::string_view key) = 0;
   virtual Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) = 0;
