@@ -9,6 +9,7 @@
 #include "server/http/http_server.hpp"
 #include "server/rdma/rdma_engine.hpp"
 #include "server/s3/s3_service.hpp"
+#include "storage/cache/caching_store.hpp"
 #include "storage/local/local_store.hpp"
 #ifdef OBJDIRECT_WITH_RADOS
 #include "storage/rados/rados_store.hpp"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   std::string rados_conf, rados_pool_prefix = "objdirect";
   std::uint64_t rados_stripe_bytes = 16ull << 20;
   std::uint32_t rados_index_shards = 8, rados_gc_grace_s = 900;
+  storage::cache::CacheOptions cache_opts;
 
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks a free one)")
       ->envname("OBJDIRECT_LISTEN")
@@ -85,6 +87,26 @@ int main(int argc, char** argv) {
                  "Seconds a replaced object's data stays readable (open readers)")
       ->envname("OBJDIRECT_RADOS_GC_GRACE_S")
       ->capture_default_str();
+  // The read-through cache (storage/cache): meant for the gateway backend, where every backend
+  // call is a request to a remote S3; harmless (but of little use) in front of the others.
+  auto* cache_dir_opt =
+      app.add_option("--cache-dir", cache_opts.dir,
+                     "Read-through block cache on local disk in front of the backend (meant for "
+                     "the gateway backend); needs --cache-bytes-max")
+          ->envname("OBJDIRECT_CACHE_DIR");
+  auto* cache_bytes_opt =
+      app.add_option("--cache-bytes-max", cache_opts.bytes_max,
+                     "Disk bytes the cache may use (0: metadata only, data passes through)")
+          ->envname("OBJDIRECT_CACHE_BYTES_MAX");
+  auto* cache_ttl_opt =
+      app.add_option("--cache-ttl-s", cache_opts.ttl_s,
+                     "Seconds cached metadata is trusted before revalidation (0: every GET)")
+          ->envname("OBJDIRECT_CACHE_TTL_S")
+          ->capture_default_str();
+  auto* cache_block_opt = app.add_option("--cache-block-bytes", cache_opts.block_bytes,
+                                         "Cache block size (64 KiB..64 MiB)")
+                              ->envname("OBJDIRECT_CACHE_BLOCK_BYTES")
+                              ->capture_default_str();
   app.add_option("--access-key", access_key, "Access key of the single user")
       ->envname("OBJDIRECT_ACCESS_KEY");
   app.add_option("--secret-key", secret_key, "Secret key of the single user")
@@ -187,6 +209,31 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (cache_dir_opt->count() == 0) {
+    for (const auto* o : {cache_bytes_opt, cache_ttl_opt, cache_block_opt}) {
+      if (o->count() > 0) {
+        std::cerr << "objdirect-server: " << o->get_name() << " needs --cache-dir\n";
+        return 2;
+      }
+    }
+  } else {
+    if (cache_bytes_opt->count() == 0) {
+      std::cerr << "objdirect-server: --cache-dir needs --cache-bytes-max (the disk bytes the "
+                   "cache may use)\n";
+      return 2;
+    }
+    if (backend == "local") {
+      // The cache deletes files it does not recognise: it must not share the data directory.
+      std::error_code ec;
+      const auto c = std::filesystem::weakly_canonical(cache_opts.dir, ec).string() + "/";
+      const auto d = std::filesystem::weakly_canonical(data_dir, ec).string() + "/";
+      if (c.starts_with(d) || d.starts_with(c)) {
+        std::cerr << "objdirect-server: --cache-dir and --data must not contain each other\n";
+        return 2;
+      }
+    }
+  }
+
   Result<std::unique_ptr<storage::ObjectStore>> store =
       Status(Errc::invalid_argument, "unknown backend");
   if (backend == "rados") {
@@ -218,8 +265,19 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::shared_ptr<storage::cache::CachingStore> cache;
+  if (!cache_opts.dir.empty()) {
+    auto c = storage::cache::CachingStore::open(std::move(*store), cache_opts);
+    if (!c.ok()) {
+      std::cerr << "objdirect-server: --cache-dir " << cache_opts.dir << ": "
+                << c.status().message() << "\n";
+      return c.code() == Errc::invalid_argument ? 2 : 1;
+    }
+    cache = std::move(*c);
+  }
   auto service = std::make_shared<s3::S3Service>(
-      s3opts, std::shared_ptr<storage::ObjectStore>(std::move(*store)));
+      s3opts, cache ? std::shared_ptr<storage::ObjectStore>(cache)
+                    : std::shared_ptr<storage::ObjectStore>(std::move(*store)));
   auto engine = rdma::RdmaEngine::create(ropts);
   if (!engine.ok()) {
     std::cerr << "objdirect-server: --fabric " << ropts.fabrics << ": " << engine.status().message()
@@ -262,6 +320,41 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::bytes_written_mapped));
     m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
                 stat(&rdma::RdmaStats::admissions_refused));
+    if (cache) {
+      using storage::cache::CacheStats;
+      auto cstat = [cache](std::uint64_t CacheStats::*field) {
+        return [cache, field] { return static_cast<double>(cache->stats().*field); };
+      };
+      const std::pair<const char*, std::pair<std::uint64_t CacheStats::*, const char*>> gauges[] = {
+          {"hits_total", {&CacheStats::hits, "Block reads served from the cache."}},
+          {"misses_total", {&CacheStats::misses, "Block reads filled from the backend."}},
+          {"coalesced_waits_total",
+           {&CacheStats::coalesced_waits, "Block reads that waited for another read's fill."}},
+          {"bytes_served_total", {&CacheStats::bytes_served, "Bytes served from the cache."}},
+          {"bytes_filled_total",
+           {&CacheStats::bytes_filled, "Bytes read from the backend into blocks."}},
+          {"bytes_bypassed_total",
+           {&CacheStats::bytes_bypassed, "Bytes read from the backend without caching them."}},
+          {"evictions_total",
+           {&CacheStats::evictions, "Blocks evicted to stay under --cache-bytes-max."}},
+          {"invalid_blocks_total",
+           {&CacheStats::invalid_blocks, "Block files found torn, corrupt or foreign (dropped)."}},
+          {"fill_errors_total", {&CacheStats::fill_errors, "Blocks that could not be written."}},
+          {"meta_hits_total",
+           {&CacheStats::meta_hits, "Metadata lookups answered within the TTL."}},
+          {"revalidations_unchanged_total",
+           {&CacheStats::revalidations_unchanged, "Revalidations that found the same ETag (304)."}},
+          {"revalidations_changed_total",
+           {&CacheStats::revalidations_changed, "Revalidations that found another ETag or none."}},
+          {"inner_requests_total",
+           {&CacheStats::inner_requests, "Calls the cache made to the backend and its readers."}},
+          {"blocks", {&CacheStats::blocks, "Blocks in the cache."}},
+          {"bytes", {&CacheStats::bytes, "Disk bytes used by the cache."}},
+      };
+      for (const auto& [name, g] : gauges) {
+        m.add_gauge(std::string("objdirect_cache_") + name, g.second, cstat(g.first));
+      }
+    }
     m.add_gauge("objdirect_rdma_transport_resets_total",
                 "Transports replaced after a dead peer stalled them (libfabric shm).",
                 stat(&rdma::RdmaStats::transport_resets));

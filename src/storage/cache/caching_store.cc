@@ -158,6 +158,8 @@ struct CachingStore::Core {
   // of that version, so neither eviction nor invalidation deletes them while pinned.
   std::unordered_map<std::string, int> pins;
   std::list<std::string> meta_lru;
+  // head_bucket answers (every S3 request checks its bucket), trusted for ttl_s like metadata.
+  std::unordered_map<std::string, std::pair<BucketInfo, Clock::time_point>> buckets;
   std::uint64_t bytes_used = 0;  // indexed files plus reservations of fills in progress
   std::uint64_t gen = 0;         // bumped by every invalidation
 
@@ -279,6 +281,7 @@ struct CachingStore::Core {
       okeys.insert(it->first);
     }
     for (const auto& k : okeys) drop_object_locked(k);
+    buckets.erase(std::string(bucket));
     ++gen;
   }
 
@@ -738,7 +741,10 @@ std::string CachingStore::block_path(std::string_view bucket, std::string_view k
 
 Status CachingStore::create_bucket(const BucketInfo& info) {
   core_->c.inner_requests++;
-  return core_->inner->create_bucket(info);
+  Status st = core_->inner->create_bucket(info);
+  std::lock_guard lock(core_->mu);
+  core_->buckets.erase(info.name);
+  return st;
 }
 
 Status CachingStore::delete_bucket(std::string_view bucket) {
@@ -749,8 +755,26 @@ Status CachingStore::delete_bucket(std::string_view bucket) {
 }
 
 Result<BucketInfo> CachingStore::head_bucket(std::string_view bucket) {
-  core_->c.inner_requests++;
-  return core_->inner->head_bucket(bucket);
+  Core& k = *core_;
+  std::uint64_t seen;
+  {
+    std::lock_guard lock(k.mu);
+    seen = k.gen;
+    auto it = k.buckets.find(std::string(bucket));
+    if (k.opt.ttl_s > 0 && it != k.buckets.end() &&
+        Clock::now() - it->second.second < std::chrono::seconds(k.opt.ttl_s)) {
+      k.c.meta_hits++;
+      return it->second.first;
+    }
+  }
+  k.c.inner_requests++;
+  auto b = k.inner->head_bucket(bucket);
+  std::lock_guard lock(k.mu);
+  if (b.ok() && k.opt.ttl_s > 0 && k.gen == seen) {
+    if (k.buckets.size() >= k.opt.meta_entries_max) k.buckets.clear();
+    k.buckets[std::string(bucket)] = {*b, Clock::now()};
+  }
+  return b;
 }
 
 Result<std::vector<BucketInfo>> CachingStore::list_buckets() {

@@ -16,6 +16,8 @@
 // memory without asking the inner store. Otherwise the cache revalidates (ObjectStore::revalidate,
 // a conditional HEAD for the gateway); a changed ETag drops the key's blocks. ttl_s 0 revalidates
 // on every head/open. Metadata is kept in memory only (meta_entries_max entries, LRU).
+// head_bucket answers are trusted for ttl_s too (every S3 request checks its bucket); with
+// ttl_s 0 each one goes to the inner store.
 //
 // Readers: open_object returns a reader that serves pread from blocks. When every block of the
 // object is cached at open time, no inner call is made (beyond revalidation) and the version's
