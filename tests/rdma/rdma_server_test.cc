@@ -556,6 +556,90 @@ TEST(RdmaServerFallback, FabricNoneDeclinesGetWithBodyAndPutWithoutStoring) {
   EXPECT_EQ(request(s, "HEAD", "/bkt/p").status, 404);
 }
 
+// Gateway mode only (scripts/with-upstream.sh sets OBJDIRECT_UPSTREAM_URL and the upstream's
+// credentials): the object is replaced upstream, directly, while a long RDMA GET through the
+// gateway is streaming it. The gateway pins the ETag it opened (If-Match on every ranged GET),
+// so the GET fails with 412 PreconditionFailed; the client buffer never holds a byte of the new
+// version (each 8-byte word is either the old version's or untouched).
+TEST_F(RdmaServerTest, GatewayUpstreamOverwriteDuringGetFailsNeverMixes) {
+  const char* up = std::getenv("OBJDIRECT_UPSTREAM_URL");
+  const char* ak = std::getenv("AWS_ACCESS_KEY_ID");
+  const char* sk = std::getenv("AWS_SECRET_ACCESS_KEY");
+  if (!up || !ak || !sk) GTEST_SKIP() << "gateway mode only (scripts/with-upstream.sh)";
+  client::HttpOptions uo;
+  uo.endpoint = *client::parse_endpoint(up);
+  uo.credentials = {ak, sk};
+  uo.region = "us-east-1";
+  client::HttpClient upstream(uo);
+  auto up_request = [&](const std::string& method, const std::string& path,
+                        std::span<const std::byte> body = {}) {
+    client::HttpRequest r;
+    r.method = method;
+    r.target = path;
+    r.body = body;
+    r.send_content_length = method == "PUT" || method == "POST";
+    auto res = upstream.execute(r, std::nullopt);
+    EXPECT_TRUE(res.ok()) << res.status().to_string();
+    return res.ok() ? *res : client::HttpResponse{};
+  };
+  constexpr std::size_t part = 32 << 20, parts = 4, n = part * parts;
+  const auto v1 = pattern(n, 31), v2 = pattern(n, 32);
+  // The new version is staged upstream as a multipart upload whose Complete (no data copied)
+  // then lands in the middle of the GET.
+  auto stage = [&](const std::vector<std::byte>& v) {
+    auto r = up_request("POST", "/bkt/big?uploads");
+    std::string id = xml_value(r.body, "UploadId");
+    std::string xml = "<CompleteMultipartUpload>";
+    for (std::size_t i = 0; i < parts; ++i) {
+      r = up_request("PUT", "/bkt/big?partNumber=" + std::to_string(i + 1) + "&uploadId=" + id,
+                     std::span(v).subspan(i * part, part));
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+             header(r, "etag") + "</ETag></Part>";
+    }
+    return std::make_pair(id, xml + "</CompleteMultipartUpload>");
+  };
+  auto complete = [&](const std::pair<std::string, std::string>& staged) {
+    auto r = up_request("POST", "/bkt/big?uploadId=" + staged.first,
+                        std::as_bytes(std::span(staged.second)));
+    EXPECT_EQ(r.status, 200) << r.body;
+  };
+  auto c = ClientSide::open("libfabric:tcp", n);
+  ASSERT_TRUE(c);
+  bool saw_412 = false;
+  for (int attempt = 0; attempt < 3 && !saw_412; ++attempt) {
+    complete(stage(v1));
+    auto next = stage(v2);
+    std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
+    client::HttpResponse got;
+    std::thread get([&] {
+      got = request(*server_, "GET", "/bkt/big", {{"x-amz-rdma-token", c->token(n)}});
+    });
+    std::this_thread::sleep_for(30ms);
+    complete(next);
+    get.join();
+    // Word by word: the old version's bytes or untouched zeros, never the new version's.
+    std::size_t foreign = 0;
+    for (std::size_t i = 0; i + 8 <= n; i += 8) {
+      if (std::memcmp(c->buf.data() + i, v1.data() + i, 8) == 0) continue;
+      static const std::byte zeros[8] = {};
+      if (std::memcmp(c->buf.data() + i, zeros, 8) != 0) ++foreign;
+    }
+    EXPECT_EQ(foreign, 0u) << "bytes of another version in the RDMA GET's buffer";
+    if (got.status == 412) {
+      EXPECT_EQ(s3_code(got), "PreconditionFailed") << got.body;
+      EXPECT_NE(got.body.find("changed upstream"), std::string::npos) << got.body;
+      EXPECT_EQ(header(got, "x-amz-rdma-reply"), "");
+      saw_412 = true;
+    } else {
+      // The GET finished before the overwrite landed: then it is the whole old version.
+      EXPECT_EQ(got.status, 200) << got.body;
+      EXPECT_TRUE(std::equal(v1.begin(), v1.end(), c->buf.begin()));
+    }
+  }
+  EXPECT_TRUE(saw_412) << "the overwrite never landed during a GET in 3 attempts";
+  EXPECT_EQ(server_->metric("objdirect_rdma_buffers_in_use"), 0);
+}
+
 TEST(RdmaServerAdmission, NoStagingBudgetAnswersSlowDown) {
   ServerProcess s({"--fabric", "libfabric:tcp", "--rdma-inflight-bytes-max", "1"});
   ASSERT_FALSE(s.endpoint().empty());

@@ -2,6 +2,8 @@
 // split parallel GETs, ETag pinning), the write-through (spool, multipart commit and its abort),
 // error mapping, and an unreachable or stalled upstream. Each test starts a real second
 // objdirect-server (upstream_server.hpp) on port 0.
+#include "storage/s3/s3_store.hpp"
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,7 +16,6 @@
 #include <thread>
 
 #include "common/checksum.hpp"
-#include "storage/s3/s3_store.hpp"
 #include "upstream_server.hpp"
 
 namespace objdirect::storage {
