@@ -43,6 +43,33 @@ def start_pair(tmp_path, extra=()):
     return up, gw
 
 
+def metric(srv, name):
+    r = objd.request(srv, "GET", "/metrics", sign=False, timeout_s=10)
+    assert r.status == 200, r
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_sequential_http_get_is_one_upstream_get(tmp_path, upstream_env):
+    """An HTTP GET reads the object in 1 MiB preads: one upstream GET stream serves them all."""
+    up, gw = start_pair(tmp_path)
+    try:
+        s3 = objd.boto3_client(gw)
+        s3.create_bucket(Bucket="gwm")
+        body = os.urandom((6 << 20) + 5)
+        s3.put_object(Bucket="gwm", Key="k", Body=body)
+        before = metric(gw, "objdirect_upstream_get_requests_total")
+        assert s3.get_object(Bucket="gwm", Key="k")["Body"].read() == body
+        assert metric(gw, "objdirect_upstream_get_requests_total") - before == 1
+        assert metric(gw, "objdirect_upstream_requests_total") > 0
+        assert metric(gw, "objdirect_upstream_connections_in_use") == 0
+    finally:
+        gw.stop()
+        up.stop()
+
+
 def test_upstream_gone_gives_503_quickly(tmp_path, upstream_env):
     up, gw = start_pair(tmp_path)
     try:

@@ -296,8 +296,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  auto service = std::make_shared<s3::S3Service>(
-      s3opts, std::shared_ptr<storage::ObjectStore>(std::move(*store)));
+  std::shared_ptr<storage::ObjectStore> shared_store(std::move(*store));
+  auto service = std::make_shared<s3::S3Service>(s3opts, shared_store);
   auto engine = rdma::RdmaEngine::create(ropts);
   if (!engine.ok()) {
     std::cerr << "objdirect-server: --fabric " << ropts.fabrics << ": " << engine.status().message()
@@ -340,6 +340,27 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::bytes_written_mapped));
     m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
                 stat(&rdma::RdmaStats::admissions_refused));
+    if (backend == "s3") {
+      // Gateway mode: the upstream traffic (storage/s3 counters).
+      auto up = [shared_store](auto field) {
+        return [shared_store, field] {
+          return static_cast<double>(storage::s3_store_stats(*shared_store).*field);
+        };
+      };
+      m.add_gauge("objdirect_upstream_requests_total", "HTTP requests sent to the upstream S3.",
+                  up(&storage::S3StoreStats::requests));
+      m.add_gauge("objdirect_upstream_get_requests_total",
+                  "Ranged GETs of object data sent to the upstream.",
+                  up(&storage::S3StoreStats::get_requests));
+      m.add_gauge("objdirect_upstream_connections_in_use", "Upstream connections in use.",
+                  up(&storage::S3StoreStats::connections_in_use));
+      m.add_gauge("objdirect_upstream_pool_waits_timed_out_total",
+                  "Requests refused with SlowDown: no free upstream connection in time.",
+                  up(&storage::S3StoreStats::pool_waits_timed_out));
+      m.add_gauge("objdirect_upstream_multipart_commits_total",
+                  "Objects written through as a multipart upload.",
+                  up(&storage::S3StoreStats::multipart_commits));
+    }
     m.add_gauge("objdirect_rdma_transport_resets_total",
                 "Transports replaced after a dead peer stalled them (libfabric shm).",
                 stat(&rdma::RdmaStats::transport_resets));

@@ -909,7 +909,7 @@ class S3Reader final : public ObjectReader {
                                         std::to_string(stream_next_) + " of " +
                                         std::to_string(meta_.size));
     }
-    if (s.done) close_stream();
+    if (s.done && k.carry.empty()) close_stream();  // the tail may still be in carry
     return got;
   }
 
