@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -319,6 +320,133 @@ TEST_F(S3StoreTest, UnreachableUpstreamIsUnavailableQuickly) {
   EXPECT_EQ(h.code(), Errc::unavailable) << h.status().to_string();
   EXPECT_NE(h.status().message().find("unreachable"), std::string::npos);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// A misbehaving upstream: answers every request with reply(method) on a fresh connection.
+class FakeUpstream {
+ public:
+  explicit FakeUpstream(std::function<std::string(const std::string& method)> reply)
+      : reply_(std::move(reply)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0 || stop_) {
+          if (c >= 0) ::close(c);
+          return;
+        }
+        std::string req;
+        char buf[4096];
+        while (req.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          req.append(buf, static_cast<std::size_t>(n));
+        }
+        const std::string out = reply_(req.substr(0, req.find(' ')));
+        for (std::size_t at = 0; at < out.size();) {
+          const ssize_t n = ::send(c, out.data() + at, out.size() - at, MSG_NOSIGNAL);
+          if (n <= 0) break;
+          at += static_cast<std::size_t>(n);
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~FakeUpstream() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    // Wake the accept() if shutdown did not.
+    const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port_));
+    ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::close(c);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::function<std::string(const std::string&)> reply_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST_F(S3StoreTest, UpstreamRepliesAreBounded) {
+  // A listing reply over xml_reply_bytes_max is refused, not buffered without end.
+  FakeUpstream huge([](const std::string&) {
+    const std::size_t n = s3_limits::xml_reply_bytes_max + 1;
+    return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(n) +
+           "\r\nConnection: close\r\n\r\n" + std::string(n, '<');
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = huge.url();
+  o.probe = false;
+  auto s = open_s3_store(o);
+  ASSERT_TRUE(s.ok());
+  auto l = (*s)->list_buckets();
+  EXPECT_EQ(l.code(), Errc::io_error) << l.status().to_string();
+  EXPECT_NE(l.status().message().find("larger than"), std::string::npos);
+
+  // The error body of a data GET is read up to error_body_bytes_max: a 1 MiB <Message> is not
+  // parsed (nor copied into the error); the status still maps the error.
+  FakeUpstream err([](const std::string& method) -> std::string {
+    if (method == "HEAD") {
+      return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"abc\"\r\n"
+             "Connection: close\r\n\r\n";
+    }
+    const std::string body =
+        "<Error><Code>NoSuchKey</Code><Message>" + std::string(1 << 20, 'm') + "</Message></Error>";
+    return "HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body;
+  });
+  o.upstream = err.url();
+  auto e = open_s3_store(o);
+  ASSERT_TRUE(e.ok());
+  auto r = (*e)->open_object(kBucket, "k");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::string buf(100, '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 0);
+  EXPECT_EQ(n.code(), Errc::no_such_key) << n.status().to_string().substr(0, 200);
+  EXPECT_LT(n.status().message().size(), s3_limits::error_body_bytes_max);
+}
+
+TEST_F(S3StoreTest, UploadTemplatesAreBounded) {
+  S3StoreOptions o = upstream_.options();
+  o.upload_templates = 2;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    UploadInfo u;
+    u.key = "up" + std::to_string(i);
+    u.meta_template.content_type = "text/x-" + std::to_string(i);
+    auto id = s->create_upload(kBucket, u);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  // The oldest template was dropped: the upload still exists upstream (and completes there with
+  // the upstream's copy of its headers), only the gateway's memory of it is gone.
+  auto first = s->get_upload(kBucket, "up0", ids[0]);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->meta_template.content_type, "");
+  auto last = s->get_upload(kBucket, "up2", ids[2]);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->meta_template.content_type, "text/x-2");
+  o.upload_templates = s3_limits::upload_templates_max + 1;
+  EXPECT_EQ(open_s3_store(o).code(), Errc::invalid_argument);
 }
 
 TEST_F(S3StoreTest, StalledUpstreamTimesOut) {

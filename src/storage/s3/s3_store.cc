@@ -523,9 +523,13 @@ struct Core {
 
   void remember_template(const std::string& id, UploadInfo info) {
     std::lock_guard lk(templates_mu);
-    if (templates.size() >= s3_limits::upload_templates_max && !template_order.empty()) {
+    // The order deque may name ids already forgotten (completed, aborted): skip those.
+    while (templates.size() >= opts.upload_templates && !template_order.empty()) {
       templates.erase(template_order.front());
       template_order.pop_front();
+    }
+    if (template_order.size() > 2 * opts.upload_templates) {
+      std::erase_if(template_order, [&](const std::string& k) { return !templates.count(k); });
     }
     templates[id] = std::move(info);
     template_order.push_back(id);
@@ -1635,6 +1639,8 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
       o.multipart_threshold_bytes > limits::put_bytes_max)
     return bad("multipart threshold must be between the part size and " +
                std::to_string(limits::put_bytes_max));
+  if (o.upload_templates == 0 || o.upload_templates > s3_limits::upload_templates_max)
+    return bad("upload templates must be 1.." + std::to_string(s3_limits::upload_templates_max));
   if (o.low_speed_time_s == 0 || o.connect_timeout_ms == 0)
     return bad("upstream timeouts must be positive");
 

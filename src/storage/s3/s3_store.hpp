@@ -71,7 +71,7 @@ inline constexpr std::size_t error_body_bytes_max = 64 * 1024;
 // Replies parsed whole (listings, CompleteMultipartUpload results).
 inline constexpr std::size_t xml_reply_bytes_max = 16ull << 20;
 // Upload templates remembered between create_upload and complete (oldest dropped first).
-inline constexpr std::size_t upload_templates_max = 100'000;
+inline constexpr std::size_t upload_templates_max = 1'000'000;
 }  // namespace s3_limits
 
 struct S3StoreOptions {
@@ -95,6 +95,8 @@ struct S3StoreOptions {
   std::uint32_t parallel_parts = 8;                   // <= s3_limits::parallel_parts_max
   std::uint64_t parallel_get_min_bytes = 2ull << 20;  // preads this large are split
   std::uint32_t parallel_gets = 4;                    // <= s3_limits::parallel_gets_max
+  // Upload templates remembered (create_upload -> get_upload / list_uploads), oldest dropped.
+  std::size_t upload_templates = 100'000;  // <= s3_limits::upload_templates_max
   // Probe the upstream at open (ListBuckets): unreachable -> unavailable, bad credentials ->
   // the upstream's error. Tests that start without an upstream turn it off.
   bool probe = true;
