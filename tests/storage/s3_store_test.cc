@@ -124,7 +124,7 @@ TEST_F(S3StoreTest, ConnectionPoolIsBounded) {
   EXPECT_LE(stats.connections_peak, 2u);
   EXPECT_EQ(stats.connections_in_use, 0u);
 
-  // A reader in the middle of its GET holds its connection; with a pool of one, another call
+  // A reader in the middle of its GET stream holds its connection; with a pool of one, another call
   // waits pool_wait_ms and then answers slow_down (503 SlowDown) instead of hanging.
   o.connections = 1;
   o.pool_wait_ms = 200;
@@ -135,7 +135,9 @@ TEST_F(S3StoreTest, ConnectionPoolIsBounded) {
   auto r = one->open_object(kBucket, "big");
   ASSERT_TRUE(r.ok());
   std::string buf(4096, '\0');
+  // The second, sequential pread opens the reader's stream, which keeps its connection.
   ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 0).ok());
+  ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 4096).ok());
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(one->head_object(kBucket, "big").code(), Errc::slow_down);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
@@ -144,7 +146,7 @@ TEST_F(S3StoreTest, ConnectionPoolIsBounded) {
   EXPECT_TRUE(one->head_object(kBucket, "big").ok());
 }
 
-TEST_F(S3StoreTest, SequentialPreadsContinueOneGet) {
+TEST_F(S3StoreTest, SequentialPreadsContinueOneStream) {
   S3StoreOptions o = upstream_.options();
   o.parallel_get_min_bytes = 64 << 20;  // no splitting here
   auto s = open_with_bucket(o);
@@ -153,30 +155,56 @@ TEST_F(S3StoreTest, SequentialPreadsContinueOneGet) {
   // back) after the upstream finished the transfer; they must still come from the same GET.
   const std::string data = random_bytes((6 << 20) + 8, 2).substr(0, (6 << 20) + 5);
   ASSERT_TRUE(put(*s, "seq", data).ok());
-  std::uint64_t before = 0;
-  Result<std::unique_ptr<ObjectReader>> r = Status(Errc::internal, "unset");
-  for (const std::size_t chunk : {std::size_t(333333), std::size_t(1 << 20)}) {
-    r = s->open_object(kBucket, "seq");
-    ASSERT_TRUE(r.ok());
-    before = s3_store_stats(*s).get_requests;
-    std::string got(data.size(), '\0');
-    for (std::size_t at = 0; at < data.size();) {
-      const std::size_t n = std::min<std::size_t>(chunk, data.size() - at);
-      auto k = (*r)->pread(std::as_writable_bytes(std::span<char>(got.data() + at, n)), at);
-      ASSERT_TRUE(k.ok()) << k.status().to_string();
-      ASSERT_EQ(*k, n);
+  auto read_all = [&](ObjectReader& r, std::size_t chunk) {
+    std::string got(r.meta().size, '\0');
+    for (std::size_t at = 0; at < got.size();) {
+      const std::size_t n = std::min<std::size_t>(chunk, got.size() - at);
+      auto k = r.pread(std::as_writable_bytes(std::span<char>(got.data() + at, n)), at);
+      EXPECT_TRUE(k.ok()) << k.status().to_string();
+      if (!k.ok()) return std::string();
+      EXPECT_EQ(*k, n);
       at += n;
     }
-    EXPECT_TRUE(got == data);
-    EXPECT_EQ(s3_store_stats(*s).get_requests - before, 1u)
-        << "one GET for sequential preads of " << chunk;
+    return got;
+  };
+  for (const std::size_t chunk : {std::size_t(333333), std::size_t(1 << 20)}) {
+    auto r = s->open_object(kBucket, "seq");
+    ASSERT_TRUE(r.ok());
+    const auto before = s3_store_stats(*s).get_requests;
+    EXPECT_TRUE(read_all(**r, chunk) == data);
+    // The first pread is an exact GET; the second opens a stream (8 MiB window) for the rest.
+    EXPECT_EQ(s3_store_stats(*s).get_requests - before, 2u)
+        << "sequential preads of " << chunk << " share one stream";
+    // A jump back is one exact ranged GET.
+    std::string part(1000, '\0');
+    ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(part)), 12345).ok());
+    EXPECT_EQ(part, data.substr(12345, 1000));
+    EXPECT_EQ(s3_store_stats(*s).get_requests - before, 3u);
+    EXPECT_TRUE((*r)->extents(0, data.size())->empty());
   }
-  // A jump back starts a new ranged GET.
-  std::string part(1000, '\0');
-  ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(part)), 12345).ok());
-  EXPECT_EQ(part, data.substr(12345, 1000));
-  EXPECT_EQ(s3_store_stats(*s).get_requests - before, 2u);
-  EXPECT_TRUE((*r)->extents(0, data.size())->empty());
+  // Longer sequential reads: stream windows of 8, 16, 32 MiB after the first exact GET.
+  const std::string big = random_bytes(40 << 20, 7);
+  ASSERT_TRUE(put(*s, "big", big).ok());
+  auto r = s->open_object(kBucket, "big");
+  ASSERT_TRUE(r.ok());
+  auto before = s3_store_stats(*s).get_requests;
+  EXPECT_TRUE(read_all(**r, 1 << 20) == big);
+  EXPECT_EQ(s3_store_stats(*s).get_requests - before, 4u);
+  // Random small reads: one exact GET each, on one reused connection, never a stream.
+  r = s->open_object(kBucket, "big");
+  ASSERT_TRUE(r.ok());
+  before = s3_store_stats(*s).get_requests;
+  const auto conns = s3_store_stats(*s).connections_created;
+  std::mt19937 rng(9);
+  for (int i = 0; i < 20; ++i) {
+    const std::size_t off = rng() % (big.size() - 4096);
+    std::string buf(4096, '\0');
+    auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), off);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(buf, big.substr(off, 4096));
+  }
+  EXPECT_EQ(s3_store_stats(*s).get_requests - before, 20u);
+  EXPECT_EQ(s3_store_stats(*s).connections_created, conns) << "exact GETs keep connections";
 }
 
 TEST_F(S3StoreTest, LargePreadsSplitIntoParallelGets) {

@@ -41,6 +41,10 @@ constexpr long kRecvBufferBytes = 512 * 1024;
 constexpr long kUploadBufferBytes = 1 << 20;
 // Pieces of a split pread are at least this large.
 constexpr std::uint64_t kGetPieceBytesMin = 1 << 20;
+// The range of a reader's GET stream: the first covers 8 MiB past a sequential read, each next
+// one twice as much, up to 1 GiB (a dropped reader wastes at most one window upstream).
+constexpr std::uint64_t kStreamWindowMin = 8ull << 20;
+constexpr std::uint64_t kStreamWindowMax = 1ull << 30;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -792,20 +796,41 @@ class S3Reader final : public ObjectReader {
 
   const ObjectMeta& meta() const override { return meta_; }
 
+  // Reads [offset, offset+len) in one of three ways:
+  //  - it continues the open GET stream (sequential reads): no new request;
+  //  - large reads are split into parallel exact ranged GETs (RDMA staging buffers);
+  //  - otherwise a read that does not follow the previous one is one exact ranged GET (random
+  //    or single reads never open more than they need, and the connection stays reusable), and
+  //    a read that follows the previous one opens a stream over a window past it (8 MiB, then
+  //    doubling up to 1 GiB per stream) that the next sequential reads continue.
   Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) override {
     if (offset >= meta_.size || dst.empty()) return std::size_t{0};
     const std::size_t len =
         static_cast<std::size_t>(std::min<std::uint64_t>(dst.size(), meta_.size - offset));
     dst = dst.first(len);
-    if (stream_ && stream_next_ == offset) return continue_stream(dst);
-    close_stream();
-    if (len >= core_->opts.parallel_get_min_bytes && core_->opts.parallel_gets > 1) {
-      auto st = split_get(dst, offset);
-      if (!st.ok()) return st;
-      return len;
+    const bool sequential = offset == last_end_;
+    if (!(stream_ && stream_next_ == offset)) {
+      close_stream();
+      if ((len >= core_->opts.parallel_get_min_bytes && core_->opts.parallel_gets > 1) ||
+          !sequential) {
+        OBJDIRECT_RETURN_IF_ERROR(split_get(dst, offset));
+        last_end_ = offset + len;
+        return len;
+      }
     }
-    OBJDIRECT_RETURN_IF_ERROR(open_stream(offset));
-    return continue_stream(dst);
+    std::size_t total = 0;
+    while (total < len) {
+      if (!stream_ || stream_next_ != offset + total) {
+        close_stream();
+        OBJDIRECT_RETURN_IF_ERROR(open_stream(offset + total, window_));
+        window_ = std::min<std::uint64_t>(window_ * 2, kStreamWindowMax);
+      }
+      auto got = continue_stream(dst.subspan(total));
+      if (!got.ok()) return got;
+      total += *got;
+    }
+    last_end_ = offset + len;
+    return len;
   }
 
   Result<std::vector<Extent>> extents(std::uint64_t, std::uint64_t) override {
@@ -819,6 +844,7 @@ class S3Reader final : public ObjectReader {
     Transfer t;
     RangeSink sink;
     Request req;
+    std::uint64_t end = 0;  // exclusive end of the stream's range
     bool done = false;
     CURLcode rc = CURLE_OK;
   };
@@ -833,16 +859,17 @@ class S3Reader final : public ObjectReader {
     return r;
   }
 
-  Status open_stream(std::uint64_t offset) {
+  Status open_stream(std::uint64_t offset, std::uint64_t window) {
     auto conn = core_->pool->acquire(true);
     if (!conn.ok()) return conn.status();
     stream_ = std::make_unique<Stream>();
     Stream& s = *stream_;
     s.conn = std::move(*conn);
-    s.req = range_request(offset, meta_.size - 1);
+    s.end = std::min<std::uint64_t>(meta_.size, offset + window);
+    s.req = range_request(offset, s.end - 1);
     s.sink.pinned_etag = meta_.etag;
     s.sink.want_first = offset;
-    s.sink.whole_object = offset == 0;
+    s.sink.whole_object = offset == 0 && s.end == meta_.size;
     s.t.sink = &s.sink;
     const std::string tgt = core_->target(s.req);
     s.list = core_->prepare(*s.conn, s.req, s.t, tgt);
@@ -858,8 +885,7 @@ class S3Reader final : public ObjectReader {
     curl_multi_remove_handle(s.conn->multi, s.conn->easy);
     curl_slist_free_all(s.list);
     // A stream stopped before its end cannot be reused (the rest of the body is on the wire).
-    const bool clean =
-        s.done && s.rc == CURLE_OK && s.sink.carry.empty() && stream_next_ == meta_.size;
+    const bool clean = s.done && s.rc == CURLE_OK && s.sink.carry.empty() && stream_next_ == s.end;
     core_->pool->release(clean ? std::move(s.conn) : nullptr);
     stream_.reset();
   }
@@ -907,7 +933,7 @@ class S3Reader final : public ObjectReader {
       return st;
     }
     stream_next_ += got;
-    if (got < dst.size()) {
+    if (got < dst.size() && stream_next_ != s.end) {  // short before the end of its range
       close_stream();
       return Status(Errc::io_error, "upstream object data ended early at byte " +
                                         std::to_string(stream_next_) + " of " +
@@ -1018,6 +1044,8 @@ class S3Reader final : public ObjectReader {
   ObjectMeta meta_;
   std::unique_ptr<Stream> stream_;
   std::uint64_t stream_next_ = 0;
+  std::uint64_t last_end_ = ~std::uint64_t{0};  // where the previous pread ended
+  std::uint64_t window_ = kStreamWindowMin;     // range of the next stream
 };
 
 // --- the store

@@ -21,9 +21,11 @@
 //    etag_must_match -> If-Match. Returns only once the upstream answered 200; the meta returned
 //    carries the upstream's ETag (which replaces the caller's).
 //  - open_object: HeadObject; the reader pins that ETag. pread() is a ranged GetObject with
-//    If-Match: ETag whose body goes straight into the caller's span. A pread that starts where
-//    the last one ended continues the same GET (one open stream per reader); a pread of at least
-//    parallel_get_min_bytes is split into up to parallel_gets_max concurrent ranged GETs. An
+//    If-Match: ETag whose body goes straight into the caller's span. A pread of at least
+//    parallel_get_min_bytes is split into up to parallel_gets concurrent exact ranged GETs; a
+//    smaller one that does not follow the previous pread is one exact ranged GET; one that
+//    follows it opens a GET stream over a window (8 MiB, doubling up to 1 GiB) that the next
+//    sequential preads continue (one open stream per reader). An
 //    object overwritten upstream after open fails the read with precondition_failed: readers are
 //    NOT snapshots (the ObjectStore contract's snapshot rule is relaxed here), but never return
 //    bytes of two versions. extents() is always empty (no file descriptors).
