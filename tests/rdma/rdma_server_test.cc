@@ -598,46 +598,66 @@ TEST_F(RdmaServerTest, GatewayUpstreamOverwriteDuringGetFailsNeverMixes) {
     }
     return std::make_pair(id, xml + "</CompleteMultipartUpload>");
   };
+  // Completes a staged upload; returns the new object's ETag (unquoted).
   auto complete = [&](const std::pair<std::string, std::string>& staged) {
     auto r = up_request("POST", "/bkt/big?uploadId=" + staged.first,
                         std::as_bytes(std::span(staged.second)));
     EXPECT_EQ(r.status, 200) << r.body;
+    std::string etag = xml_value(r.body, "ETag");
+    std::erase(etag, '"');
+    return etag;
   };
   auto c = ClientSide::open("libfabric:tcp", n);
   ASSERT_TRUE(c);
   bool saw_412 = false;
   for (int attempt = 0; attempt < 3 && !saw_412; ++attempt) {
-    complete(stage(v1));
+    const std::string e1 = complete(stage(v1));
     auto next = stage(v2);
     std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
     client::HttpResponse got;
+    const double gets_before = server_->metric("objdirect_upstream_get_requests_total");
     std::thread get([&] {
       got = request(*server_, "GET", "/bkt/big", {{"x-amz-rdma-token", c->token(n)}});
     });
-    std::this_thread::sleep_for(30ms);
-    complete(next);
-    get.join();
-    // Word by word: the old version's bytes or untouched zeros, never the new version's.
-    std::size_t foreign = 0;
-    for (std::size_t i = 0; i + 8 <= n; i += 8) {
-      if (std::memcmp(c->buf.data() + i, v1.data() + i, 8) == 0) continue;
-      static const std::byte zeros[8] = {};
-      if (std::memcmp(c->buf.data() + i, zeros, 8) != 0) ++foreign;
+    // Overwrite once the gateway has opened the object and started reading it.
+    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    while (server_->metric("objdirect_upstream_get_requests_total") <= gets_before &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(1ms);
     }
-    EXPECT_EQ(foreign, 0u) << "bytes of another version in the RDMA GET's buffer";
+    const std::string e2 = complete(next);
+    get.join();
+    std::string served = header(got, "etag");
+    std::erase(served, '"');
+    // Word by word: the old version's bytes or untouched zeros, never the new version's.
+    auto foreign_words = [&](const std::vector<std::byte>& v) {
+      std::size_t foreign = 0;
+      static const std::byte zeros[8] = {};
+      for (std::size_t i = 0; i + 8 <= n; i += 8) {
+        if (std::memcmp(c->buf.data() + i, v.data() + i, 8) == 0) continue;
+        if (std::memcmp(c->buf.data() + i, zeros, 8) != 0) ++foreign;
+      }
+      return foreign;
+    };
     if (got.status == 412) {
       EXPECT_EQ(s3_code(got), "PreconditionFailed") << got.body;
       EXPECT_NE(got.body.find("changed upstream"), std::string::npos) << got.body;
       EXPECT_EQ(header(got, "x-amz-rdma-reply"), "");
+      EXPECT_EQ(foreign_words(v1), 0u) << "bytes of the new version in a failed GET's buffer";
       saw_412 = true;
     } else if (got.status == 200) {
-      // The GET finished before the overwrite landed: then it is the whole old version.
+      // The GET ran entirely before or entirely after the overwrite: one whole version, the
+      // one its ETag names.
       EXPECT_EQ(header(got, "x-amz-rdma-reply"), "200");
-      EXPECT_TRUE(std::equal(v1.begin(), v1.end(), c->buf.begin()))
-          << "a 200 RDMA GET must have delivered the whole old version";
+      ASSERT_TRUE(served == e1 || served == e2) << served << " is neither " << e1 << " nor " << e2;
+      const auto& want = served == e1 ? v1 : v2;
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), c->buf.begin()))
+          << "a 200 RDMA GET must deliver exactly the version its ETag names";
+      std::printf("attempt %d: the GET served %s whole\n", attempt,
+                  served == e1 ? "the old version" : "the new version");
     } else {
       // Any other failure (e.g. an RDMA operation timing out on an overloaded machine) is an
-      // error reply too, without bytes of the new version (checked above); try again.
+      // error reply too; try again.
       std::printf("attempt %d: HTTP %d %s\n", attempt, got.status, got.body.c_str());
       EXPECT_EQ(header(got, "x-amz-rdma-reply"), "");
     }
