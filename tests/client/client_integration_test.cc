@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +67,11 @@ Server* start_server(const std::string& name, std::vector<std::string> extra) {
                                    data,       "--access-key", kAccessKey,    "--secret-key",
                                    kSecretKey, "--no-fsync"};
   args.insert(args.end(), extra.begin(), extra.end());
+  // OBJDIRECT_TEST_SERVER_ARGS adds arguments (scripts/with-upstream.sh: gateway mode).
+  if (const char* more = std::getenv("OBJDIRECT_TEST_SERVER_ARGS")) {
+    std::istringstream in(more);
+    for (std::string a; in >> a;) args.push_back(a);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

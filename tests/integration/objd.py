@@ -43,6 +43,11 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
+def gateway_mode():
+    """True when the suite runs against a gateway (scripts/with-upstream.sh: --backend s3)."""
+    return "--backend s3" in os.environ.get("OBJDIRECT_SERVER_ARGS", "")
+
+
 def server_binary():
     bin_dir = os.environ.get("OBJDIRECT_BIN_DIR")
     assert bin_dir, "OBJDIRECT_BIN_DIR is not set (ctest sets it to <build>/bin)"

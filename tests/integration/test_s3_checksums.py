@@ -144,6 +144,8 @@ def test_multipart_composite_checksum(server, s3, bucket, alg):
     g = objd.request(server, "GET", objd.opath(bucket, "mpc"),
                      headers={"x-amz-checksum-mode": "ENABLED", "Range": "bytes=0-9"})
     assert g.status == 206 and not [k for k in g.headers if k.startswith("x-amz-checksum-")], g.headers
+    if objd.gateway_mode():
+        return  # a gateway has no parts list of upstream objects (docs/scale-out.md, caveats)
     # per-part checksums are kept: GET ?partNumber=1 with checksum mode returns part 1's
     g = objd.request(server, "HEAD", objd.opath(bucket, "mpc"), query=[("partNumber", "1")],
                      headers={"x-amz-checksum-mode": "ENABLED"})

@@ -556,6 +556,116 @@ TEST(RdmaServerFallback, FabricNoneDeclinesGetWithBodyAndPutWithoutStoring) {
   EXPECT_EQ(request(s, "HEAD", "/bkt/p").status, 404);
 }
 
+// Gateway mode only (scripts/with-upstream.sh sets OBJDIRECT_UPSTREAM_URL and the upstream's
+// credentials): the object is replaced upstream, directly, while a long RDMA GET through the
+// gateway is streaming it. The gateway pins the ETag it opened (If-Match on every ranged GET),
+// so the GET fails with 412 PreconditionFailed; the client buffer never holds a byte of the new
+// version (each 8-byte word is either the old version's or untouched).
+TEST_F(RdmaServerTest, GatewayUpstreamOverwriteDuringGetFailsNeverMixes) {
+  const char* up = std::getenv("OBJDIRECT_UPSTREAM_URL");
+  const char* ak = std::getenv("AWS_ACCESS_KEY_ID");
+  const char* sk = std::getenv("AWS_SECRET_ACCESS_KEY");
+  if (!up || !ak || !sk) GTEST_SKIP() << "gateway mode only (scripts/with-upstream.sh)";
+  client::HttpOptions uo;
+  uo.endpoint = *client::parse_endpoint(up);
+  uo.credentials = {ak, sk};
+  uo.region = "us-east-1";
+  client::HttpClient upstream(uo);
+  auto up_request = [&](const std::string& method, const std::string& path,
+                        std::span<const std::byte> body = {}) {
+    client::HttpRequest r;
+    r.method = method;
+    r.target = path;
+    r.body = body;
+    r.send_content_length = method == "PUT" || method == "POST";
+    auto res = upstream.execute(r, std::nullopt);
+    EXPECT_TRUE(res.ok()) << res.status().to_string();
+    return res.ok() ? *res : client::HttpResponse{};
+  };
+  constexpr std::size_t part = 32 << 20, parts = 4, n = part * parts;
+  const auto v1 = pattern(n, 31), v2 = pattern(n, 32);
+  // The new version is staged upstream as a multipart upload whose Complete (no data copied)
+  // then lands in the middle of the GET.
+  auto stage = [&](const std::vector<std::byte>& v) {
+    auto r = up_request("POST", "/bkt/big?uploads");
+    std::string id = xml_value(r.body, "UploadId");
+    std::string xml = "<CompleteMultipartUpload>";
+    for (std::size_t i = 0; i < parts; ++i) {
+      r = up_request("PUT", "/bkt/big?partNumber=" + std::to_string(i + 1) + "&uploadId=" + id,
+                     std::span(v).subspan(i * part, part));
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+             header(r, "etag") + "</ETag></Part>";
+    }
+    return std::make_pair(id, xml + "</CompleteMultipartUpload>");
+  };
+  // Completes a staged upload; returns the new object's ETag (unquoted).
+  auto complete = [&](const std::pair<std::string, std::string>& staged) {
+    auto r = up_request("POST", "/bkt/big?uploadId=" + staged.first,
+                        std::as_bytes(std::span(staged.second)));
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::string etag = xml_value(r.body, "ETag");
+    std::erase(etag, '"');
+    return etag;
+  };
+  auto c = ClientSide::open("libfabric:tcp", n);
+  ASSERT_TRUE(c);
+  bool saw_412 = false;
+  for (int attempt = 0; attempt < 3 && !saw_412; ++attempt) {
+    const std::string e1 = complete(stage(v1));
+    auto next = stage(v2);
+    std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
+    client::HttpResponse got;
+    const double gets_before = server_->metric("objdirect_upstream_get_requests_total");
+    std::thread get([&] {
+      got = request(*server_, "GET", "/bkt/big", {{"x-amz-rdma-token", c->token(n)}});
+    });
+    // Overwrite once the gateway has opened the object and started reading it.
+    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    while (server_->metric("objdirect_upstream_get_requests_total") <= gets_before &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(1ms);
+    }
+    const std::string e2 = complete(next);
+    get.join();
+    std::string served = header(got, "etag");
+    std::erase(served, '"');
+    // Word by word: the old version's bytes or untouched zeros, never the new version's.
+    auto foreign_words = [&](const std::vector<std::byte>& v) {
+      std::size_t foreign = 0;
+      static const std::byte zeros[8] = {};
+      for (std::size_t i = 0; i + 8 <= n; i += 8) {
+        if (std::memcmp(c->buf.data() + i, v.data() + i, 8) == 0) continue;
+        if (std::memcmp(c->buf.data() + i, zeros, 8) != 0) ++foreign;
+      }
+      return foreign;
+    };
+    if (got.status == 412) {
+      EXPECT_EQ(s3_code(got), "PreconditionFailed") << got.body;
+      EXPECT_NE(got.body.find("changed upstream"), std::string::npos) << got.body;
+      EXPECT_EQ(header(got, "x-amz-rdma-reply"), "");
+      EXPECT_EQ(foreign_words(v1), 0u) << "bytes of the new version in a failed GET's buffer";
+      saw_412 = true;
+    } else if (got.status == 200) {
+      // The GET ran entirely before or entirely after the overwrite: one whole version, the
+      // one its ETag names.
+      EXPECT_EQ(header(got, "x-amz-rdma-reply"), "200");
+      ASSERT_TRUE(served == e1 || served == e2) << served << " is neither " << e1 << " nor " << e2;
+      const auto& want = served == e1 ? v1 : v2;
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), c->buf.begin()))
+          << "a 200 RDMA GET must deliver exactly the version its ETag names";
+      std::printf("attempt %d: the GET served %s whole\n", attempt,
+                  served == e1 ? "the old version" : "the new version");
+    } else {
+      // Any other failure (e.g. an RDMA operation timing out on an overloaded machine) is an
+      // error reply too; try again.
+      std::printf("attempt %d: HTTP %d %s\n", attempt, got.status, got.body.c_str());
+      EXPECT_EQ(header(got, "x-amz-rdma-reply"), "");
+    }
+  }
+  EXPECT_TRUE(saw_412) << "the overwrite never landed during a GET in 3 attempts";
+  EXPECT_EQ(server_->metric("objdirect_rdma_buffers_in_use"), 0);
+}
+
 TEST(RdmaServerAdmission, NoStagingBudgetAnswersSlowDown) {
   ServerProcess s({"--fabric", "libfabric:tcp", "--rdma-inflight-bytes-max", "1"});
   ASSERT_FALSE(s.endpoint().empty());

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/checksum.hpp"
+
 namespace objdirect::storage::conformance {
 namespace {
 
@@ -59,6 +61,32 @@ std::string etag_of(std::string_view data) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%016zx", std::hash<std::string_view>{}(data));
   return std::string(buf) + "-" + std::to_string(data.size());
+}
+
+// The backend under test (set in SetUp).
+const BackendFactory* g_factory = nullptr;
+
+// The ETag the backend reports for an object written by put() with `data`.
+std::string want_etag(std::string_view data) {
+  if (!g_factory || !g_factory->backend_etags) return etag_of(data);
+  Md5 md5;
+  md5.update(data.data(), data.size());
+  return md5.hex();
+}
+
+// The ETag of a multipart object of these parts, written by complete() with n parts.
+std::string want_multipart_etag(const std::vector<std::string>& parts_data) {
+  if (!g_factory || !g_factory->backend_etags) return "mp-" + std::to_string(parts_data.size());
+  std::vector<std::string> md5s;
+  for (const auto& d : parts_data) md5s.push_back(want_etag(d));
+  return multipart_etag(md5s).value_or("?");
+}
+
+// The size of part n (1..3) of a multipart test upload: small, unless the backend enforces a
+// minimum part size (see BackendFactory::part_bytes_min). A multiple of 8.
+std::size_t part_size(std::size_t small, std::uint32_t n) {
+  const std::uint64_t min = g_factory ? g_factory->part_bytes_min : 0;
+  return (min > small ? std::size_t(min) : small) + 8 * n;
 }
 
 // Writes data in uneven appends (1 byte .. 1 MiB) and commits it.
@@ -149,6 +177,7 @@ Result<ObjectMeta> complete(ObjectStore& store, std::string_view key, std::strin
 
 void Conformance::SetUp() {
   const BackendFactory& f = *GetParam();
+  g_factory = &f;
   if (f.skip_reason) {
     if (auto why = f.skip_reason(); !why.empty()) GTEST_SKIP() << why;
   }
@@ -199,13 +228,18 @@ TEST_P(Conformance, Buckets) {
   b.owner = "tester";
   EXPECT_EQ(store_->create_bucket(b).code(), Errc::bucket_already_owned_by_you);
   b.owner = "someone-else";
-  EXPECT_EQ(store_->create_bucket(b).code(), Errc::bucket_already_exists);
+  // Without owners (one upstream account) the same account asks again: owned by you.
+  EXPECT_EQ(store_->create_bucket(b).code(), GetParam()->owners_and_parts
+                                                 ? Errc::bucket_already_exists
+                                                 : Errc::bucket_already_owned_by_you);
   auto all = store_->list_buckets();
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[0].name, "a-two");
   EXPECT_EQ((*all)[1].name, "b-one");
-  EXPECT_EQ((*all)[1].owner, "tester");
+  if (GetParam()->owners_and_parts) {
+    EXPECT_EQ((*all)[1].owner, "tester");
+  }
   EXPECT_EQ(store_->head_bucket("nope").code(), Errc::no_such_bucket);
   EXPECT_EQ(store_->begin_write("nope").code(), Errc::no_such_bucket);
   EXPECT_EQ(store_->head_object("nope", "k").code(), Errc::no_such_bucket);
@@ -251,7 +285,8 @@ TEST_P(Conformance, ObjectsRoundTrip) {
     EXPECT_GT(m->mtime_ns, 0);
     auto h = store_->head_object(kBucket, key);
     ASSERT_TRUE(h.ok());
-    EXPECT_EQ(h->etag, etag_of(data));
+    EXPECT_EQ(h->etag, want_etag(data));
+    EXPECT_EQ(m->etag, h->etag);
     EXPECT_EQ(h->size, data.size());
     EXPECT_EQ(h->content_type, "application/octet-stream");
     ASSERT_EQ(h->user_meta.size(), 1u);
@@ -330,6 +365,23 @@ TEST_P(Conformance, ReadersAreSnapshots) {
   ASSERT_TRUE(put(*store_, kBucket, "k", v2).ok());
   auto r2 = store_->open_object(kBucket, "k");
   ASSERT_TRUE(r2.ok());
+  EXPECT_EQ((*r1)->meta().etag, want_etag(v1));
+  if (!GetParam()->snapshot_readers) {
+    // The weaker promise: a reader of a replaced object fails, it never mixes versions; one of
+    // a deleted object fails too; one of an unchanged object reads it whole.
+    auto a = read_all(**r1);
+    EXPECT_EQ(a.code(), Errc::precondition_failed) << a.status().to_string();
+    auto b = read_all(**r2);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    EXPECT_EQ(pattern_version(*b), 2);
+    auto r3 = store_->open_object(kBucket, "k");
+    ASSERT_TRUE(r3.ok());
+    ASSERT_TRUE(store_->delete_object(kBucket, "k").ok());
+    auto c = read_all(**r3);
+    EXPECT_TRUE(c.code() == Errc::no_such_key || c.code() == Errc::precondition_failed)
+        << c.status().to_string();
+    return;
+  }
   ASSERT_TRUE(store_->delete_object(kBucket, "k").ok());
   auto a = read_all(**r1);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
@@ -338,7 +390,6 @@ TEST_P(Conformance, ReadersAreSnapshots) {
   auto b = read_all(**r2);
   ASSERT_TRUE(b.ok()) << b.status().to_string();
   EXPECT_EQ(pattern_version(*b), 2);
-  EXPECT_EQ((*r1)->meta().etag, etag_of(v1));
 }
 
 TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
@@ -360,14 +411,22 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
   }
   // Readers running meanwhile only ever see complete versions that match their metadata.
   std::thread reader([&] {
-    while (!done) {
+    // Until the writers are done, and at least one read in any case: on a loaded machine the
+    // writers may finish before this thread first runs (seen: reads == 0).
+    while (!done || (reads == 0 && failures == 0)) {
       auto r = store_->open_object(kBucket, "hot");
       if (!r.ok()) {
         if (r.code() != Errc::no_such_key) failures++;
         continue;
       }
       auto all = read_all(**r);
-      if (!all.ok() || pattern_version(*all) < 0 || etag_of(*all) != (*r)->meta().etag) failures++;
+      // Without snapshot readers, a version replaced mid-read fails the read (never mixes).
+      if (!all.ok() && !GetParam()->snapshot_readers &&
+          (all.code() == Errc::precondition_failed || all.code() == Errc::no_such_key)) {
+        continue;
+      }
+      if (!all.ok() || pattern_version(*all) < 0 || want_etag(*all) != (*r)->meta().etag)
+        failures++;
       reads++;
     }
   });
@@ -383,7 +442,7 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
   const auto v = pattern_version(*all);
   ASSERT_GE(v, 0);
   EXPECT_EQ(v % 1000, kRounds) << "the winner is some writer's last version";
-  EXPECT_EQ(h->etag, etag_of(*all));
+  EXPECT_EQ(h->etag, want_etag(*all));
   auto l = store_->list_objects(kBucket, {});
   ASSERT_TRUE(l.ok());
   ASSERT_EQ(l->objects.size(), 1u);
@@ -466,7 +525,7 @@ TEST_P(Conformance, Multipart) {
   std::map<std::uint32_t, std::string> data;
   std::map<std::uint32_t, PartInfo> parts;
   for (std::uint32_t n : {3u, 1u, 2u, 5u, 2u}) {
-    data[n] = pattern(n * 10 + (parts.count(n) ? 1 : 0), n == 5 ? 4096 : (1 << 20) + 8 * n);
+    data[n] = pattern(n * 10 + (parts.count(n) ? 1 : 0), n == 5 ? 4096 : part_size(1 << 20, n));
     auto p = put_part(*store_, "big", *up, n, data[n]);
     ASSERT_TRUE(p.ok()) << p.status().to_string();
     EXPECT_EQ(p->part_number, n);
@@ -476,7 +535,7 @@ TEST_P(Conformance, Multipart) {
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 4u);
   EXPECT_EQ((*listed)[0].part_number, 1u);
-  EXPECT_EQ((*listed)[1].etag, etag_of(data[2]));  // the replacement
+  EXPECT_EQ((*listed)[1].etag, want_etag(data[2]));  // the replacement
   EXPECT_EQ((*listed)[3].part_number, 5u);
   auto page = store_->list_parts(kBucket, "big", *up, 2, 1);
   ASSERT_TRUE(page.ok());
@@ -514,9 +573,14 @@ TEST_P(Conformance, Multipart) {
   EXPECT_EQ(store_->list_parts(kBucket, "big", *up, 0, 10).code(), Errc::no_such_upload);
   auto h = store_->head_object(kBucket, "big");
   ASSERT_TRUE(h.ok());
-  EXPECT_EQ(h->etag, "mp-3");
-  ASSERT_EQ(h->parts.size(), 3u);
-  EXPECT_EQ(h->parts[1].etag, etag_of(data[2]));
+  EXPECT_EQ(h->etag, want_multipart_etag({data[1], data[2], data[3]}));
+  EXPECT_EQ(m->etag, h->etag);
+  ASSERT_EQ(m->parts.size(), 3u);
+  EXPECT_EQ(m->parts[1].etag, want_etag(data[2]));
+  if (GetParam()->owners_and_parts) {
+    ASSERT_EQ(h->parts.size(), 3u);
+    EXPECT_EQ(h->parts[1].etag, want_etag(data[2]));
+  }
   auto all = get(*store_, kBucket, "big");
   ASSERT_TRUE(all.ok()) << all.status().to_string();
   EXPECT_TRUE(*all == data[1] + data[2] + data[3]);
@@ -616,7 +680,9 @@ TEST_P(Conformance, ListingPrefixDelimiterContinuation) {
   for (int i = 0; i < 60; ++i) keys.push_back("flat" + std::to_string(i));
   keys.push_back("dir05/sub/deeper/x");
   keys.push_back("dir05/sub/y");
-  keys.push_back(std::string("\xff\xfe-high"));
+  // The highest bytes a key may hold (0xff is not UTF-8; U+10FFFF is the highest that is).
+  const std::string high = GetParam()->utf8_keys_only ? "\xf4\x8f\xbf\xbf" : "\xff\xfe";
+  keys.push_back(high + "-high");
   keys.push_back("with space/and..dots");
   keys.push_back("a");
   keys.push_back("a/");
@@ -627,7 +693,10 @@ TEST_P(Conformance, ListingPrefixDelimiterContinuation) {
   for (int t = 0; t < 4; ++t) {
     ts.emplace_back([&, t] {
       for (std::size_t i = t; i < keys.size(); i += 4) {
-        if (!put(*store_, kBucket, keys[i], "").ok()) failures++;
+        if (auto r = put(*store_, kBucket, keys[i], ""); !r.ok()) {
+          ADD_FAILURE() << "put '" << keys[i].substr(0, 40) << "': " << r.status().to_string();
+          failures++;
+        }
       }
     });
   }
@@ -638,7 +707,7 @@ TEST_P(Conformance, ListingPrefixDelimiterContinuation) {
 
   std::mt19937 rng(11);
   const std::vector<std::string> prefixes = {"",     "dir0", "dir05/", "dir05/sub/",
-                                             "flat", "a",    "zzz",    "\xff"};
+                                             "flat", "a",    "zzz",    high.substr(0, 1)};
   const std::vector<std::string> delims = {"", "/", "sub", "e"};
   for (int i = 0; i < 60; ++i) {
     ListQuery q;
@@ -687,7 +756,7 @@ TEST_P(Conformance, ListingPrefixDelimiterContinuation) {
   auto got = store_->list_objects(kBucket, q);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->objects.size(), 10u);
-  EXPECT_EQ(got->objects[0].etag, etag_of(""));
+  EXPECT_EQ(got->objects[0].etag, want_etag(""));
   EXPECT_EQ(got->objects[0].size, 0u);
   EXPECT_GT(got->objects[0].mtime_ns, 0);
 }
@@ -710,7 +779,7 @@ TEST_P(Conformance, KillWriterChild) {
       ASSERT_TRUE(up.ok());
       std::vector<std::pair<PartInfo, std::string>> parts;
       for (std::uint32_t n = 1; n <= 3; ++n) {
-        std::string d = pattern(v * 4 + n, 8 * (32768 + n));
+        std::string d = pattern(v * 4 + n, part_size(8 * 32768, n));
         auto p = put_part(*store_, "mp", *up, n, d);
         ASSERT_TRUE(p.ok());
         parts.push_back({*p, std::move(d)});
@@ -767,6 +836,12 @@ TEST_P(Conformance, KillBetweenDataAndCommit) {
     ASSERT_TRUE(WIFSIGNALED(status)) << "the writer ended on its own: " << status;
 
     reopen();
+    if (!GetParam()->snapshot_readers) {
+      // A gateway's writer talks to an upstream server, which completes a request it had
+      // received whole even after the writer died (as any S3 server does): let such in-flight
+      // requests land before checking, or the checks race with them.
+      ::usleep(300000);
+    }
     // "obj": one complete version, never older than what was seen before.
     auto h = store_->head_object(kBucket, "obj");
     ASSERT_TRUE(h.ok()) << h.status().to_string();
@@ -774,16 +849,17 @@ TEST_P(Conformance, KillBetweenDataAndCommit) {
     ASSERT_TRUE(obj.ok()) << obj.status().to_string();
     const auto v = pattern_version(*obj);
     ASSERT_GE(v, 1) << "partial or mixed object after SIGKILL (round " << round << ")";
-    EXPECT_EQ(h->etag, etag_of(*obj));
+    EXPECT_EQ(h->etag, want_etag(*obj));
     EXPECT_GE(v, last_version);
     last_version = v;
     // "mp": absent or the three parts of one upload, complete.
     if (auto mp = get(*store_, kBucket, "mp"); mp.ok()) {
-      const auto first = pattern_version(std::string_view(*mp).substr(0, 8 * 32769));
+      const auto first = pattern_version(std::string_view(*mp).substr(0, part_size(8 * 32768, 1)));
       ASSERT_GE(first, 0);
       const std::uint32_t base = std::uint32_t(first) - 1;
-      EXPECT_TRUE(*mp == pattern(base + 1, 8 * 32769) + pattern(base + 2, 8 * 32770) +
-                             pattern(base + 3, 8 * 32771));
+      EXPECT_TRUE(*mp == pattern(base + 1, part_size(8 * 32768, 1)) +
+                             pattern(base + 2, part_size(8 * 32768, 2)) +
+                             pattern(base + 3, part_size(8 * 32768, 3)));
     } else {
       EXPECT_EQ(mp.code(), Errc::no_such_key);
     }

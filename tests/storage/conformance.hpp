@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +48,25 @@ struct BackendFactory {
   std::function<Result<std::unique_ptr<ObjectStore>>(const std::string& location)> attach;
   // Non-empty: every test is skipped with this message (e.g. the Ceph binaries are missing).
   std::function<std::string()> skip_reason;
+
+  // What a backend in front of another S3 service (storage/s3, the gateway) cannot do; the
+  // tests check the weaker promise instead (see each use in conformance.cc):
+  //  - backend_etags: the backend stores the ETag its upstream computes (MD5 of the data;
+  //    md5-of-part-md5s "-N" for multipart), not the caller's meta.etag.
+  bool backend_etags = false;
+  //  - snapshot_readers false: a reader whose object is replaced or deleted fails with
+  //    precondition_failed / no_such_key instead of returning the version it opened. It never
+  //    returns bytes of another version.
+  bool snapshot_readers = true;
+  //  - owners_and_parts false: bucket owners and an object's parts list are not kept (all
+  //    buckets belong to the upstream account; S3 HEAD has no parts list).
+  bool owners_and_parts = true;
+  //  - part_bytes_min: the upstream enforces S3's minimum part size (5 MiB) for all parts but
+  //    the last; multipart tests use parts at least this large. 0: no minimum.
+  std::uint64_t part_bytes_min = 0;
+  //  - utf8_keys_only: keys must be valid UTF-8 (S3 rejects others); the listing test's
+  //    high-byte key becomes the highest UTF-8 character instead of 0xff 0xfe.
+  bool utf8_keys_only = false;
 };
 
 class Conformance : public ::testing::TestWithParam<const BackendFactory*> {

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <iostream>
 
+#include "objdirect/client.hpp"
 #include "server/http/http_server.hpp"
 #include "server/rdma/rdma_engine.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/cache/caching_store.hpp"
 #include "storage/local/local_store.hpp"
+#include "storage/s3/s3_store.hpp"
 #ifdef OBJDIRECT_WITH_RADOS
 #include "storage/rados/rados_store.hpp"
 #endif
@@ -58,6 +60,9 @@ int main(int argc, char** argv) {
   std::uint64_t rados_stripe_bytes = 16ull << 20;
   std::uint32_t rados_index_shards = 8, rados_gc_grace_s = 900;
   storage::cache::CacheOptions cache_opts;
+  storage::S3StoreOptions gw;
+  std::string upstream_profile;
+  gw.region.clear();  // default: the profile's / environment's region
 
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks a free one)")
       ->envname("OBJDIRECT_LISTEN")
@@ -65,9 +70,58 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_dir, "Data directory")
       ->envname("OBJDIRECT_DATA")
       ->capture_default_str();
-  app.add_option("--backend", backend, "Object store: local (--data) or rados (--rados-conf)")
+  app.add_option("--backend", backend,
+                 "Object store: local (--data), rados (--rados-conf) or s3 (gateway: --upstream)")
       ->envname("OBJDIRECT_BACKEND")
-      ->check(CLI::IsMember({"local", "rados"}))
+      ->check(CLI::IsMember({"local", "rados", "s3"}))
+      ->capture_default_str();
+  // Gateway mode (--backend s3): the objects live in an upstream S3 service.
+  app.add_option("--upstream", gw.upstream,
+                 "Upstream S3 endpoint http(s)://HOST[:PORT] (--backend s3; path-style)")
+      ->envname("OBJDIRECT_UPSTREAM");
+  app.add_option("--upstream-region", gw.region,
+                 "Signing region of the upstream (default: AWS_REGION / the profile's / us-east-1)")
+      ->envname("OBJDIRECT_UPSTREAM_REGION");
+  app.add_option("--upstream-profile", upstream_profile,
+                 "AWS profile with the upstream credentials (default: AWS_* environment, then "
+                 "AWS_PROFILE / default)")
+      ->envname("OBJDIRECT_UPSTREAM_PROFILE");
+  app.add_option("--upstream-connections-max", gw.connections, "Upstream connection pool size")
+      ->envname("OBJDIRECT_UPSTREAM_CONNECTIONS_MAX")
+      ->capture_default_str();
+  app.add_option("--upstream-connect-timeout-ms", gw.connect_timeout_ms,
+                 "Upstream connect timeout (then 503 ServiceUnavailable)")
+      ->envname("OBJDIRECT_UPSTREAM_CONNECT_TIMEOUT_MS")
+      ->capture_default_str();
+  app.add_option("--upstream-low-speed-time-s", gw.low_speed_time_s,
+                 "An upstream transfer moving no byte this long fails (503)")
+      ->envname("OBJDIRECT_UPSTREAM_LOW_SPEED_TIME_S")
+      ->capture_default_str();
+  app.add_option("--upstream-multipart-threshold-bytes", gw.multipart_threshold_bytes,
+                 "Objects above this size go upstream as a parallel multipart upload")
+      ->envname("OBJDIRECT_UPSTREAM_MULTIPART_THRESHOLD_BYTES")
+      ->capture_default_str();
+  app.add_option("--upstream-part-bytes", gw.multipart_part_bytes,
+                 "Part size of those multipart uploads")
+      ->envname("OBJDIRECT_UPSTREAM_PART_BYTES")
+      ->capture_default_str();
+  app.add_option("--upstream-parallel-parts", gw.parallel_parts, "UploadParts in flight per object")
+      ->envname("OBJDIRECT_UPSTREAM_PARALLEL_PARTS")
+      ->capture_default_str();
+  app.add_option("--upstream-parallel-gets", gw.parallel_gets,
+                 "Ranged GETs in flight per large read (an RDMA staging buffer)")
+      ->envname("OBJDIRECT_UPSTREAM_PARALLEL_GETS")
+      ->capture_default_str();
+  app.add_option("--gateway-spool-dir", gw.spool_dir,
+                 "Where uploads are spooled before the write-through (default: $TMPDIR or /tmp)")
+      ->envname("OBJDIRECT_GATEWAY_SPOOL_DIR");
+  app.add_option("--gateway-spool-memory-bytes", gw.spool_memory_bytes,
+                 "Bytes of one upload kept in memory before spilling to the spool dir")
+      ->envname("OBJDIRECT_GATEWAY_SPOOL_MEMORY_BYTES")
+      ->capture_default_str();
+  app.add_option("--gateway-spool-bytes-max", gw.spool_bytes_max,
+                 "Largest object or part the gateway spools")
+      ->envname("OBJDIRECT_GATEWAY_SPOOL_BYTES_MAX")
       ->capture_default_str();
   app.add_option("--rados-conf", rados_conf, "ceph.conf of the cluster (--backend rados)")
       ->envname("OBJDIRECT_RADOS_CONF");
@@ -254,6 +308,30 @@ int main(int argc, char** argv) {
     std::cerr << "objdirect-server: built without RADOS support (OBJDIRECT_WITH_RADOS=OFF)\n";
     return 2;
 #endif
+  } else if (backend == "s3") {
+    if (gw.upstream.empty()) {
+      std::cerr << "objdirect-server: --backend s3 needs --upstream http(s)://HOST[:PORT]\n";
+      return 2;
+    }
+    // The upstream's credentials: the standard AWS environment / shared files / profile,
+    // separate from the gateway's own users above.
+    auto cfg = ClientConfig::load(upstream_profile);
+    if (!cfg.ok()) {
+      std::cerr << "objdirect-server: upstream credentials: " << cfg.status().message() << "\n";
+      return 2;
+    }
+    gw.access_key = cfg->access_key;
+    gw.secret_key = cfg->secret_key;
+    gw.session_token = cfg->session_token;
+    if (gw.region.empty()) gw.region = cfg->region;
+    // Store calls block on the upstream: more I/O threads than for a local disk.
+    if (hopts.threads == 0) hopts.threads = 16;
+    store = storage::open_s3_store(gw);
+    if (!store.ok()) {
+      std::cerr << "objdirect-server: cannot use the upstream " << gw.upstream << ": "
+                << store.status().message() << "\n";
+      return store.code() == Errc::invalid_argument ? 2 : 1;
+    }
   } else {
     storage::LocalStoreOptions sopts;
     sopts.data_dir = data_dir;
@@ -265,6 +343,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // The backend itself, for its own counters; owned by the cache when there is one.
+  storage::ObjectStore* backend_store = store->get();
   std::shared_ptr<storage::cache::CachingStore> cache;
   if (!cache_opts.dir.empty()) {
     auto c = storage::cache::CachingStore::open(std::move(*store), cache_opts);
@@ -275,9 +355,10 @@ int main(int argc, char** argv) {
     }
     cache = std::move(*c);
   }
-  auto service = std::make_shared<s3::S3Service>(
-      s3opts, cache ? std::shared_ptr<storage::ObjectStore>(cache)
-                    : std::shared_ptr<storage::ObjectStore>(std::move(*store)));
+  std::shared_ptr<storage::ObjectStore> shared_store =
+      cache ? std::shared_ptr<storage::ObjectStore>(cache)
+            : std::shared_ptr<storage::ObjectStore>(std::move(*store));
+  auto service = std::make_shared<s3::S3Service>(s3opts, shared_store);
   auto engine = rdma::RdmaEngine::create(ropts);
   if (!engine.ok()) {
     std::cerr << "objdirect-server: --fabric " << ropts.fabrics << ": " << engine.status().message()
@@ -354,6 +435,28 @@ int main(int argc, char** argv) {
       for (const auto& [name, g] : gauges) {
         m.add_gauge(std::string("objdirect_cache_") + name, g.second, cstat(g.first));
       }
+    }
+    if (backend == "s3") {
+      // Gateway mode: the upstream traffic (storage/s3 counters).
+      // shared_store keeps backend_store alive (directly or through the cache).
+      auto up = [shared_store, backend_store](auto field) {
+        return [shared_store, backend_store, field] {
+          return static_cast<double>(storage::s3_store_stats(*backend_store).*field);
+        };
+      };
+      m.add_gauge("objdirect_upstream_requests_total", "HTTP requests sent to the upstream S3.",
+                  up(&storage::S3StoreStats::requests));
+      m.add_gauge("objdirect_upstream_get_requests_total",
+                  "Ranged GETs of object data sent to the upstream.",
+                  up(&storage::S3StoreStats::get_requests));
+      m.add_gauge("objdirect_upstream_connections_in_use", "Upstream connections in use.",
+                  up(&storage::S3StoreStats::connections_in_use));
+      m.add_gauge("objdirect_upstream_pool_waits_timed_out_total",
+                  "Requests refused with SlowDown: no free upstream connection in time.",
+                  up(&storage::S3StoreStats::pool_waits_timed_out));
+      m.add_gauge("objdirect_upstream_multipart_commits_total",
+                  "Objects written through as a multipart upload.",
+                  up(&storage::S3StoreStats::multipart_commits));
     }
     m.add_gauge("objdirect_rdma_transport_resets_total",
                 "Transports replaced after a dead peer stalled them (libfabric shm).",

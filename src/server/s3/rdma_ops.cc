@@ -84,8 +84,11 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
     return rdma->send(*tok, reader, offset, length);
   });
   if (!st.ok()) {
+    // Storage errors keep their code (a gateway's object replaced upstream mid-read is 412,
+    // an unreachable upstream 503); only transport failures become RDMATransferFailed.
     if (st.code() != Errc::slow_down && st.code() != Errc::invalid_rdma_token &&
-        st.code() != Errc::io_error) {
+        st.code() != Errc::io_error && st.code() != Errc::precondition_failed &&
+        st.code() != Errc::unavailable && st.code() != Errc::no_such_key) {
       st = Status(Errc::rdma_transfer_failed, "RDMA write to the client failed: " + st.message());
     }
     opts.metrics->rdma_error(std::string(s3_code(st.code())));

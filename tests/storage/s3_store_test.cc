@@ -1,0 +1,505 @@
+// storage/s3 beyond the conformance suite: its limits, the read path (one continued GET stream,
+// split parallel GETs, ETag pinning), the write-through (spool, multipart commit and its abort),
+// error mapping, and an unreachable or stalled upstream. Each test starts a real second
+// objdirect-server (upstream_server.hpp) on port 0.
+#include "storage/s3/s3_store.hpp"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "common/checksum.hpp"
+#include "upstream_server.hpp"
+
+namespace objdirect::storage {
+namespace {
+
+using testing_upstream::UpstreamServer;
+constexpr const char* kBucket = "gw-test";
+
+std::span<const std::byte> bytes_of(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+std::string random_bytes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    const std::uint64_t w = g();
+    std::memcpy(s.data() + i, &w, 8);
+  }
+  return s;
+}
+
+class S3StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto st = upstream_.start();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  std::unique_ptr<ObjectStore> open(const S3StoreOptions& o) {
+    auto s = open_s3_store(o);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<ObjectStore> open_with_bucket(const S3StoreOptions& o) {
+    auto s = open(o);
+    if (!s) return s;
+    BucketInfo b;
+    b.name = kBucket;
+    auto st = s->create_bucket(b);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return s;
+  }
+  Result<ObjectMeta> put(ObjectStore& s, std::string_view key, std::string_view data,
+                         WriteCondition cond = {}, ChecksumMap sums = {}) {
+    auto w = s.begin_write_for(kBucket, key);
+    if (!w.ok()) return w.status();
+    for (std::size_t at = 0; at < data.size(); at += 100000) {
+      OBJDIRECT_RETURN_IF_ERROR((*w)->append(bytes_of(data.substr(at, 100000))));
+    }
+    ObjectMeta m;
+    m.key = std::string(key);
+    m.size = data.size();
+    m.content_type = "text/plain";
+    m.user_meta = {{"color", "blue"}};
+    m.checksums = std::move(sums);
+    return s.commit_object(kBucket, m, std::move(*w), cond);
+  }
+
+  UpstreamServer upstream_;
+};
+
+TEST_F(S3StoreTest, OptionLimits) {
+  auto bad = [&](auto mutate) {
+    S3StoreOptions o = upstream_.options();
+    mutate(o);
+    return open_s3_store(o).code();
+  };
+  EXPECT_EQ(bad([](auto& o) { o.connections = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.connections = s3_limits::connections_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.connections = s3_limits::connections_max; }), Errc::ok);
+  EXPECT_EQ(bad([](auto& o) { o.parallel_parts = s3_limits::parallel_parts_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.parallel_gets = s3_limits::parallel_gets_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.spool_memory_bytes = s3_limits::spool_memory_bytes_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.multipart_part_bytes = (5 << 20) - 1; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.upstream = "ftp://x"; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.upstream += "/path"; }), Errc::invalid_argument);
+  auto no_creds = bad([](auto& o) { o.secret_key.clear(); });
+  EXPECT_EQ(no_creds, Errc::invalid_argument);
+  // Wrong credentials: the probe reports the upstream's answer.
+  EXPECT_EQ(bad([](auto& o) { o.access_key = "nobody"; }), Errc::invalid_access_key_id);
+}
+
+TEST_F(S3StoreTest, ConnectionPoolIsBounded) {
+  S3StoreOptions o = upstream_.options();
+  o.connections = 2;
+  o.pool_wait_ms = 20'000;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(put(*s, "k", "value").ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 6; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < 20; ++i)
+        if (!s->head_object(kBucket, "k").ok()) failures++;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const auto stats = s3_store_stats(*s);
+  EXPECT_LE(stats.connections_peak, 2u);
+  EXPECT_EQ(stats.connections_in_use, 0u);
+
+  // A reader in the middle of its GET stream holds its connection; with a pool of one, another call
+  // waits pool_wait_ms and then answers slow_down (503 SlowDown) instead of hanging.
+  o.connections = 1;
+  o.pool_wait_ms = 200;
+  o.parallel_get_min_bytes = 64 << 20;
+  auto one = open(o);
+  ASSERT_TRUE(one);
+  ASSERT_TRUE(put(*one, "big", random_bytes(8 << 20, 1)).ok());
+  auto r = one->open_object(kBucket, "big");
+  ASSERT_TRUE(r.ok());
+  std::string buf(4096, '\0');
+  // The second, sequential pread opens the reader's stream, which keeps its connection.
+  ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 0).ok());
+  ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 4096).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(one->head_object(kBucket, "big").code(), Errc::slow_down);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(s3_store_stats(*one).pool_waits_timed_out, 1u);
+  r->reset();  // the aborted stream's connection is dropped, its slot freed
+  EXPECT_TRUE(one->head_object(kBucket, "big").ok());
+}
+
+TEST_F(S3StoreTest, SequentialPreadsContinueOneStream) {
+  S3StoreOptions o = upstream_.options();
+  o.parallel_get_min_bytes = 64 << 20;  // no splitting here
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  // 6 MiB + 5: with 1 MiB preads the last 5 bytes arrive with the previous pread's data (held
+  // back) after the upstream finished the transfer; they must still come from the same GET.
+  const std::string data = random_bytes((6 << 20) + 8, 2).substr(0, (6 << 20) + 5);
+  ASSERT_TRUE(put(*s, "seq", data).ok());
+  auto read_all = [&](ObjectReader& r, std::size_t chunk) {
+    std::string got(r.meta().size, '\0');
+    for (std::size_t at = 0; at < got.size();) {
+      const std::size_t n = std::min<std::size_t>(chunk, got.size() - at);
+      auto k = r.pread(std::as_writable_bytes(std::span<char>(got.data() + at, n)), at);
+      EXPECT_TRUE(k.ok()) << k.status().to_string();
+      if (!k.ok()) return std::string();
+      EXPECT_EQ(*k, n);
+      at += n;
+    }
+    return got;
+  };
+  for (const std::size_t chunk : {std::size_t(333333), std::size_t(1 << 20)}) {
+    auto r = s->open_object(kBucket, "seq");
+    ASSERT_TRUE(r.ok());
+    const auto before = s3_store_stats(*s).get_requests;
+    EXPECT_TRUE(read_all(**r, chunk) == data);
+    // The first pread is an exact GET; the second opens a stream (8 MiB window) for the rest.
+    EXPECT_EQ(s3_store_stats(*s).get_requests - before, 2u)
+        << "sequential preads of " << chunk << " share one stream";
+    // A jump back is one exact ranged GET.
+    std::string part(1000, '\0');
+    ASSERT_TRUE((*r)->pread(std::as_writable_bytes(std::span<char>(part)), 12345).ok());
+    EXPECT_EQ(part, data.substr(12345, 1000));
+    EXPECT_EQ(s3_store_stats(*s).get_requests - before, 3u);
+    EXPECT_TRUE((*r)->extents(0, data.size())->empty());
+  }
+  // Longer sequential reads: stream windows of 8, 16, 32 MiB after the first exact GET.
+  const std::string big = random_bytes(40 << 20, 7);
+  ASSERT_TRUE(put(*s, "big", big).ok());
+  auto r = s->open_object(kBucket, "big");
+  ASSERT_TRUE(r.ok());
+  auto before = s3_store_stats(*s).get_requests;
+  EXPECT_TRUE(read_all(**r, 1 << 20) == big);
+  EXPECT_EQ(s3_store_stats(*s).get_requests - before, 4u);
+  // Random small reads: one exact GET each, on one reused connection, never a stream.
+  r = s->open_object(kBucket, "big");
+  ASSERT_TRUE(r.ok());
+  before = s3_store_stats(*s).get_requests;
+  const auto conns = s3_store_stats(*s).connections_created;
+  std::mt19937 rng(9);
+  for (int i = 0; i < 20; ++i) {
+    const std::size_t off = rng() % (big.size() - 4096);
+    std::string buf(4096, '\0');
+    auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), off);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(buf, big.substr(off, 4096));
+  }
+  EXPECT_EQ(s3_store_stats(*s).get_requests - before, 20u);
+  EXPECT_EQ(s3_store_stats(*s).connections_created, conns) << "exact GETs keep connections";
+}
+
+TEST_F(S3StoreTest, LargePreadsSplitIntoParallelGets) {
+  S3StoreOptions o = upstream_.options();
+  o.parallel_gets = 4;
+  o.parallel_get_min_bytes = 2 << 20;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  const std::string data = random_bytes((16 << 20) + 24, 3);
+  ASSERT_TRUE(put(*s, "par", data).ok());
+  auto r = s->open_object(kBucket, "par");
+  ASSERT_TRUE(r.ok());
+  const auto before = s3_store_stats(*s).get_requests;
+  std::string got(8 << 20, '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(got)), 8 << 20);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  ASSERT_EQ(*n, got.size());
+  EXPECT_TRUE(got == data.substr(8 << 20, 8 << 20));
+  EXPECT_EQ(s3_store_stats(*s).get_requests - before, 4u) << "8 MiB in 4 parallel ranged GETs";
+  // Past the end: short read of the tail only.
+  n = (*r)->pread(std::as_writable_bytes(std::span<char>(got)), 16 << 20);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 24u);
+  EXPECT_EQ(got.substr(0, 24), data.substr(16 << 20));
+}
+
+TEST_F(S3StoreTest, OverwriteUpstreamDuringReadFailsNeverMixes) {
+  auto s = open_with_bucket(upstream_.options());
+  ASSERT_TRUE(s);
+  const std::string v1 = random_bytes(8 << 20, 4), v2 = random_bytes(8 << 20, 5);
+  ASSERT_TRUE(put(*s, "k", v1).ok());
+  auto r = s->open_object(kBucket, "k");
+  ASSERT_TRUE(r.ok());
+  std::string buf(4 << 20, '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 0);
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(buf == v1.substr(0, buf.size()));
+  // Another writer replaces the object upstream (here through a second store).
+  auto other = open(upstream_.options());
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(put(*other, "k", v2).ok());
+  n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 4 << 20);
+  EXPECT_EQ(n.code(), Errc::precondition_failed) << n.status().to_string();
+  EXPECT_NE(n.status().message().find("changed upstream"), std::string::npos);
+}
+
+TEST_F(S3StoreTest, SpoolMemoryFileAndMax) {
+  S3StoreOptions o = upstream_.options();
+  o.spool_memory_bytes = 1024;
+  o.spool_bytes_max = 100'000;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(put(*s, "small", std::string(1000, 's')).ok());
+  EXPECT_EQ(s3_store_stats(*s).spooled_to_file, 0u);
+  ASSERT_TRUE(put(*s, "file", std::string(50'000, 'f')).ok());
+  EXPECT_EQ(s3_store_stats(*s).spooled_to_file, 1u);
+  auto got = s->head_object(kBucket, "file");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size, 50'000u);
+  EXPECT_EQ(got->content_type, "text/plain");
+  ASSERT_EQ(got->user_meta.size(), 1u);
+  EXPECT_EQ(got->user_meta[0].second, "blue");
+  // One byte over spool_bytes_max.
+  auto w = s->begin_write(kBucket);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->append(bytes_of(std::string(100'000, 'x'))).ok());
+  EXPECT_EQ((*w)->append(bytes_of("y")).code(), Errc::entity_too_large);
+}
+
+TEST_F(S3StoreTest, LargeCommitIsParallelMultipartWithChecksums) {
+  S3StoreOptions o = upstream_.options();
+  o.multipart_threshold_bytes = 5 << 20;
+  o.multipart_part_bytes = 5 << 20;
+  o.parallel_parts = 3;
+  o.spool_memory_bytes = 1 << 20;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  const std::string data = random_bytes((12 << 20) + 16, 6);
+  Checksummer ck(ChecksumAlgo::crc32c);
+  ck.update(data.data(), data.size());
+  auto m = put(*s, "mp", data, {}, {{"CRC32C", ck.digest_base64()}});
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(m->etag.ends_with("-3")) << m->etag;
+  EXPECT_EQ(s3_store_stats(*s).multipart_commits, 1u);
+  auto h = s->head_object(kBucket, "mp");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->etag, m->etag);
+  EXPECT_EQ(h->content_type, "text/plain");
+  // The upstream verified per-part CRC32C values: the object has a composite one.
+  ASSERT_EQ(h->checksums.count("CRC32C"), 1u);
+  EXPECT_TRUE(h->checksums["CRC32C"].ends_with("-3")) << h->checksums["CRC32C"];
+  auto r = s->open_object(kBucket, "mp");
+  ASSERT_TRUE(r.ok());
+  std::string got(data.size(), '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(got)), 0);
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(got == data);
+  // A failing condition at Complete: precondition_failed, and the upload is aborted upstream.
+  auto again = put(*s, "mp", data, {WriteCondition::Kind::must_be_absent, ""});
+  EXPECT_EQ(again.code(), Errc::precondition_failed);
+  auto uploads = s->list_uploads(kBucket, {});
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_TRUE(uploads->uploads.empty());
+  EXPECT_EQ(s->head_object(kBucket, "mp")->etag, m->etag);
+}
+
+TEST_F(S3StoreTest, UpstreamErrorsKeepCodeMessageAndRequestId) {
+  auto s = open_with_bucket(upstream_.options());
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(put(*s, "k", "v").ok());
+  auto st = s->delete_bucket(kBucket);
+  EXPECT_EQ(st.code(), Errc::bucket_not_empty);
+  EXPECT_NE(st.message().find("upstream request id"), std::string::npos) << st.message();
+  EXPECT_EQ(s->head_object("no-such-bucket", "k").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->head_object(kBucket, "absent").code(), Errc::no_such_key);
+  EXPECT_EQ(s->list_objects("no-such-bucket", {}).code(), Errc::no_such_bucket);
+  BucketInfo b;
+  b.name = kBucket;
+  EXPECT_EQ(s->create_bucket(b).code(), Errc::bucket_already_owned_by_you);
+  auto meta = s->head_object(kBucket, "k");
+  ASSERT_TRUE(meta.ok());
+  meta->content_type = "image/png";
+  EXPECT_EQ(s->replace_meta(kBucket, *meta, "0123").code(), Errc::precondition_failed);
+  auto replaced = s->replace_meta(kBucket, *meta, meta->etag);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
+  EXPECT_EQ(s->head_object(kBucket, "k")->content_type, "image/png");
+}
+
+TEST_F(S3StoreTest, UnreachableUpstreamIsUnavailableQuickly) {
+  S3StoreOptions o = upstream_.options();
+  upstream_.stop();  // nothing listens on the port any more
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = open_s3_store(o);
+  EXPECT_EQ(s.code(), Errc::unavailable) << s.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  o.probe = false;
+  auto lazy = open_s3_store(o);
+  ASSERT_TRUE(lazy.ok());
+  t0 = std::chrono::steady_clock::now();
+  auto h = (*lazy)->head_bucket(kBucket);
+  EXPECT_EQ(h.code(), Errc::unavailable) << h.status().to_string();
+  EXPECT_NE(h.status().message().find("unreachable"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// A misbehaving upstream: answers every request with reply(method) on a fresh connection.
+class FakeUpstream {
+ public:
+  explicit FakeUpstream(std::function<std::string(const std::string& method)> reply)
+      : reply_(std::move(reply)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0 || stop_) {
+          if (c >= 0) ::close(c);
+          return;
+        }
+        std::string req;
+        char buf[4096];
+        while (req.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          req.append(buf, static_cast<std::size_t>(n));
+        }
+        const std::string out = reply_(req.substr(0, req.find(' ')));
+        for (std::size_t at = 0; at < out.size();) {
+          const ssize_t n = ::send(c, out.data() + at, out.size() - at, MSG_NOSIGNAL);
+          if (n <= 0) break;
+          at += static_cast<std::size_t>(n);
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~FakeUpstream() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    // Wake the accept() if shutdown did not.
+    const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port_));
+    ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::close(c);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::function<std::string(const std::string&)> reply_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST_F(S3StoreTest, UpstreamRepliesAreBounded) {
+  // A listing reply over xml_reply_bytes_max is refused, not buffered without end.
+  FakeUpstream huge([](const std::string&) {
+    const std::size_t n = s3_limits::xml_reply_bytes_max + 1;
+    return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(n) +
+           "\r\nConnection: close\r\n\r\n" + std::string(n, '<');
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = huge.url();
+  o.probe = false;
+  auto s = open_s3_store(o);
+  ASSERT_TRUE(s.ok());
+  auto l = (*s)->list_buckets();
+  EXPECT_EQ(l.code(), Errc::io_error) << l.status().to_string();
+  EXPECT_NE(l.status().message().find("larger than"), std::string::npos);
+
+  // The error body of a data GET is read up to error_body_bytes_max: a 1 MiB <Message> is not
+  // parsed (nor copied into the error); the status still maps the error.
+  FakeUpstream err([](const std::string& method) -> std::string {
+    if (method == "HEAD") {
+      return "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"abc\"\r\n"
+             "Connection: close\r\n\r\n";
+    }
+    const std::string body =
+        "<Error><Code>NoSuchKey</Code><Message>" + std::string(1 << 20, 'm') + "</Message></Error>";
+    return "HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body;
+  });
+  o.upstream = err.url();
+  auto e = open_s3_store(o);
+  ASSERT_TRUE(e.ok());
+  auto r = (*e)->open_object(kBucket, "k");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::string buf(100, '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 0);
+  EXPECT_EQ(n.code(), Errc::no_such_key) << n.status().to_string().substr(0, 200);
+  EXPECT_LT(n.status().message().size(), s3_limits::error_body_bytes_max);
+}
+
+TEST_F(S3StoreTest, UploadTemplatesAreBounded) {
+  S3StoreOptions o = upstream_.options();
+  o.upload_templates = 2;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    UploadInfo u;
+    u.key = "up" + std::to_string(i);
+    u.meta_template.content_type = "text/x-" + std::to_string(i);
+    auto id = s->create_upload(kBucket, u);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  // The oldest template was dropped: the upload still exists upstream (and completes there with
+  // the upstream's copy of its headers), only the gateway's memory of it is gone.
+  auto first = s->get_upload(kBucket, "up0", ids[0]);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->meta_template.content_type, "");
+  auto last = s->get_upload(kBucket, "up2", ids[2]);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->meta_template.content_type, "text/x-2");
+  o.upload_templates = s3_limits::upload_templates_max + 1;
+  EXPECT_EQ(open_s3_store(o).code(), Errc::invalid_argument);
+}
+
+TEST_F(S3StoreTest, StalledUpstreamTimesOut) {
+  // A listener that accepts connections and never answers.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  S3StoreOptions o = upstream_.options();
+  o.upstream = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  o.low_speed_time_s = 1;
+  o.probe = false;
+  auto s = open_s3_store(o);
+  ASSERT_TRUE(s.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto h = (*s)->head_object(kBucket, "k");
+  EXPECT_EQ(h.code(), Errc::unavailable) << h.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace objdirect::storage
