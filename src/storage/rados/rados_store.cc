@@ -34,6 +34,11 @@ constexpr int commit_attempts_max = 64;             // compare-and-swap retries 
 constexpr const char* buckets_oid = "buckets";
 constexpr const char* config_oid = "config";
 constexpr const char* gc_lock_oid = "gc.lock";
+// Every index shard holds state_key: "live", or "fenced:<token>" once a DeleteBucket with that
+// token fenced it. Every op that adds an entry asserts "live" in its own compound op.
+constexpr const char* state_key = "!state";
+constexpr const char* state_live = "live";
+constexpr std::uint32_t deleting_flag = 0x80000000u;  // in the bucket record's shard count
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -117,15 +122,18 @@ std::string part_key(std::string_view upload_id, std::uint32_t n) {
 
 // --- records ---
 
+// u32 shards (| deleting_flag) | instance (32 hex) | [deleting token (32 hex)] | BucketInfo.
 struct BucketRec {
   std::uint32_t shards = 0;
   std::string instance;  // 32 hex
+  std::string deleting;  // token of the DeleteBucket in progress; empty: live
   BucketInfo info;
 };
 std::string encode_bucket_rec(const BucketRec& b) {
   std::string out;
-  put_u32(out, b.shards);
+  put_u32(out, b.shards | (b.deleting.empty() ? 0 : deleting_flag));
   out += b.instance;
+  out += b.deleting;
   out += local::encode_bucket(b.info);
   return out;
 }
@@ -133,7 +141,14 @@ Result<BucketRec> decode_bucket_rec(std::string_view v) {
   BucketRec b;
   if (!get_u32(v, b.shards) || v.size() < 32) return Status(Errc::corrupt, "bad bucket record");
   b.instance = std::string(v.substr(0, 32));
-  auto info = local::decode_bucket(v.substr(32));
+  v.remove_prefix(32);
+  if ((b.shards & deleting_flag) != 0) {
+    b.shards &= ~deleting_flag;
+    if (v.size() < 32) return Status(Errc::corrupt, "bad bucket record");
+    b.deleting = std::string(v.substr(0, 32));
+    v.remove_prefix(32);
+  }
+  auto info = local::decode_bucket(v);
   if (!info.ok()) return info.status();
   b.info = std::move(*info);
   return b;
@@ -315,6 +330,11 @@ void add_gc(const ObjectVal& old, std::map<std::string, bufferlist>& set) {
 std::map<std::string, std::pair<bufferlist, int>> cmp_eq(const std::string& key,
                                                          const std::optional<std::string>& v) {
   return {{key, {to_bl(v ? *v : std::string()), LIBRADOS_CMPXATTR_OP_EQ}}};
+}
+
+// Adds the assertion that the shard's bucket instance is live (not fenced by a DeleteBucket).
+void assert_live(std::map<std::string, std::pair<bufferlist, int>>& asserts) {
+  asserts[state_key] = {to_bl(state_live), LIBRADOS_CMPXATTR_OP_EQ};
 }
 
 // --- writer ---
@@ -646,11 +666,12 @@ class RadosStore : public ObjectStore {
     if (b.info.ctime_ns == 0) b.info.ctime_ns = now_ns();
     b.shards = c_->opts.index_shards;
     b.instance = BlobId::random().hex();
-    // The index shards exist before the bucket does: omap_cmp fails with ENOENT on a missing
-    // object, which commits read as "no such bucket".
+    // The index shards exist, live, before the bucket does: omap_cmp fails with ENOENT on a
+    // missing object, which commits read as "no such bucket".
     for (std::uint32_t s = 0; s < b.shards; ++s) {
       librados::ObjectWriteOperation op;
       op.create(false);
+      op.omap_set({{state_key, to_bl(state_live)}});
       const int r = c_->meta.operate(c_->shard_oid(b, s), &op);
       if (r < 0) return rados_error(r, "index shard creation");
     }
@@ -674,35 +695,93 @@ class RadosStore : public ObjectStore {
     return Status();
   }
 
+  // DeleteBucket (docs/scale-out.md, "Bucket deletion"): mark the record deleting (token t),
+  // fence every shard ("fenced:t": commits assert "live"), check emptiness once nothing can be
+  // added, then abort the uploads and remove the record if it is still ours; a non-empty bucket
+  // rolls back (the shards still fenced by t, then the record). A DeleteBucket finding a record
+  // already deleting takes it over (the first one may have died half-way).
   Status delete_bucket(std::string_view bucket) override {
-    auto b = c_->bucket(bucket);
-    if (!b.ok()) return b.status();
-    for (std::uint32_t s = 0; s < b->shards; ++s) {
+    const std::string name(bucket);
+    const std::string token = BlobId::random().hex();
+    BucketRec b;
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == commit_attempts_max) {
+        return Status(Errc::slow_down, "Too many concurrent changes of this bucket; retry");
+      }
+      auto raw = c_->omap_get1(buckets_oid, name);
+      if (!raw.ok()) return raw.status();
+      if (!raw->has_value()) return no_such_bucket();
+      auto rec = decode_bucket_rec(**raw);
+      if (!rec.ok()) return rec.status();
+      b = std::move(*rec);
+      b.deleting = token;
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      op.omap_cmp(cmp_eq(name, **raw), &rv);
+      op.omap_set({{name, to_bl(encode_bucket_rec(b))}});
+      const int r = c_->meta.operate(buckets_oid, &op);
+      if (r == 0) break;
+      if (r != -ECANCELED) return rados_error(r, "bucket deletion mark");
+    }
+    const std::string marked = encode_bucket_rec(b);
+    const std::string fenced = "fenced:" + token;
+    for (std::uint32_t s = 0; s < b.shards; ++s) {
+      librados::ObjectWriteOperation op;
+      op.omap_set({{state_key, to_bl(fenced)}});
+      const int r = c_->meta.operate(c_->shard_oid(b, s), &op);
+      // On failure the record stays "deleting": commits wait, then fail; a retried
+      // DeleteBucket takes over.
+      if (r < 0) return rados_error(r, "index shard fence");
+    }
+    bool empty = true;
+    for (std::uint32_t s = 0; s < b.shards && empty; ++s) {
       std::map<std::string, bufferlist> page;
       bool more = false;
-      OBJDIRECT_RETURN_IF_ERROR(c_->omap_page(c_->shard_oid(*b, s), "", "o", 1, page, more));
-      if (!page.empty()) {
-        return Status(Errc::bucket_not_empty, "The bucket you tried to delete is not empty");
-      }
+      OBJDIRECT_RETURN_IF_ERROR(c_->omap_page(c_->shard_oid(b, s), "", "o", 1, page, more));
+      empty = page.empty();
     }
-    for (std::uint32_t s = 0; s < b->shards; ++s) {
-      auto ups = c_->omap_all(c_->shard_oid(*b, s), "u");
+    if (!empty) {
+      // Roll back: the shards this deletion fenced (not those a later one re-fenced), then the
+      // record if it is still ours.
+      for (std::uint32_t s = 0; s < b.shards; ++s) {
+        librados::ObjectWriteOperation op;
+        int rv = 0;
+        op.omap_cmp(cmp_eq(state_key, fenced), &rv);
+        op.omap_set({{state_key, to_bl(state_live)}});
+        c_->meta.operate(c_->shard_oid(b, s), &op);
+      }
+      BucketRec live = b;
+      live.deleting.clear();
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      op.omap_cmp(cmp_eq(name, marked), &rv);
+      op.omap_set({{name, to_bl(encode_bucket_rec(live))}});
+      c_->meta.operate(buckets_oid, &op);
+      return Status(Errc::bucket_not_empty, "The bucket you tried to delete is not empty");
+    }
+    // No upload can be created or grow any more: abort them (their parts go to GC).
+    for (std::uint32_t s = 0; s < b.shards; ++s) {
+      auto ups = c_->omap_all(c_->shard_oid(b, s), "u");
       if (!ups.ok()) return ups.status();
       for (const auto& [k, v] : *ups) {
         auto u = local::decode_upload(v);
         if (!u.ok()) return u.status();
-        Status st = abort_upload(bucket, u->key, u->upload_id);
+        Status st = abort_upload(b, u->key, u->upload_id);
         if (!st.ok() && st.code() != Errc::no_such_upload) return st;
       }
     }
     librados::ObjectWriteOperation op;
     int rv = 0;
-    op.omap_cmp(cmp_eq(std::string(bucket), encode_bucket_rec(*b)), &rv);
-    op.omap_rm_keys({std::string(bucket)});
+    op.omap_cmp(cmp_eq(name, marked), &rv);
+    op.omap_rm_keys({name});
     const int r = c_->meta.operate(buckets_oid, &op);
-    if (r == -ECANCELED) return no_such_bucket();
+    if (r == -ECANCELED) {
+      return Status(Errc::operation_aborted,
+                    "A conflicting DeleteBucket took over this one; try again.");
+    }
     if (r < 0) return rados_error(r, "bucket deletion");
-    // The index shards stay: they may hold GC records and intents, which the GC processes.
+    // The index shards stay, fenced: they may hold GC records and intents, which the GC
+    // processes, and a late commit into them fails on the fence.
     return Status();
   }
 
@@ -773,6 +852,7 @@ class RadosStore : public ObjectStore {
       librados::ObjectWriteOperation op;
       int rv = 0;
       auto asserts = cmp_eq(okey, current->raw);
+      assert_live(asserts);
       if (!inline_data) asserts[ikey] = {bufferlist(), LIBRADOS_CMPXATTR_OP_GT};
       op.omap_cmp(asserts, &rv);
       std::map<std::string, bufferlist> set{{okey, to_bl(value)}};
@@ -786,7 +866,9 @@ class RadosStore : public ObjectStore {
       }
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "object commit");
-      OBJDIRECT_RETURN_IF_ERROR(check_intent(oid, ikey, inline_data));
+      auto next = after_conflict(*b, oid, inline_data ? std::string() : ikey, attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_bucket();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
@@ -813,12 +895,17 @@ class RadosStore : public ObjectStore {
       o->rec.meta = m;
       librados::ObjectWriteOperation op;
       int rv = 0;
-      op.omap_cmp(cmp_eq(okey, *cur), &rv);
+      auto asserts = cmp_eq(okey, *cur);
+      assert_live(asserts);
+      op.omap_cmp(asserts, &rv);
       op.omap_set({{okey, to_bl(encode_object_val(*o))}});
       const int r = c_->meta.operate(oid, &op);
       if (r == 0) return m;
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "metadata replace");
+      auto next = after_conflict(*b, oid, "", attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_key();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
@@ -952,14 +1039,23 @@ class RadosStore : public ObjectStore {
     UploadInfo u = info;
     u.upload_id = BlobId::random().hex();
     if (u.initiated_ns == 0) u.initiated_ns = now_ns();
-    librados::ObjectWriteOperation op;
-    int rv = 0;
-    op.omap_cmp(cmp_eq("u" + u.upload_id, std::nullopt), &rv);  // fails on ENOENT: no bucket
-    op.omap_set({{"u" + u.upload_id, to_bl(local::encode_upload(u))}});
-    const int r = c_->meta.operate(c_->key_shard(*b, u.key), &op);
-    if (r == -ENOENT) return no_such_bucket();
-    if (r < 0) return rados_error(r, "upload creation");
-    return u.upload_id;
+    const std::string oid = c_->key_shard(*b, u.key);
+    for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      auto asserts = cmp_eq("u" + u.upload_id, std::nullopt);  // fails on ENOENT: no bucket
+      assert_live(asserts);
+      op.omap_cmp(asserts, &rv);
+      op.omap_set({{"u" + u.upload_id, to_bl(local::encode_upload(u))}});
+      const int r = c_->meta.operate(oid, &op);
+      if (r == 0) return u.upload_id;
+      if (r == -ENOENT) return no_such_bucket();
+      if (r != -ECANCELED) return rados_error(r, "upload creation");
+      auto next = after_conflict(*b, oid, "", attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_bucket();
+    }
+    return Status(Errc::slow_down, "Too many concurrent changes of this bucket; retry");
   }
 
   Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
@@ -1003,6 +1099,7 @@ class RadosStore : public ObjectStore {
       int rv = 0;
       auto asserts = cmp_eq(pkey, *cur);
       asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
+      assert_live(asserts);
       if (!empty) asserts[ikey] = {bufferlist(), LIBRADOS_CMPXATTR_OP_GT};
       op.omap_cmp(asserts, &rv);
       std::map<std::string, bufferlist> set{{pkey, to_bl(local::encode_part(rec))}};
@@ -1020,7 +1117,9 @@ class RadosStore : public ObjectStore {
       }
       if (r == -ENOENT) return no_such_upload();
       if (r != -ECANCELED) return rados_error(r, "part commit");
-      OBJDIRECT_RETURN_IF_ERROR(check_intent(oid, ikey, empty));
+      auto next = after_conflict(*b, oid, empty ? std::string() : ikey, attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_upload();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this part; retry");
   }
@@ -1109,6 +1208,7 @@ class RadosStore : public ObjectStore {
       int rv = 0;
       auto asserts = cmp_eq(okey, current->raw);
       asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
+      assert_live(asserts);
       std::set<std::string> rm{ukey};
       std::map<std::string, bufferlist> set{{okey, to_bl(encode_object_val(nv))}};
       for (auto& [n, kp] : by_number) {
@@ -1126,6 +1226,9 @@ class RadosStore : public ObjectStore {
       if (r == 0) return meta;
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "multipart completion");
+      auto next = after_conflict(*b, oid, "", attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_upload();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
@@ -1134,10 +1237,14 @@ class RadosStore : public ObjectStore {
                       std::string_view upload_id) override {
     auto b = c_->bucket(bucket);
     if (!b.ok()) return b.status();
-    const std::string oid = c_->key_shard(*b, key);
+    return abort_upload(*b, key, upload_id);
+  }
+  // Removals need no "live" assertion: DeleteBucket aborts uploads on fenced shards.
+  Status abort_upload(const BucketRec& b, std::string_view key, std::string_view upload_id) {
+    const std::string oid = c_->key_shard(b, key);
     const std::string ukey = "u" + std::string(upload_id);
     for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-      auto u = read_upload(*b, key, upload_id);
+      auto u = read_upload(b, key, upload_id);
       if (!u.ok()) return u.status();
       auto stored = c_->omap_all(oid, "p" + std::string(upload_id) + ".");
       if (!stored.ok()) return stored.status();
@@ -1297,17 +1404,42 @@ class RadosStore : public ObjectStore {
     return std::make_pair(std::move(*u), std::move(**v));
   }
 
-  // A commit's compare failed: either a concurrent change (retry) or the intent is gone (the
-  // GC expired it and may have deleted the data: fail).
-  Status check_intent(const std::string& oid, const std::string& ikey, bool no_intent) {
-    if (no_intent) return Status();
-    auto i = c_->omap_get1(oid, ikey);
-    if (!i.ok()) return i.status();
-    if (!i->has_value()) {
+  // An op on shard `oid` of bucket instance `b` failed a compare. Returns the bucket record to
+  // retry with: `b` after a concurrent change of the entries compared, or while a DeleteBucket
+  // of b's instance is in progress (after a short wait: it either completes or rolls back), or
+  // after repairing a stale fence (the record is live but a superseded DeleteBucket left its
+  // fence, or the shard predates fences); a record of another instance when the bucket was
+  // deleted and re-created (callers bound to b's instance fail). no_such_bucket when it is
+  // gone; io_error when the writer's intent `ikey` (when not empty) expired.
+  Result<BucketRec> after_conflict(const BucketRec& b, const std::string& oid,
+                                   const std::string& ikey, int attempt) {
+    std::set<std::string> keys{state_key};
+    if (!ikey.empty()) keys.insert(ikey);
+    auto m = c_->omap_get(oid, keys);
+    if (!m.ok()) return m.status();
+    if (!ikey.empty() && !m->count(ikey)) {
       return Status(Errc::io_error,
                     "the write took longer than intent_expire_s and its data was collected");
     }
-    return Status();
+    auto st = m->find(state_key);
+    const std::optional<std::string> state =
+        st == m->end() ? std::nullopt : std::optional<std::string>(to_str(st->second));
+    if (state == state_live) return b;
+    auto fresh = c_->bucket(b.info.name);
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->instance != b.instance) return fresh;
+    if (!fresh->deleting.empty()) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::min(2 << std::min(attempt, 6), 100)));
+      return fresh;
+    }
+    librados::ObjectWriteOperation op;
+    int rv = 0;
+    op.omap_cmp(cmp_eq(state_key, state), &rv);
+    op.omap_set({{state_key, to_bl(state_live)}});
+    const int r = c_->meta.operate(oid, &op);
+    if (r < 0 && r != -ECANCELED) return rados_error(r, "index shard repair");
+    return fresh;
   }
 
   static ListUploadsResult page_uploads(std::vector<UploadInfo> all, const ListUploadsQuery& q) {

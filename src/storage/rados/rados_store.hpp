@@ -2,9 +2,11 @@
 // See docs/scale-out.md for the layout, the commit protocol, why it is atomic, and the GC rules.
 //
 // Layout (pools "<prefix>.meta" and "<prefix>.data", created when missing):
-//  - meta "buckets": omap name -> bucket record (instance id, shard count, BucketInfo).
+//  - meta "buckets": omap name -> bucket record (instance id, shard count, deleting token,
+//    BucketInfo).
 //  - meta "idx.<bucket>.<instance>.<shard>": a power-of-two number of index shards per bucket;
 //    a key lives on shard fnv1a(key) & (shards - 1). Omap namespaces on a shard:
+//      "!state"                    -> "live", or "fenced:<token>" by a DeleteBucket
 //      "o" key                     -> object record (metadata + segments, or inline bytes)
 //      "u" upload id               -> upload record (uploads live on their key's shard)
 //      "p" upload id "." part(BE)  -> part record
@@ -22,8 +24,10 @@
 //  - One GC worker per cluster at a time (rados lock "gc" on the meta object "gc.lock"); it
 //    deletes blobs gc_grace_s after they were replaced, and blobs of intents older than
 //    intent_expire_s (a writer that never committed). A commit whose intent expired fails.
-//  - Bucket deletion does not fence a concurrent commit into the deleted bucket: such an entry
-//    lands in the dead bucket instance's index, invisible, and its blobs leak.
+//  - DeleteBucket fences every index shard before it checks emptiness; every op that adds an
+//    entry asserts the shard is live, so a commit racing a deletion either makes it fail with
+//    bucket_not_empty or fails with no_such_bucket (its blob is deleted). A commit waits while a
+//    deletion of its bucket is in progress (it may roll back). See docs/scale-out.md.
 //  - Errors: no_space (ENOSPC/EDQUOT), timeout (ETIMEDOUT: rados_osd_op_timeout expired, e.g.
 //    a full cluster), io_error (other librados failures), corrupt (undecodable records).
 //
