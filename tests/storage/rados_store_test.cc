@@ -42,6 +42,10 @@ TEST(RadosOptions, LimitsAreEnforced) {
   EXPECT_EQ(bad([](auto& o) { o.inflight_writes = rl::inflight_writes_max + 1; }),
             Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.inflight_writes = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.bucket_cache_entries = rl::bucket_cache_entries_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.bucket_cache_ttl_ms = rl::bucket_cache_ttl_ms_max + 1; }),
+            Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.conf_file.clear(); }), Errc::invalid_argument);
   // Within limits, the failure is the missing configuration file, not the options.
   EXPECT_EQ(bad([](auto& o) { o.stripe_bytes = rl::stripe_bytes_max; }), Errc::io_error);
@@ -75,8 +79,10 @@ class RadosStoreTest : public ::testing::Test {
     data_.close();
     rados_.shutdown();
   }
-  std::unique_ptr<ObjectStore> open(std::uint32_t grace_s, std::uint32_t intent_expire_s) {
+  std::unique_ptr<ObjectStore> open(std::uint32_t grace_s, std::uint32_t intent_expire_s,
+                                    std::uint32_t bucket_cache_entries = 4096) {
     RadosStoreOptions o;
+    o.bucket_cache_entries = bucket_cache_entries;
     o.conf_file = conf_;
     o.pool_prefix = prefix_;
     o.stripe_bytes = 1 << 20;
@@ -92,8 +98,9 @@ class RadosStoreTest : public ::testing::Test {
     for (auto it = data_.nobjects_begin(); it != data_.nobjects_end(); ++it) ++n;
     return n;
   }
-  Status put(ObjectStore& s, const std::string& key, std::size_t size) {
-    auto w = s.begin_write("gcb");
+  Status put(ObjectStore& s, const std::string& key, std::size_t size,
+             const std::string& bucket = "gcb") {
+    auto w = s.begin_write(bucket);
     if (!w.ok()) return w.status();
     const std::string data(size, 'x');
     OBJDIRECT_RETURN_IF_ERROR((*w)->append(bytes_of(data)));
@@ -101,7 +108,7 @@ class RadosStoreTest : public ::testing::Test {
     m.key = key;
     m.size = size;
     m.etag = "e" + std::to_string(size);
-    return s.commit_object("gcb", m, std::move(*w), {}).status();
+    return s.commit_object(bucket, m, std::move(*w), {}).status();
   }
 
   std::string conf_, prefix_;
@@ -255,6 +262,101 @@ TEST_F(RadosStoreTest, DeleteBucketFencesRacingCommits) {
   auto n = rados_gc_pass(*gc);
   ASSERT_TRUE(n.ok()) << n.status().to_string();
   EXPECT_EQ(data_objects(), 0u);
+}
+
+// Two servers on one cluster, each with its bucket record cache: what one does to a bucket the
+// other sees at once, though its cache holds the old record.
+TEST_F(RadosStoreTest, BucketCacheFollowsAnotherServersDeleteAndRecreate) {
+  auto other = open(3600, 86400);
+  ASSERT_NE(other, nullptr);
+  BucketInfo info;
+  info.name = "gcb";
+  info.owner = "tester";
+  ASSERT_TRUE(put(*store_, "a", 10).ok());  // store_ caches gcb's record
+  ASSERT_TRUE(store_->head_object("gcb", "a").ok());
+  ASSERT_TRUE(other->delete_object("gcb", "a").ok());
+  EXPECT_EQ(store_->head_object("gcb", "a").code(), Errc::no_such_key);
+  // A PUT whose data was written before the other server deleted and re-created the bucket is
+  // refused; one begun after it goes to the new bucket.
+  auto early = store_->begin_write_for("gcb", "early");
+  ASSERT_TRUE(early.ok());
+  ASSERT_TRUE((*early)->append(bytes_of(std::string(200 << 10, 'e'))).ok());
+  ASSERT_TRUE(other->delete_bucket("gcb").ok());
+  // HeadBucket may answer from the cache for bucket_cache_ttl_ms (1 s), not longer; requests
+  // that touch the index know at once.
+  EXPECT_EQ(store_->head_object("gcb", "a").code(), Errc::no_such_bucket);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(store_->head_bucket("gcb").code(), Errc::no_such_bucket);
+  EXPECT_EQ(put(*store_, "x", 10).code(), Errc::no_such_bucket);
+  ASSERT_TRUE(other->create_bucket(info).ok());
+  ASSERT_TRUE(put(*store_, "warm", 10).ok());  // store_ has the new record again
+  ASSERT_TRUE(other->delete_object("gcb", "warm").ok());
+  ASSERT_TRUE(other->delete_bucket("gcb").ok());
+  ASSERT_TRUE(other->create_bucket(info).ok());
+  // store_'s cache now holds a dead instance: every kind of request still sees the new one.
+  ASSERT_TRUE(put(*other, "b", 100 << 10).ok());
+  auto got = store_->head_object("gcb", "b");
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->size, 100u << 10);
+  ObjectMeta m;
+  m.key = "early";
+  m.size = 200 << 10;
+  m.etag = "e";
+  EXPECT_EQ(store_->commit_object("gcb", m, std::move(*early), {}).code(), Errc::no_such_bucket);
+  ASSERT_TRUE(put(*store_, "c", 100 << 10).ok());
+  auto listed = other->list_objects("gcb", {});
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->objects.size(), 2u);
+  EXPECT_EQ(listed->objects[0].key, "b");
+  EXPECT_EQ(listed->objects[1].key, "c");
+  // Deletes and uploads through a stale cache act on the new bucket too.
+  for (const char* k : {"b", "c"}) ASSERT_TRUE(other->delete_object("gcb", k).ok());
+  ASSERT_TRUE(other->delete_bucket("gcb").ok());
+  ASSERT_TRUE(other->create_bucket(info).ok());
+  ASSERT_TRUE(put(*other, "d", 10).ok());
+  ASSERT_TRUE(store_->delete_object("gcb", "d").ok());
+  EXPECT_EQ(other->head_object("gcb", "d").code(), Errc::no_such_key) << "deleted on a dead index";
+  ASSERT_TRUE(other->delete_bucket("gcb").ok());
+  ASSERT_TRUE(other->create_bucket(info).ok());
+  UploadInfo u;
+  u.key = "mp";
+  auto id = store_->create_upload("gcb", u);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_TRUE(other->get_upload("gcb", "mp", *id).ok()) << "upload created on a dead index";
+  auto lb = store_->list_objects("gcb", {});
+  ASSERT_TRUE(lb.ok());
+  EXPECT_TRUE(lb->objects.empty());
+  // Re-created by another owner: a request checked against the cached owner fails with 503
+  // (the S3 layer's ownership check must be redone), and the next HeadBucket shows the owner.
+  ASSERT_TRUE(other->abort_upload("gcb", "mp", *id).ok());
+  ASSERT_TRUE(other->delete_bucket("gcb").ok());
+  info.owner = "intruder";
+  ASSERT_TRUE(other->create_bucket(info).ok());
+  ASSERT_TRUE(put(*other, "theirs", 10).ok());
+  EXPECT_EQ(store_->head_object("gcb", "theirs").code(), Errc::unavailable);
+  // That refreshed the cache: the (re-checked) next request goes through.
+  EXPECT_TRUE(store_->head_object("gcb", "theirs").ok());
+  auto hb = store_->head_bucket("gcb");
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->owner, "intruder");
+}
+
+// The cache is bounded (bucket_cache_entries): more buckets than entries still work.
+TEST_F(RadosStoreTest, BucketCacheIsBounded) {
+  auto small = open(3600, 86400, 1);
+  ASSERT_NE(small, nullptr);
+  BucketInfo info;
+  info.owner = "tester";
+  for (const char* name : {"c1", "c2", "c3"}) {
+    info.name = name;
+    ASSERT_TRUE(small->create_bucket(info).ok());
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (const char* name : {"c1", "c2", "c3", "gcb"}) {
+      ASSERT_TRUE(put(*small, "k" + std::to_string(round), 10, name).ok()) << name;
+      EXPECT_TRUE(small->head_object(name, "k0").ok()) << name;
+    }
+  }
 }
 
 }  // namespace
