@@ -359,5 +359,43 @@ TEST_F(RadosStoreTest, BucketCacheIsBounded) {
   }
 }
 
+// A shard whose "!state" is not "live" while the bucket record is live and not deleting: a fence
+// left by a superseded DeleteBucket, or a shard created before fences existed (no key). Writes
+// repair it (compare-and-set to "live") and succeed; a DeleteBucket still works afterwards.
+TEST_F(RadosStoreTest, StaleFencesAndShardsWithoutStateAreRepaired) {
+  librados::IoCtx meta;
+  ASSERT_EQ(rados_.ioctx_create((prefix_ + ".meta").c_str(), meta), 0);
+  std::vector<std::string> shards;
+  for (auto it = meta.nobjects_begin(); it != meta.nobjects_end(); ++it) {
+    if (it->get_oid().starts_with("idx.gcb.")) shards.push_back(it->get_oid());
+  }
+  ASSERT_EQ(shards.size(), 8u);
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    librados::ObjectWriteOperation op;
+    if (i % 2 == 0) {
+      librados::bufferlist bl;
+      bl.append("fenced:00000000000000000000000000000000");
+      op.omap_set({{"!state", bl}});
+    } else {
+      op.omap_rm_keys({"!state"});
+    }
+    ASSERT_EQ(meta.operate(shards[i], &op), 0);
+  }
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(put(*store_, "k" + std::to_string(i), 10).ok()) << i;
+  }
+  for (const std::string& oid : shards) {
+    std::map<std::string, librados::bufferlist> vals;
+    ASSERT_EQ(meta.omap_get_vals_by_keys(oid, {"!state"}, &vals), 0);
+    ASSERT_EQ(vals.count("!state"), 1u) << oid;
+    EXPECT_EQ(vals["!state"].to_str(), "live") << oid;
+  }
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(store_->delete_object("gcb", "k" + std::to_string(i)).ok());
+  }
+  EXPECT_TRUE(store_->delete_bucket("gcb").ok());
+  meta.close();
+}
+
 }  // namespace
 }  // namespace objdirect::storage
