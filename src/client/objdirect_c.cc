@@ -49,6 +49,7 @@ int code_of(objdirect::Errc e) {
     case Errc::bucket_already_exists:
     case Errc::bucket_already_owned_by_you:
     case Errc::bucket_not_empty:
+    case Errc::operation_aborted:
     case Errc::precondition_failed:
     case Errc::conditional_conflict:
       return OD_ECONFLICT;

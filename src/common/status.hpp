@@ -35,6 +35,7 @@ namespace objdirect {
   X(bucket_already_owned_by_you, "BucketAlreadyOwnedByYou", 409)      \
   X(bucket_already_exists, "BucketAlreadyExists", 409)                \
   X(bucket_not_empty, "BucketNotEmpty", 409)                          \
+  X(operation_aborted, "OperationAborted", 409)                       \
   X(invalid_bucket_name, "InvalidBucketName", 400)                    \
   X(key_too_long, "KeyTooLongError", 400)                               \
   X(precondition_failed, "PreconditionFailed", 412)                   \

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   std::string backend = "local";
   std::string rados_conf, rados_pool_prefix = "objdirect";
   std::uint64_t rados_stripe_bytes = 16ull << 20;
-  std::uint32_t rados_index_shards = 8, rados_gc_grace_s = 900;
+  std::uint32_t rados_index_shards = 8, rados_gc_grace_s = 900, rados_bucket_cache = 4096;
   storage::cache::CacheOptions cache_opts;
   storage::S3StoreOptions gw;
   std::string upstream_profile;
@@ -140,6 +140,10 @@ int main(int argc, char** argv) {
   app.add_option("--rados-gc-grace-s", rados_gc_grace_s,
                  "Seconds a replaced object's data stays readable (open readers)")
       ->envname("OBJDIRECT_RADOS_GC_GRACE_S")
+      ->capture_default_str();
+  app.add_option("--rados-bucket-cache", rados_bucket_cache,
+                 "Bucket records cached per server (0: read the record on every request)")
+      ->envname("OBJDIRECT_RADOS_BUCKET_CACHE")
       ->capture_default_str();
   // The read-through cache (storage/cache): meant for the gateway backend, where every backend
   // call is a request to a remote S3; harmless (but of little use) in front of the others.
@@ -298,6 +302,7 @@ int main(int argc, char** argv) {
     ro.stripe_bytes = rados_stripe_bytes;
     ro.index_shards = rados_index_shards;
     ro.gc_grace_s = rados_gc_grace_s;
+    ro.bucket_cache_entries = rados_bucket_cache;
     store = storage::open_rados_store(ro);
     if (!store.ok()) {
       std::cerr << "objdirect-server: cannot open the RADOS backend (" << rados_conf

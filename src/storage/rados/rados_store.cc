@@ -34,6 +34,11 @@ constexpr int commit_attempts_max = 64;             // compare-and-swap retries 
 constexpr const char* buckets_oid = "buckets";
 constexpr const char* config_oid = "config";
 constexpr const char* gc_lock_oid = "gc.lock";
+// Every index shard holds state_key: "live", or "fenced:<token>" once a DeleteBucket with that
+// token fenced it. Every op that adds an entry asserts "live" in its own compound op.
+constexpr const char* state_key = "!state";
+constexpr const char* state_live = "live";
+constexpr std::uint32_t deleting_flag = 0x80000000u;  // in the bucket record's shard count
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -56,6 +61,11 @@ Status no_such_key() {
 }
 Status no_such_upload() {
   return Status(Errc::no_such_upload, "The specified multipart upload does not exist.");
+}
+Status recreated_by_another_owner() {
+  return Status(Errc::unavailable,
+                "The bucket was deleted and re-created by another owner during the request; "
+                "retry.");
 }
 Status precondition_failed() {
   return Status(Errc::precondition_failed,
@@ -117,15 +127,18 @@ std::string part_key(std::string_view upload_id, std::uint32_t n) {
 
 // --- records ---
 
+// u32 shards (| deleting_flag) | instance (32 hex) | [deleting token (32 hex)] | BucketInfo.
 struct BucketRec {
   std::uint32_t shards = 0;
   std::string instance;  // 32 hex
+  std::string deleting;  // token of the DeleteBucket in progress; empty: live
   BucketInfo info;
 };
 std::string encode_bucket_rec(const BucketRec& b) {
   std::string out;
-  put_u32(out, b.shards);
+  put_u32(out, b.shards | (b.deleting.empty() ? 0 : deleting_flag));
   out += b.instance;
+  out += b.deleting;
   out += local::encode_bucket(b.info);
   return out;
 }
@@ -133,7 +146,14 @@ Result<BucketRec> decode_bucket_rec(std::string_view v) {
   BucketRec b;
   if (!get_u32(v, b.shards) || v.size() < 32) return Status(Errc::corrupt, "bad bucket record");
   b.instance = std::string(v.substr(0, 32));
-  auto info = local::decode_bucket(v.substr(32));
+  v.remove_prefix(32);
+  if ((b.shards & deleting_flag) != 0) {
+    b.shards &= ~deleting_flag;
+    if (v.size() < 32) return Status(Errc::corrupt, "bad bucket record");
+    b.deleting = std::string(v.substr(0, 32));
+    v.remove_prefix(32);
+  }
+  auto info = local::decode_bucket(v);
   if (!info.ok()) return info.status();
   b.info = std::move(*info);
   return b;
@@ -315,6 +335,11 @@ void add_gc(const ObjectVal& old, std::map<std::string, bufferlist>& set) {
 std::map<std::string, std::pair<bufferlist, int>> cmp_eq(const std::string& key,
                                                          const std::optional<std::string>& v) {
   return {{key, {to_bl(v ? *v : std::string()), LIBRADOS_CMPXATTR_OP_EQ}}};
+}
+
+// Adds the assertion that the shard's bucket instance is live (not fenced by a DeleteBucket).
+void assert_live(std::map<std::string, std::pair<bufferlist, int>>& asserts) {
+  asserts[state_key] = {to_bl(state_live), LIBRADOS_CMPXATTR_OP_EQ};
 }
 
 // --- writer ---
@@ -646,11 +671,12 @@ class RadosStore : public ObjectStore {
     if (b.info.ctime_ns == 0) b.info.ctime_ns = now_ns();
     b.shards = c_->opts.index_shards;
     b.instance = BlobId::random().hex();
-    // The index shards exist before the bucket does: omap_cmp fails with ENOENT on a missing
-    // object, which commits read as "no such bucket".
+    // The index shards exist, live, before the bucket does: omap_cmp fails with ENOENT on a
+    // missing object, which commits read as "no such bucket".
     for (std::uint32_t s = 0; s < b.shards; ++s) {
       librados::ObjectWriteOperation op;
       op.create(false);
+      op.omap_set({{state_key, to_bl(state_live)}});
       const int r = c_->meta.operate(c_->shard_oid(b, s), &op);
       if (r < 0) return rados_error(r, "index shard creation");
     }
@@ -671,43 +697,116 @@ class RadosStore : public ObjectStore {
       return Status(Errc::bucket_already_exists, "The requested bucket name is not available.");
     }
     if (r < 0) return rados_error(r, "bucket creation");
+    remember_bucket(b);
     return Status();
   }
 
+  // DeleteBucket (docs/scale-out.md, "Bucket deletion"): mark the record deleting (token t),
+  // fence every shard ("fenced:t": commits assert "live"), check emptiness once nothing can be
+  // added, then abort the uploads and remove the record if it is still ours; a non-empty bucket
+  // rolls back (the shards still fenced by t, then the record). A DeleteBucket finding a record
+  // already deleting takes it over (the first one may have died half-way).
   Status delete_bucket(std::string_view bucket) override {
-    auto b = c_->bucket(bucket);
-    if (!b.ok()) return b.status();
-    for (std::uint32_t s = 0; s < b->shards; ++s) {
+    const std::string name(bucket);
+    const std::string token = BlobId::random().hex();
+    BucketRec b;
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == commit_attempts_max) {
+        return Status(Errc::slow_down, "Too many concurrent changes of this bucket; retry");
+      }
+      auto raw = c_->omap_get1(buckets_oid, name);
+      if (!raw.ok()) return raw.status();
+      if (!raw->has_value()) return no_such_bucket();
+      auto rec = decode_bucket_rec(**raw);
+      if (!rec.ok()) return rec.status();
+      b = std::move(*rec);
+      b.deleting = token;
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      op.omap_cmp(cmp_eq(name, **raw), &rv);
+      op.omap_set({{name, to_bl(encode_bucket_rec(b))}});
+      const int r = c_->meta.operate(buckets_oid, &op);
+      if (r == 0) break;
+      if (r != -ECANCELED) return rados_error(r, "bucket deletion mark");
+    }
+    const std::string marked = encode_bucket_rec(b);
+    const std::string fenced = "fenced:" + token;
+    for (std::uint32_t s = 0; s < b.shards; ++s) {
+      librados::ObjectWriteOperation op;
+      op.omap_set({{state_key, to_bl(fenced)}});
+      const int r = c_->meta.operate(c_->shard_oid(b, s), &op);
+      // On failure the record stays "deleting": commits wait, then fail; a retried
+      // DeleteBucket takes over.
+      if (r < 0) return rados_error(r, "index shard fence");
+    }
+    bool empty = true;
+    for (std::uint32_t s = 0; s < b.shards && empty; ++s) {
       std::map<std::string, bufferlist> page;
       bool more = false;
-      OBJDIRECT_RETURN_IF_ERROR(c_->omap_page(c_->shard_oid(*b, s), "", "o", 1, page, more));
-      if (!page.empty()) {
-        return Status(Errc::bucket_not_empty, "The bucket you tried to delete is not empty");
-      }
+      OBJDIRECT_RETURN_IF_ERROR(c_->omap_page(c_->shard_oid(b, s), "", "o", 1, page, more));
+      empty = page.empty();
     }
-    for (std::uint32_t s = 0; s < b->shards; ++s) {
-      auto ups = c_->omap_all(c_->shard_oid(*b, s), "u");
+    if (!empty) {
+      // Roll back: the shards this deletion fenced (not those a later one re-fenced), then the
+      // record if it is still ours.
+      for (std::uint32_t s = 0; s < b.shards; ++s) {
+        librados::ObjectWriteOperation op;
+        int rv = 0;
+        op.omap_cmp(cmp_eq(state_key, fenced), &rv);
+        op.omap_set({{state_key, to_bl(state_live)}});
+        c_->meta.operate(c_->shard_oid(b, s), &op);
+      }
+      BucketRec live = b;
+      live.deleting.clear();
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      op.omap_cmp(cmp_eq(name, marked), &rv);
+      op.omap_set({{name, to_bl(encode_bucket_rec(live))}});
+      c_->meta.operate(buckets_oid, &op);
+      forget_bucket(name);
+      return Status(Errc::bucket_not_empty, "The bucket you tried to delete is not empty");
+    }
+    // No upload can be created or grow any more: abort them (their parts go to GC).
+    for (std::uint32_t s = 0; s < b.shards; ++s) {
+      auto ups = c_->omap_all(c_->shard_oid(b, s), "u");
       if (!ups.ok()) return ups.status();
       for (const auto& [k, v] : *ups) {
         auto u = local::decode_upload(v);
         if (!u.ok()) return u.status();
-        Status st = abort_upload(bucket, u->key, u->upload_id);
+        Status st = abort_upload(b, u->key, u->upload_id);
         if (!st.ok() && st.code() != Errc::no_such_upload) return st;
       }
     }
     librados::ObjectWriteOperation op;
     int rv = 0;
-    op.omap_cmp(cmp_eq(std::string(bucket), encode_bucket_rec(*b)), &rv);
-    op.omap_rm_keys({std::string(bucket)});
+    op.omap_cmp(cmp_eq(name, marked), &rv);
+    op.omap_rm_keys({name});
     const int r = c_->meta.operate(buckets_oid, &op);
-    if (r == -ECANCELED) return no_such_bucket();
+    forget_bucket(name);
+    if (r == -ECANCELED) {
+      return Status(Errc::operation_aborted,
+                    "A conflicting DeleteBucket took over this one; try again.");
+    }
     if (r < 0) return rados_error(r, "bucket deletion");
-    // The index shards stay: they may hold GC records and intents, which the GC processes.
+    // The index shards stay, fenced: they may hold GC records and intents, which the GC
+    // processes, and a late commit into them fails on the fence.
     return Status();
   }
 
+  // From the cache while the entry is younger than bucket_cache_ttl_ms: the one answer that is
+  // not validated by an index access, so HeadBucket may say 200 for that long after another
+  // server deleted the bucket. The S3 layer's ownership check uses it too; an op that then finds
+  // the bucket re-created by another owner fails with 503 (see recheck).
   Result<BucketInfo> head_bucket(std::string_view bucket) override {
-    auto b = c_->bucket(bucket);
+    if (c_->opts.bucket_cache_entries > 0) {
+      std::lock_guard lk(cache_mu_);
+      auto it = cache_.find(bucket);
+      if (it != cache_.end() && std::chrono::steady_clock::now() - it->second.fetched <
+                                    std::chrono::milliseconds(c_->opts.bucket_cache_ttl_ms)) {
+        return it->second.rec.info;
+      }
+    }
+    auto b = fresh_bucket(bucket);
     if (!b.ok()) return b.status();
     return b->info;
   }
@@ -725,14 +824,14 @@ class RadosStore : public ObjectStore {
   }
 
   Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, std::nullopt);
     if (!b.ok()) return b.status();
     return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b), ""));
   }
 
   Result<std::unique_ptr<BlobWriter>> begin_write_for(std::string_view bucket,
                                                       std::string_view key) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, key);
     if (!b.ok()) return b.status();
     std::string oid = c_->key_shard(*b, key);
     return std::unique_ptr<BlobWriter>(new RadosWriter(c_, std::move(*b), std::move(oid)));
@@ -747,9 +846,8 @@ class RadosStore : public ObjectStore {
       return Status(Errc::invalid_argument, "writer from another store or bucket");
     }
     if (meta.size != w->size()) return Status(Errc::invalid_argument, "size mismatch");
-    auto b = c_->bucket(bucket);
-    if (!b.ok()) return b.status();
-    if (b->instance != w->bucket().instance) return no_such_bucket();
+    // The writer's bucket instance: if it was deleted since, the "live" assertion fails.
+    const BucketRec* b = &w->bucket();
     const std::string oid = c_->key_shard(*b, meta.key);
     ObjectVal nv;
     const bool inline_data = w->can_inline(c_->opts.inline_bytes);
@@ -773,6 +871,7 @@ class RadosStore : public ObjectStore {
       librados::ObjectWriteOperation op;
       int rv = 0;
       auto asserts = cmp_eq(okey, current->raw);
+      assert_live(asserts);
       if (!inline_data) asserts[ikey] = {bufferlist(), LIBRADOS_CMPXATTR_OP_GT};
       op.omap_cmp(asserts, &rv);
       std::map<std::string, bufferlist> set{{okey, to_bl(value)}};
@@ -786,7 +885,9 @@ class RadosStore : public ObjectStore {
       }
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "object commit");
-      OBJDIRECT_RETURN_IF_ERROR(check_intent(oid, ikey, inline_data));
+      auto next = after_conflict(*b, oid, inline_data ? std::string() : ikey, attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_bucket();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
@@ -794,13 +895,13 @@ class RadosStore : public ObjectStore {
   Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
                                   std::string_view expected_etag) override {
     OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
-    auto b = c_->bucket(bucket);
-    if (!b.ok()) return b.status();
-    const std::string oid = c_->key_shard(*b, meta.key);
     const std::string okey = "o" + meta.key;
     for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-      auto cur = c_->omap_get1(oid, okey);
-      if (!cur.ok()) return cur.status();
+      auto e = read_entry(bucket, meta.key, okey);
+      if (!e.ok()) return e.status();
+      const BucketRec* b = &e->b;
+      const std::string& oid = e->oid;
+      const std::optional<std::string>* cur = &e->raw;
       if (!cur->has_value()) return no_such_key();
       auto o = decode_object_val(**cur);
       if (!o.ok()) return o.status();
@@ -813,12 +914,16 @@ class RadosStore : public ObjectStore {
       o->rec.meta = m;
       librados::ObjectWriteOperation op;
       int rv = 0;
-      op.omap_cmp(cmp_eq(okey, *cur), &rv);
+      auto asserts = cmp_eq(okey, *cur);
+      assert_live(asserts);
+      op.omap_cmp(asserts, &rv);
       op.omap_set({{okey, to_bl(encode_object_val(*o))}});
       const int r = c_->meta.operate(oid, &op);
       if (r == 0) return m;
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "metadata replace");
+      // Retried on the fresh record (after_conflict refreshed the cache).
+      OBJDIRECT_RETURN_IF_ERROR(after_conflict(*b, oid, "", attempt).status());
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
@@ -836,20 +941,22 @@ class RadosStore : public ObjectStore {
     return std::unique_ptr<ObjectReader>(new RadosReader(c_, std::move(*v)));
   }
 
+  // Asserts "live" too: with a stale cached record, removing the key from a dead instance would
+  // leave the re-created bucket's key in place.
   Status delete_object(std::string_view bucket, std::string_view key) override {
-    auto b = c_->bucket(bucket);
-    if (!b.ok()) return b.status();
-    const std::string oid = c_->key_shard(*b, key);
     const std::string okey = "o" + std::string(key);
     for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-      auto cur = c_->omap_get1(oid, okey);
-      if (!cur.ok()) return cur.status();
-      if (!cur->has_value()) return Status();
-      auto o = decode_object_val(**cur);
+      auto e = read_entry(bucket, key, okey);
+      if (!e.ok()) return e.status();
+      const std::string& oid = e->oid;
+      if (!e->raw.has_value()) return Status();
+      auto o = decode_object_val(*e->raw);
       if (!o.ok()) return o.status();
       librados::ObjectWriteOperation op;
       int rv = 0;
-      op.omap_cmp(cmp_eq(okey, *cur), &rv);
+      auto asserts = cmp_eq(okey, e->raw);
+      assert_live(asserts);
+      op.omap_cmp(asserts, &rv);
       std::map<std::string, bufferlist> set;
       add_gc(*o, set);
       if (!set.empty()) op.omap_set(set);
@@ -858,12 +965,13 @@ class RadosStore : public ObjectStore {
       if (r == 0) return Status();
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "object delete");
+      OBJDIRECT_RETURN_IF_ERROR(after_conflict(e->b, oid, "", attempt).status());
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
 
   Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, std::nullopt);
     if (!b.ok()) return b.status();
     // A k-way merge over the shards, each read a page (<= 1024 entries) at a time.
     struct Shard {
@@ -947,24 +1055,33 @@ class RadosStore : public ObjectStore {
 
   Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) override {
     OBJDIRECT_RETURN_IF_ERROR(validate_key(info.key));
-    auto b = c_->bucket(bucket);
+    auto b = bucket_rec(bucket);  // validated by the "live" assertion
     if (!b.ok()) return b.status();
     UploadInfo u = info;
     u.upload_id = BlobId::random().hex();
     if (u.initiated_ns == 0) u.initiated_ns = now_ns();
-    librados::ObjectWriteOperation op;
-    int rv = 0;
-    op.omap_cmp(cmp_eq("u" + u.upload_id, std::nullopt), &rv);  // fails on ENOENT: no bucket
-    op.omap_set({{"u" + u.upload_id, to_bl(local::encode_upload(u))}});
-    const int r = c_->meta.operate(c_->key_shard(*b, u.key), &op);
-    if (r == -ENOENT) return no_such_bucket();
-    if (r < 0) return rados_error(r, "upload creation");
-    return u.upload_id;
+    for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
+      const std::string oid = c_->key_shard(*b, u.key);
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      auto asserts = cmp_eq("u" + u.upload_id, std::nullopt);  // fails on ENOENT: no bucket
+      assert_live(asserts);
+      op.omap_cmp(asserts, &rv);
+      op.omap_set({{"u" + u.upload_id, to_bl(local::encode_upload(u))}});
+      const int r = c_->meta.operate(oid, &op);
+      if (r == 0) return u.upload_id;
+      if (r == -ENOENT) return no_such_bucket();
+      if (r != -ECANCELED) return rados_error(r, "upload creation");
+      auto next = after_conflict(*b, oid, "", attempt);
+      if (!next.ok()) return next.status();
+      b = std::move(*next);  // maybe a re-created bucket: the upload goes there
+    }
+    return Status(Errc::slow_down, "Too many concurrent changes of this bucket; retry");
   }
 
   Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
                                 std::string_view upload_id) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, key);
     if (!b.ok()) return b.status();
     auto u = read_upload(*b, key, upload_id);
     if (!u.ok()) return u.status();
@@ -979,8 +1096,7 @@ class RadosStore : public ObjectStore {
       return Status(Errc::invalid_argument, "writer from another store or bucket");
     }
     if (info.size != w->size()) return Status(Errc::invalid_argument, "size mismatch");
-    auto b = c_->bucket(bucket);
-    if (!b.ok()) return b.status();
+    const BucketRec* b = &w->bucket();
     const std::string oid = c_->key_shard(*b, key);
     const bool empty = w->size() == 0;
     PartRecord rec;
@@ -1003,6 +1119,7 @@ class RadosStore : public ObjectStore {
       int rv = 0;
       auto asserts = cmp_eq(pkey, *cur);
       asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
+      assert_live(asserts);
       if (!empty) asserts[ikey] = {bufferlist(), LIBRADOS_CMPXATTR_OP_GT};
       op.omap_cmp(asserts, &rv);
       std::map<std::string, bufferlist> set{{pkey, to_bl(local::encode_part(rec))}};
@@ -1020,7 +1137,9 @@ class RadosStore : public ObjectStore {
       }
       if (r == -ENOENT) return no_such_upload();
       if (r != -ECANCELED) return rados_error(r, "part commit");
-      OBJDIRECT_RETURN_IF_ERROR(check_intent(oid, ikey, empty));
+      auto next = after_conflict(*b, oid, empty ? std::string() : ikey, attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_upload();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this part; retry");
   }
@@ -1029,7 +1148,7 @@ class RadosStore : public ObjectStore {
                                            std::string_view upload_id,
                                            std::uint32_t part_number_marker,
                                            std::uint32_t max_parts) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, key);
     if (!b.ok()) return b.status();
     auto u = read_upload(*b, key, upload_id);
     if (!u.ok()) return u.status();
@@ -1056,7 +1175,7 @@ class RadosStore : public ObjectStore {
                                      ObjectMeta meta, const std::vector<CompletePartRef>& parts,
                                      const WriteCondition& cond) override {
     OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, meta.key);
     if (!b.ok()) return b.status();
     const std::string oid = c_->key_shard(*b, meta.key);
     const std::string okey = "o" + meta.key;
@@ -1109,6 +1228,7 @@ class RadosStore : public ObjectStore {
       int rv = 0;
       auto asserts = cmp_eq(okey, current->raw);
       asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
+      assert_live(asserts);
       std::set<std::string> rm{ukey};
       std::map<std::string, bufferlist> set{{okey, to_bl(encode_object_val(nv))}};
       for (auto& [n, kp] : by_number) {
@@ -1126,18 +1246,25 @@ class RadosStore : public ObjectStore {
       if (r == 0) return meta;
       if (r == -ENOENT) return no_such_bucket();
       if (r != -ECANCELED) return rados_error(r, "multipart completion");
+      auto next = after_conflict(*b, oid, "", attempt);
+      if (!next.ok()) return next.status();
+      if (next->instance != b->instance) return no_such_upload();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
   }
 
   Status abort_upload(std::string_view bucket, std::string_view key,
                       std::string_view upload_id) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, key);
     if (!b.ok()) return b.status();
-    const std::string oid = c_->key_shard(*b, key);
+    return abort_upload(*b, key, upload_id);
+  }
+  // Removals need no "live" assertion: DeleteBucket aborts uploads on fenced shards.
+  Status abort_upload(const BucketRec& b, std::string_view key, std::string_view upload_id) {
+    const std::string oid = c_->key_shard(b, key);
     const std::string ukey = "u" + std::string(upload_id);
     for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-      auto u = read_upload(*b, key, upload_id);
+      auto u = read_upload(b, key, upload_id);
       if (!u.ok()) return u.status();
       auto stored = c_->omap_all(oid, "p" + std::string(upload_id) + ".");
       if (!stored.ok()) return stored.status();
@@ -1167,7 +1294,7 @@ class RadosStore : public ObjectStore {
 
   Result<ListUploadsResult> list_uploads(std::string_view bucket,
                                          const ListUploadsQuery& q) override {
-    auto b = c_->bucket(bucket);
+    auto b = valid_bucket(bucket, std::nullopt);
     if (!b.ok()) return b.status();
     std::vector<UploadInfo> all;
     for (std::uint32_t s = 0; s < b->shards; ++s) {
@@ -1277,12 +1404,111 @@ class RadosStore : public ObjectStore {
   }
 
   Result<ObjectVal> get_object(std::string_view bucket, std::string_view key, bool parts) {
-    auto b = c_->bucket(bucket);
+    auto e = read_entry(bucket, key, "o" + std::string(key));
+    if (!e.ok()) return e.status();
+    if (!e->raw.has_value()) return no_such_key();
+    return decode_object_val(*e->raw, parts);
+  }
+
+  // --- the bucket record cache ---
+  // Bucket name -> record, per server. A cached record may be stale: another server may have
+  // deleted the bucket, maybe re-created it under a new instance. Every use validates it no later
+  // than its first access to an index shard, in the same RADOS op: reads fetch the shard's
+  // "!state" with their keys (read_entry, valid_bucket), writes assert it is "live". Shards of a
+  // deleted instance are fenced forever, so a stale record is always detected; the fresh record
+  // then replaces it (fresh_bucket) and the op is redone on it, or fails with NoSuchBucket, or,
+  // for a PUT whose data went to the old instance, is refused. HeadBucket and ListBuckets read
+  // the record itself. Deleting and re-creating a bucket thus never serves stale answers; the
+  // cache only saves the record read of each request.
+
+  // The cached record, or a read one (then cached).
+  Result<BucketRec> bucket_rec(std::string_view name) {
+    if (c_->opts.bucket_cache_entries == 0) return c_->bucket(name);
+    {
+      std::lock_guard lk(cache_mu_);
+      auto it = cache_.find(name);
+      if (it != cache_.end()) return it->second.rec;
+    }
+    return fresh_bucket(name);
+  }
+  // The record as stored now; updates the cache.
+  Result<BucketRec> fresh_bucket(std::string_view name) {
+    auto b = c_->bucket(name);
+    if (b.ok()) {
+      remember_bucket(*b);
+    } else if (b.code() == Errc::no_such_bucket) {
+      forget_bucket(name);
+    }
+    return b;
+  }
+  void remember_bucket(const BucketRec& b) {
+    if (c_->opts.bucket_cache_entries == 0) return;
+    std::lock_guard lk(cache_mu_);
+    // Bounded: when full, start over (records are re-read on demand).
+    if (cache_.size() >= c_->opts.bucket_cache_entries && !cache_.count(b.info.name)) {
+      cache_.clear();
+    }
+    cache_.insert_or_assign(b.info.name, Cached{b, std::chrono::steady_clock::now()});
+  }
+  void forget_bucket(std::string_view name) {
+    std::lock_guard lk(cache_mu_);
+    auto it = cache_.find(name);
+    if (it != cache_.end()) cache_.erase(it);
+  }
+
+  // A shard's state is not "live" as read through a possibly stale record `b`: the fresh record
+  // decides. nullopt: b stands (same instance: being deleted, or a shard that predates fences);
+  // otherwise the fresh record of another instance, or no_such_bucket. A bucket re-created by
+  // another owner is `unavailable` (503, retried by clients): the caller's ownership check was
+  // made on the cached record and must be made again.
+  Result<std::optional<BucketRec>> recheck(const BucketRec& b) {
+    auto fresh = fresh_bucket(b.info.name);
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->instance == b.instance) return std::optional<BucketRec>();
+    if (fresh->info.owner != b.info.owner) return recreated_by_another_owner();
+    return std::optional<BucketRec>(std::move(*fresh));
+  }
+  static bool live(const std::map<std::string, bufferlist>& m) {
+    auto it = m.find(state_key);
+    return it != m.end() && to_str(it->second) == state_live;
+  }
+
+  // The bucket record, validated (one op on the key's shard, or shard 0, when cached).
+  Result<BucketRec> valid_bucket(std::string_view name, std::optional<std::string_view> key) {
+    if (c_->opts.bucket_cache_entries == 0) return c_->bucket(name);
+    auto b = bucket_rec(name);
     if (!b.ok()) return b.status();
-    auto v = c_->omap_get1(c_->key_shard(*b, key), "o" + std::string(key));
-    if (!v.ok()) return v.status();
-    if (!v->has_value()) return no_such_key();
-    return decode_object_val(**v, parts);
+    auto m = c_->omap_get(key ? c_->key_shard(*b, *key) : c_->shard_oid(*b, 0), {state_key});
+    if (!m.ok()) return m.status();
+    if (live(*m)) return b;
+    auto other = recheck(*b);
+    if (!other.ok()) return other.status();
+    if (*other) return std::move(**other);
+    return b;
+  }
+
+  // The index entry `okey` of `key` (nullopt when absent), read with the shard's state in one op,
+  // on the current instance of the bucket.
+  struct Entry {
+    BucketRec b;
+    std::string oid;
+    std::optional<std::string> raw;
+  };
+  Result<Entry> read_entry(std::string_view name, std::string_view key, const std::string& okey) {
+    auto b = bucket_rec(name);
+    if (!b.ok()) return b.status();
+    for (int round = 0;; ++round) {
+      Entry e{std::move(*b), "", std::nullopt};
+      e.oid = c_->key_shard(e.b, key);
+      auto m = c_->omap_get(e.oid, {okey, state_key});
+      if (!m.ok()) return m.status();
+      if (auto it = m->find(okey); it != m->end()) e.raw = to_str(it->second);
+      if (c_->opts.bucket_cache_entries == 0 || live(*m) || round == 2) return e;
+      auto other = recheck(e.b);
+      if (!other.ok()) return other.status();
+      if (!*other) return e;
+      b = std::move(**other);
+    }
   }
 
   // The upload and its raw value (for compare-and-swap).
@@ -1297,17 +1523,45 @@ class RadosStore : public ObjectStore {
     return std::make_pair(std::move(*u), std::move(**v));
   }
 
-  // A commit's compare failed: either a concurrent change (retry) or the intent is gone (the
-  // GC expired it and may have deleted the data: fail).
-  Status check_intent(const std::string& oid, const std::string& ikey, bool no_intent) {
-    if (no_intent) return Status();
-    auto i = c_->omap_get1(oid, ikey);
-    if (!i.ok()) return i.status();
-    if (!i->has_value()) {
+  // An op on shard `oid` of bucket instance `b` failed a compare. Returns the bucket record to
+  // retry with: `b` after a concurrent change of the entries compared, or while a DeleteBucket
+  // of b's instance is in progress (after a short wait: it either completes or rolls back), or
+  // after repairing a stale fence (the record is live but a superseded DeleteBucket left its
+  // fence, or the shard predates fences); a record of another instance when the bucket was
+  // deleted and re-created (callers bound to b's instance fail). no_such_bucket when it is
+  // gone; io_error when the writer's intent `ikey` (when not empty) expired.
+  Result<BucketRec> after_conflict(const BucketRec& b, const std::string& oid,
+                                   const std::string& ikey, int attempt) {
+    std::set<std::string> keys{state_key};
+    if (!ikey.empty()) keys.insert(ikey);
+    auto m = c_->omap_get(oid, keys);
+    if (!m.ok()) return m.status();
+    if (!ikey.empty() && !m->count(ikey)) {
       return Status(Errc::io_error,
                     "the write took longer than intent_expire_s and its data was collected");
     }
-    return Status();
+    auto st = m->find(state_key);
+    const std::optional<std::string> state =
+        st == m->end() ? std::nullopt : std::optional<std::string>(to_str(st->second));
+    if (state == state_live) return b;
+    auto fresh = fresh_bucket(b.info.name);
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->instance != b.instance && fresh->info.owner != b.info.owner) {
+      return recreated_by_another_owner();
+    }
+    if (fresh->instance != b.instance) return fresh;
+    if (!fresh->deleting.empty()) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::min(2 << std::min(attempt, 6), 100)));
+      return fresh;
+    }
+    librados::ObjectWriteOperation op;
+    int rv = 0;
+    op.omap_cmp(cmp_eq(state_key, state), &rv);
+    op.omap_set({{state_key, to_bl(state_live)}});
+    const int r = c_->meta.operate(oid, &op);
+    if (r < 0 && r != -ECANCELED) return rados_error(r, "index shard repair");
+    return fresh;
   }
 
   static ListUploadsResult page_uploads(std::vector<UploadInfo> all, const ListUploadsQuery& q) {
@@ -1377,6 +1631,12 @@ class RadosStore : public ObjectStore {
   }
 
   std::shared_ptr<Conn> c_;
+  struct Cached {
+    BucketRec rec;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  std::mutex cache_mu_;
+  std::map<std::string, Cached, std::less<>> cache_;  // at most bucket_cache_entries
   const std::string gc_cookie_ = BlobId::random().hex();
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
@@ -1410,6 +1670,14 @@ Result<std::unique_ptr<ObjectStore>> open(const RadosStoreOptions& o) {
   if (o.inline_bytes > rl::inline_bytes_max) {
     return Status(Errc::invalid_argument,
                   "inline_bytes must be <= " + std::to_string(rl::inline_bytes_max));
+  }
+  if (o.bucket_cache_ttl_ms > rl::bucket_cache_ttl_ms_max) {
+    return Status(Errc::invalid_argument,
+                  "bucket_cache_ttl_ms must be <= " + std::to_string(rl::bucket_cache_ttl_ms_max));
+  }
+  if (o.bucket_cache_entries > rl::bucket_cache_entries_max) {
+    return Status(Errc::invalid_argument, "bucket_cache_entries must be <= " +
+                                              std::to_string(rl::bucket_cache_entries_max));
   }
   if (o.inflight_writes == 0 || o.inflight_writes > rl::inflight_writes_max) {
     return Status(Errc::invalid_argument, "inflight_writes must be within [1, " +
