@@ -10,8 +10,9 @@
 //    memory) or post_read (PUT: client memory -> server memory), then wait().
 //
 // wait() returns OK only once the data is visible at the target: libfabric writes are posted
-// with FI_DELIVERY_COMPLETE, UCX operations are followed by ucp_ep_flush_nbx. Reads complete when
-// the bytes are in local memory.
+// with FI_DELIVERY_COMPLETE (except shm writes above 4 KiB, whose fast path copies before it
+// completes; see libfabric/README.md), UCX operations are followed by ucp_ep_flush_nbx. Reads
+// complete when the bytes are in local memory.
 //
 // Backends: src/transport/libfabric (tcp;ofi_rxm, shm, verbs;ofi_rxm, efa) and src/transport/ucx.
 // Each folder's README.md states what it supports.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -38,6 +40,12 @@ inline std::uint8_t pattern(std::uint64_t seed, std::uint64_t pos) {
   std::uint64_t x = (pos + seed * 0x100000001b3ull) * 0x9E3779B97F4A7C15ull;
   return static_cast<std::uint8_t>(x >> 56);
 }
+// User plus system CPU time of a getrusage() result, in microseconds.
+long long cpu_us(const rusage& ru) {
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000LL + ru.ru_utime.tv_usec +
+         ru.ru_stime.tv_usec;
+}
+
 void fill(char* p, std::uint64_t len, std::uint64_t seed, std::uint64_t stream_start) {
   for (std::uint64_t i = 0; i < len; ++i) p[i] = static_cast<char>(pattern(seed, stream_start + i));
 }
@@ -95,6 +103,9 @@ int run_child(const char* spec) {
   in >> fabric >> bytes;
   auto reply = [](const std::string& s) { return write_all(child_rep_fd, s + "\n"); };
   Config config{fabric};
+  // A target that never polls: only writes the initiator carries out by itself can land.
+  const bool no_progress = std::getenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS") != nullptr;
+  config.progress_thread = !no_progress;
   if (const char* us = std::getenv("OBJDIRECT_PROGRESS_SLEEP_MAX_US")) {
     config.progress_sleep_max = std::chrono::microseconds(std::atoi(us));
   }
@@ -132,6 +143,16 @@ int run_child(const char* spec) {
     } else if (op == "CHECK") {
       std::int64_t bad = check(buffer.data() + off, len, seed, stream);
       reply(bad < 0 ? "OK" : "BAD " + std::to_string(bad));
+    } else if (op == "POLL") {
+      // Drives progress by hand for `len` ms (children without a progress thread).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(len);
+      while (std::chrono::steady_clock::now() < until) (*t)->progress();
+      reply("OK");
+    } else if (op == "CPU") {
+      // CPU time (user + system, all threads) this process has used so far, in microseconds.
+      rusage ru{};
+      ::getrusage(RUSAGE_SELF, &ru);
+      reply(std::to_string(cpu_us(ru)));
     } else if (op == "CHECKS") {
       // `stream` pieces of `len` bytes every 2*len bytes from `off`: piece i holds stream bytes
       // [i*len, (i+1)*len); the gaps between them still hold seed-1 bytes at their own position.
@@ -594,6 +615,58 @@ TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()));
   // Destroying the transport with the dead peer still cached must not hang (ctest timeout).
   t.reset();
+}
+
+// libfabric shm's fast RMA path: the initiator copies a large write itself (process_vm_writev),
+// so once connected it lands in a target that no longer polls, and the target spends no CPU on
+// it. With
+// FI_DELIVERY_COMPLETE, shm made the target pull the bytes with process_vm_readv in its own
+// progress (the client paid for every GET's copy), and this test timed out.
+TEST_P(TransportTest, ShmLargeWriteLandsInATargetThatNeverPolls) {
+  if (GetParam().fabric != "libfabric:shm") GTEST_SKIP() << "libfabric shm only";
+  constexpr std::uint64_t len = std::uint64_t{64} << 20;
+  constexpr int reps = 4;
+  ::setenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS", "1", 1);
+  auto child = spawn(len);
+  ::unsetenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS");
+  SKIP_IF_UNAVAILABLE(child);
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  std::vector<char> local(len);
+  auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
+  ASSERT_TRUE(mr.ok()) << mr.status().to_string();
+  ASSERT_EQ(child->command("FILL", 1, 0, len), "OK");
+  LocalSegment ls{mr->get(), 0, len};
+  RemoteSegment rs = child->segment(0, len);
+  // shm connects on first use, which needs the target to poll: warm up while it polls by hand.
+  {
+    std::string polled;
+    std::thread poller([&] { polled = child->command("POLL", 0, 0, 1000); });
+    auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
+    Status st = op.ok() ? t->wait(*op, std::chrono::milliseconds(5'000)) : op.status();
+    poller.join();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(polled, "OK");
+  }
+  const long long child_before = std::atoll(child->command("CPU", 0, 0, 0).c_str());
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const long long self_before = cpu_us(ru);
+  std::uint64_t seed = 7;
+  for (int rep = 0; rep < reps; ++rep) {
+    fill(local.data(), len, ++seed, 0);
+    auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
+    ASSERT_TRUE(op.ok()) << op.status().to_string();
+    Status st = t->wait(*op, std::chrono::milliseconds(10'000));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(child->command("CHECK", seed, 0, len), "OK");
+  }
+  ::getrusage(RUSAGE_SELF, &ru);
+  const long long self_cpu = cpu_us(ru) - self_before;
+  const long long child_cpu = std::atoll(child->command("CPU", 0, 0, 0).c_str()) - child_before;
+  // Informational: the child's figure is its CHECKs (it has no progress thread).
+  std::printf("[ cpu      ] %d x 64 MiB shm writes: initiator %lld us, target %lld us\n", reps,
+              self_cpu, child_cpu);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,

@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-fsync", no_fsync, "Skip fsync (benchmarks only: not crash-safe)")
       ->envname("OBJDIRECT_NO_FSYNC");
+  std::uint64_t lmdb_map_bytes = storage::LocalStoreOptions{}.lmdb_map_size_bytes;
+  app.add_option("--lmdb-map-bytes", lmdb_map_bytes,
+                 "Largest size of the local backend's metadata (LMDB map, sparse); smaller for "
+                 "valgrind, which cannot map the default")
+      ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--fabric", ropts.fabrics,
                  "RDMA transports: auto, none, or a comma list of libfabric:tcp, libfabric:shm, "
                  "libfabric:verbs, libfabric:efa, ucx")
@@ -341,6 +347,7 @@ int main(int argc, char** argv) {
     storage::LocalStoreOptions sopts;
     sopts.data_dir = data_dir;
     sopts.fsync = !no_fsync;
+    sopts.lmdb_map_size_bytes = lmdb_map_bytes;
     store = storage::open_local_store(sopts);
     if (!store.ok()) {
       std::cerr << "objdirect-server: cannot open data directory " << data_dir << ": "

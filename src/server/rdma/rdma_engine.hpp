@@ -53,6 +53,9 @@ struct RdmaOptions {
   // libfabric:tcp, libfabric:shm, libfabric:verbs, libfabric:efa, ucx.
   std::string fabrics = "auto";
   std::uint64_t buffer_pool_bytes = 256ull << 20;
+  // 8 MiB chunks made large GETs faster but halve the small transfers a client may have in
+  // flight under per_client_inflight_bytes_max (every transfer holds at least one chunk), so the
+  // default stays 4 MiB (docs/BENCHMARKS.md, optimisation 6).
   std::size_t chunk_bytes = 4ull << 20;
   std::uint64_t inflight_bytes_max = 256ull << 20;
   std::uint64_t per_client_inflight_bytes_max = 64ull << 20;

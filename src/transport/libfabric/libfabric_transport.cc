@@ -50,6 +50,16 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t rma_caps =
     FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG;
 
+// libfabric 1.17 shm carries a write of at most this many bytes inside its command queue
+// ("inline"/"inject"): without FI_DELIVERY_COMPLETE such a write completes before the target has
+// copied it out. Every larger write completes only after the bytes are in the target's memory
+// (see LibfabricTransport::shm_fast_write_).
+constexpr std::size_t shm_inject_bytes = 4096;
+
+// Ordering bits whose presence in tx_attr->msg_order turns libfabric shm's fast RMA path off.
+constexpr std::uint64_t rma_order_bits = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
+                                         FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAR | FI_ORDER_SAW;
+
 std::string fi_error(long rc) {
   return std::string(fi_strerror(static_cast<int>(rc < 0 ? -rc : rc))) + " (" + std::to_string(rc) +
          ")";
@@ -139,6 +149,9 @@ class LibfabricTransport final : public Transport {
         local_address_(std::move(local_address)),
         peers_(std::min(config.peers_max, av_count)),
         park_evicted_(caps_.provider == "shm"),
+        shm_fast_write_(caps_.provider == "shm" &&
+                        (core_->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0 &&
+                        (core_->info->tx_attr->msg_order & rma_order_bits) == 0),
         av_count_(av_count) {
     if (config.progress_thread) {
       progress_thread_ = std::make_unique<detail::ProgressThread>(
@@ -340,7 +353,13 @@ class LibfabricTransport final : public Transport {
       msg.context = &sub.ctx;
       // FI_DELIVERY_COMPLETE: the completion means the bytes are visible in the target's
       // memory, not merely that our buffer may be reused (tcp;ofi_rxm, libfabric#9651).
-      ssize_t rc = op->write ? fi_writemsg(core_->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+      // Except shm_fast_write_ for one remote segment above the inject size: there the
+      // completion already implies delivery, and leaving the flag off is what lets shm copy.
+      std::uint64_t write_flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+      if (shm_fast_write_ && sub.rma.size() == 1 && sub.rma[0].len > shm_inject_bytes) {
+        write_flags = FI_COMPLETION;
+      }
+      ssize_t rc = op->write ? fi_writemsg(core_->ep, &msg, write_flags)
                              : fi_readmsg(core_->ep, &msg, FI_COMPLETION);
       if (rc == -FI_EAGAIN) return Status::Ok();
       if (rc != 0) {
@@ -443,7 +462,9 @@ class LibfabricTransport final : public Transport {
     ++(*entry_or)->inflight;  // not evictable while any part of the op may still be posted
     op->finished = false;
 
-    const std::size_t per_op = std::max<std::size_t>(1, caps_.rma_iov_max);
+    // shm's fast write takes one remote segment per operation.
+    const std::size_t per_op =
+        write && shm_fast_write_ ? 1 : std::max<std::size_t>(1, caps_.rma_iov_max);
     op->n_subs = (chunks.size() + per_op - 1) / per_op;
     op->subs = std::make_unique<SubOp[]>(op->n_subs);
     for (std::size_t s = 0; s < op->n_subs; ++s) {
@@ -488,6 +509,15 @@ class LibfabricTransport final : public Transport {
   // reused). So on shm an evicted peer stays in the AV, "parked", and is reused if it comes
   // back; parked entries are removed for real only when the AV (av_count_, 256 on shm) is full.
   bool park_evicted_ = false;
+  // libfabric 1.17 shm has a "fast RMA" path: for an operation without FI_DELIVERY_COMPLETE and
+  // with one remote segment, on a domain with FI_MR_VIRT_ADDR and no RMA ordering, while CMA
+  // works between the two processes, the *initiator* moves the bytes itself with
+  // process_vm_writev inside fi_writemsg, and the target's CPU does nothing (with the flag, the
+  // target's progress pulls them with process_vm_readv: the client paid for every GET's copy).
+  // Completion then implies delivery. Where CMA is refused the provider falls back to its
+  // iov/SAR/mmap protocols, whose completions also wait for the target's copy; only the
+  // inline/inject protocol (<= shm_inject_bytes) completes early, so small writes keep the flag.
+  bool shm_fast_write_ = false;
   std::size_t av_count_ = 0;
   std::unordered_map<std::string, fi_addr_t> parked_;
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
