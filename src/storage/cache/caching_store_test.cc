@@ -273,6 +273,31 @@ TEST_F(CachingStoreTest, TtlZeroRevalidatesEveryOpenButFetchesNoDataWhenUnchange
   EXPECT_EQ(cache_->stats().revalidations_unchanged, 3u);
 }
 
+// With ttl_s 0 the object is revalidated on every open, but the bucket check every S3 request
+// makes (head_bucket) is trusted for bucket_ttl_s: a GET costs one revalidation, nothing else.
+TEST_F(CachingStoreTest, TtlZeroStillTrustsBucketAnswersForBucketTtl) {
+  opt_.ttl_s = 0;
+  opt_.bucket_ttl_s = 60;
+  open_cache();
+  ASSERT_TRUE(cache_->head_bucket(kBucket).ok());
+  const int before = counts_->total();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache_->head_bucket(kBucket).ok());
+  EXPECT_EQ(counts_->total(), before) << "bucket answers within bucket_ttl_s come from memory";
+  // A bucket deleted through the cache is forgotten at once.
+  ASSERT_TRUE(cache_->delete_bucket(kBucket).ok());
+  EXPECT_EQ(cache_->head_bucket(kBucket).code(), Errc::no_such_bucket);
+  // bucket_ttl_s 0 (and ttl_s 0): every bucket check goes to the inner store.
+  cache_.reset();
+  opt_.bucket_ttl_s = 0;
+  open_cache();
+  BucketInfo b;
+  b.name = kBucket;
+  ASSERT_TRUE(cache_->create_bucket(b).ok());
+  const int before2 = counts_->total();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache_->head_bucket(kBucket).ok());
+  EXPECT_EQ(counts_->total(), before2 + 3);
+}
+
 TEST_F(CachingStoreTest, OverwriteBehindTheCacheIsSeenAfterTheTtlAndNeverMixed) {
   opt_.ttl_s = 1;
   open_cache();
@@ -557,6 +582,11 @@ TEST_F(CachingStoreTest, BadOptionsAndASecondOwnerAreRefused) {
   o.ttl_s = cache_limits::ttl_s_max + 1;
   EXPECT_EQ(try_open(o), Errc::invalid_argument);
   o.ttl_s = cache_limits::ttl_s_max;
+  EXPECT_EQ(try_open(o), Errc::ok);
+  o = opt_;
+  o.bucket_ttl_s = cache_limits::ttl_s_max + 1;
+  EXPECT_EQ(try_open(o), Errc::invalid_argument);
+  o.bucket_ttl_s = cache_limits::ttl_s_max;
   EXPECT_EQ(try_open(o), Errc::ok);
   o = opt_;
   o.meta_entries_max = 0;
