@@ -266,7 +266,7 @@ TEST_F(S3StoreTest, RevalidateIsOneConditionalHead) {
   EXPECT_EQ(after.requests - before.requests, 1u) << "one HEAD, nothing else";
   EXPECT_EQ(after.get_requests, before.get_requests) << "no data GET";
   // The upstream objdirect-server itself answered that HEAD with 304 Not Modified.
-  EXPECT_EQ(upstream_.access_log_count({"\"op\":\"HeadObject\"", "\"status\":304"}), 1);
+  EXPECT_EQ(upstream_.wait_access_log_count({"\"op\":\"HeadObject\"", "\"status\":304"}, 1), 1);
 
   // Overwritten through another store: 200 with the new ETag and size.
   auto other = open(upstream_.options());
@@ -286,8 +286,8 @@ TEST_F(S3StoreTest, RevalidateIsOneConditionalHead) {
   rv = s->revalidate(kBucket, "rv", m2->etag);
   ASSERT_TRUE(rv.ok());
   EXPECT_FALSE(rv->has_value());
-  EXPECT_EQ(upstream_.access_log_count({"\"op\":\"HeadObject\"", "\"status\":304"}), 2);
-  EXPECT_EQ(upstream_.access_log_count({"\"op\":\"HeadObject\"", "\"status\":200"}), 1);
+  EXPECT_EQ(upstream_.wait_access_log_count({"\"op\":\"HeadObject\"", "\"status\":304"}, 2), 2);
+  EXPECT_EQ(upstream_.wait_access_log_count({"\"op\":\"HeadObject\"", "\"status\":200"}, 1), 1);
 
   // Deleted: no_such_key; a missing bucket: no_such_bucket.
   ASSERT_TRUE(other->delete_object(kBucket, "rv").ok());

@@ -98,6 +98,18 @@ class UpstreamServer {
     }
     return n;
   }
+  // access_log_count once it reaches `want` (the server logs a request just after answering it),
+  // or whatever it is after timeout_ms.
+  int wait_access_log_count(std::initializer_list<std::string_view> needles, int want,
+                            int timeout_ms = 5000) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    int n = access_log_count(needles);
+    while (n < want && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      n = access_log_count(needles);
+    }
+    return n;
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   // Options for an S3Store in front of this server.
