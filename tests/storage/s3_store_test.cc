@@ -251,6 +251,52 @@ TEST_F(S3StoreTest, OverwriteUpstreamDuringReadFailsNeverMixes) {
   EXPECT_NE(n.status().message().find("changed upstream"), std::string::npos);
 }
 
+// revalidate is one conditional HEAD: the upstream objdirect-server answers 304 while the ETag
+// holds (nullopt), 200 with the new metadata after an overwrite, 404 once the key is gone.
+TEST_F(S3StoreTest, RevalidateIsOneConditionalHead) {
+  auto s = open_with_bucket(upstream_.options());
+  ASSERT_TRUE(s);
+  auto m1 = put(*s, "rv", "version one");
+  ASSERT_TRUE(m1.ok()) << m1.status().to_string();
+  auto before = s3_store_stats(*s);
+  auto rv = s->revalidate(kBucket, "rv", m1->etag);
+  ASSERT_TRUE(rv.ok()) << rv.status().to_string();
+  EXPECT_FALSE(rv->has_value()) << "unchanged: 304";
+  auto after = s3_store_stats(*s);
+  EXPECT_EQ(after.requests - before.requests, 1u) << "one HEAD, nothing else";
+  EXPECT_EQ(after.get_requests, before.get_requests) << "no data GET";
+  // The upstream objdirect-server itself answered that HEAD with 304 Not Modified.
+  EXPECT_EQ(upstream_.wait_access_log_count({"\"op\":\"HeadObject\"", "\"status\":304"}, 1), 1);
+
+  // Overwritten through another store: 200 with the new ETag and size.
+  auto other = open(upstream_.options());
+  ASSERT_TRUE(other);
+  auto m2 = put(*other, "rv", "version two, longer");
+  ASSERT_TRUE(m2.ok());
+  ASSERT_NE(m1->etag, m2->etag);
+  before = s3_store_stats(*s);
+  rv = s->revalidate(kBucket, "rv", m1->etag);
+  ASSERT_TRUE(rv.ok()) << rv.status().to_string();
+  ASSERT_TRUE(rv->has_value());
+  EXPECT_EQ((*rv)->etag, m2->etag);
+  EXPECT_EQ((*rv)->size, 19u);
+  ASSERT_EQ((*rv)->user_meta.size(), 1u);
+  EXPECT_EQ((*rv)->user_meta[0].second, "blue");
+  EXPECT_EQ(s3_store_stats(*s).requests - before.requests, 1u);
+  rv = s->revalidate(kBucket, "rv", m2->etag);
+  ASSERT_TRUE(rv.ok());
+  EXPECT_FALSE(rv->has_value());
+  EXPECT_EQ(upstream_.wait_access_log_count({"\"op\":\"HeadObject\"", "\"status\":304"}, 2), 2);
+  EXPECT_EQ(upstream_.wait_access_log_count({"\"op\":\"HeadObject\"", "\"status\":200"}, 1), 1);
+
+  // Deleted: no_such_key; a missing bucket: no_such_bucket.
+  ASSERT_TRUE(other->delete_object(kBucket, "rv").ok());
+  rv = s->revalidate(kBucket, "rv", m2->etag);
+  EXPECT_EQ(rv.code(), Errc::no_such_key) << rv.status().to_string();
+  rv = s->revalidate("no-such-bucket-here", "rv", m2->etag);
+  EXPECT_EQ(rv.code(), Errc::no_such_bucket) << rv.status().to_string();
+}
+
 TEST_F(S3StoreTest, SpoolMemoryFileAndMax) {
   S3StoreOptions o = upstream_.options();
   o.spool_memory_bytes = 1024;

@@ -13,7 +13,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/status.hpp"
@@ -40,7 +43,8 @@ class UpstreamServer {
     if (!bin || !*bin) bin = OBJDIRECT_SERVER_BIN;
     int out[2];
     if (::pipe(out) != 0) return Status(Errc::io_error, "pipe failed");
-    const std::string data = dir_ + "/data", log = dir_ + "/server.log";
+    const std::string data = dir_ + "/data", log = dir_ + "/server.log",
+                      access = dir_ + "/access.log";
     pid_ = ::fork();
     if (pid_ < 0) return Status(Errc::io_error, "fork failed");
     if (pid_ == 0) {
@@ -50,7 +54,7 @@ class UpstreamServer {
       ::close(out[0]);
       ::execl(bin, "objdirect-server", "--listen", "127.0.0.1:0", "--data", data.c_str(),
               "--access-key", kAccessKey, "--secret-key", kSecretKey, "--fabric", "none",
-              "--no-fsync", static_cast<char*>(nullptr));
+              "--no-fsync", "--access-log", access.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(out[1]);
@@ -81,6 +85,31 @@ class UpstreamServer {
   }
 
   int port() const { return port_; }
+
+  // Lines of the server's JSON access log (one per S3 request answered so far) that contain
+  // every one of `needles`, e.g. {"\"op\":\"HeadObject\"", "\"status\":304"}.
+  int access_log_count(std::initializer_list<std::string_view> needles) const {
+    std::ifstream in(dir_ + "/access.log");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      bool all = true;
+      for (auto nd : needles) all = all && line.find(nd) != std::string::npos;
+      n += all ? 1 : 0;
+    }
+    return n;
+  }
+  // access_log_count once it reaches `want` (the server logs a request just after answering it),
+  // or whatever it is after timeout_ms.
+  int wait_access_log_count(std::initializer_list<std::string_view> needles, int want,
+                            int timeout_ms = 5000) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    int n = access_log_count(needles);
+    while (n < want && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      n = access_log_count(needles);
+    }
+    return n;
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   // Options for an S3Store in front of this server.

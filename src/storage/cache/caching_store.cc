@@ -158,7 +158,7 @@ struct CachingStore::Core {
   // of that version, so neither eviction nor invalidation deletes them while pinned.
   std::unordered_map<std::string, int> pins;
   std::list<std::string> meta_lru;
-  // head_bucket answers (every S3 request checks its bucket), trusted for ttl_s like metadata.
+  // head_bucket answers (every S3 request checks its bucket), trusted max(ttl_s, bucket_ttl_s).
   std::unordered_map<std::string, std::pair<BucketInfo, Clock::time_point>> buckets;
   std::uint64_t bytes_used = 0;  // indexed files plus reservations of fills in progress
   std::uint64_t gen = 0;         // bumped by every invalidation
@@ -653,6 +653,9 @@ class CachedReader : public ObjectReader {
         std::lock_guard lock(core_->mu);
         core_->fills.erase(name);
       }
+      // The inner reader found the object changed (the gateway's If-Match pin answered 412):
+      // forget the cached meta so that the next open asks the backend and recovers.
+      if (st.code() == Errc::precondition_failed) core_->invalidate(bucket_, key_);
       return st;
     }
   }
@@ -678,7 +681,7 @@ Result<std::unique_ptr<CachingStore>> CachingStore::open(std::unique_ptr<ObjectS
                       std::to_string(cache_limits::block_bytes_min) + " and " +
                       std::to_string(cache_limits::block_bytes_max) + " bytes");
   }
-  if (options.ttl_s > cache_limits::ttl_s_max) {
+  if (options.ttl_s > cache_limits::ttl_s_max || options.bucket_ttl_s > cache_limits::ttl_s_max) {
     return Status(Errc::invalid_argument,
                   "cache: TTL over " + std::to_string(cache_limits::ttl_s_max) + " s");
   }
@@ -761,8 +764,9 @@ Result<BucketInfo> CachingStore::head_bucket(std::string_view bucket) {
     std::lock_guard lock(k.mu);
     seen = k.gen;
     auto it = k.buckets.find(std::string(bucket));
-    if (k.opt.ttl_s > 0 && it != k.buckets.end() &&
-        Clock::now() - it->second.second < std::chrono::seconds(k.opt.ttl_s)) {
+    const std::uint32_t ttl = std::max(k.opt.ttl_s, k.opt.bucket_ttl_s);
+    if (ttl > 0 && it != k.buckets.end() &&
+        Clock::now() - it->second.second < std::chrono::seconds(ttl)) {
       k.c.meta_hits++;
       return it->second.first;
     }
@@ -770,7 +774,7 @@ Result<BucketInfo> CachingStore::head_bucket(std::string_view bucket) {
   k.c.inner_requests++;
   auto b = k.inner->head_bucket(bucket);
   std::lock_guard lock(k.mu);
-  if (b.ok() && k.opt.ttl_s > 0 && k.gen == seen) {
+  if (b.ok() && std::max(k.opt.ttl_s, k.opt.bucket_ttl_s) > 0 && k.gen == seen) {
     if (k.buckets.size() >= k.opt.meta_entries_max) k.buckets.clear();
     k.buckets[std::string(bucket)] = {*b, Clock::now()};
   }

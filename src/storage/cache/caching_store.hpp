@@ -16,8 +16,10 @@
 // memory without asking the inner store. Otherwise the cache revalidates (ObjectStore::revalidate,
 // a conditional HEAD for the gateway); a changed ETag drops the key's blocks. ttl_s 0 revalidates
 // on every head/open. Metadata is kept in memory only (meta_entries_max entries, LRU).
-// head_bucket answers are trusted for ttl_s too (every S3 request checks its bucket); with
-// ttl_s 0 each one goes to the inner store.
+// head_bucket answers (every S3 request checks its bucket) are trusted for
+// max(ttl_s, bucket_ttl_s): even with ttl_s 0 a GET costs one conditional HEAD, not a HeadBucket
+// too. A bucket deleted behind the cache is still seen at once by object calls (the inner store
+// answers no_such_bucket); writes and deletes of buckets through the cache invalidate at once.
 //
 // Readers: open_object returns a reader that serves pread from blocks. When every block of the
 // object is cached at open time, no inner call is made (beyond revalidation) and the version's
@@ -70,6 +72,7 @@ struct CacheOptions {
   std::uint64_t bytes_max = 0;  // disk bytes for blocks; 0: no data cached (pass-through)
   std::uint64_t block_bytes = 4ull << 20;  // cache_limits::block_bytes_min..block_bytes_max
   std::uint32_t ttl_s = 60;                // metadata freshness; 0 revalidates every head/open
+  std::uint32_t bucket_ttl_s = 60;  // head_bucket answers: trusted max(ttl_s, this); <= ttl_s_max
   std::size_t meta_entries_max = cache_limits::meta_entries_max;  // in-memory metadata entries
   bool fsync = false;  // fsync block files before rename (the CRCs make it unnecessary for safety)
 };
@@ -95,10 +98,10 @@ struct CacheStats {
 
 class CachingStore : public ObjectStore {
  public:
-  // Validates the options (invalid_argument: empty dir, block_bytes out of bounds, ttl_s over
-  // ttl_s_max, meta_entries_max 0), creates <dir>/blocks and <dir>/tmp, takes <dir>/LOCK
-  // (unavailable if another process holds it), empties tmp/, and scans blocks/: valid block files
-  // enter the index, others are deleted; then evicts down to bytes_max.
+  // Validates the options (invalid_argument: empty dir, block_bytes out of bounds, ttl_s or
+  // bucket_ttl_s over ttl_s_max, meta_entries_max 0), creates <dir>/blocks and <dir>/tmp, takes
+  // <dir>/LOCK (unavailable if another process holds it), empties tmp/, and scans blocks/: valid
+  // block files enter the index, others are deleted; then evicts down to bytes_max.
   static Result<std::unique_ptr<CachingStore>> open(std::unique_ptr<ObjectStore> inner,
                                                     const CacheOptions& options);
   ~CachingStore() override;

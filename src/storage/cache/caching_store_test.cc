@@ -30,6 +30,8 @@ constexpr const char* kBucket = "bkt";
 struct Counts {
   std::atomic<int> head{0}, open{0}, revalidate{0}, pread{0}, other{0};
   std::atomic<int> pread_delay_ms{0};
+  // Preads fail as the gateway's reader does once the object changed upstream (If-Match: 412).
+  std::atomic<bool> pread_precondition_failed{false};
   int total() const { return head + open + revalidate + pread + other; }
 };
 
@@ -42,6 +44,8 @@ class CountingReader : public ObjectReader {
     c_->pread++;
     if (int ms = c_->pread_delay_ms; ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    if (c_->pread_precondition_failed)
+      return Status(Errc::precondition_failed, "the object changed upstream after it was opened");
     return r_->pread(dst, offset);
   }
   Result<std::vector<Extent>> extents(std::uint64_t o, std::uint64_t l) override {
@@ -271,6 +275,54 @@ TEST_F(CachingStoreTest, TtlZeroRevalidatesEveryOpenButFetchesNoDataWhenUnchange
   EXPECT_EQ(counts_->pread, preads);
   EXPECT_EQ(counts_->head, heads);
   EXPECT_EQ(cache_->stats().revalidations_unchanged, 3u);
+}
+
+// A fill whose inner reader answers 412 (the gateway's If-Match pin: the object changed upstream
+// after it was opened) fails the read, and the cache forgets the key's metadata: the next
+// head/open asks the inner store instead of trusting the old ETag for the rest of the TTL.
+TEST_F(CachingStoreTest, APreconditionFailedFillForgetsTheMetadata) {
+  open_cache();  // ttl_s 60
+  const std::string v = pattern(5, 3 * kBlock);
+  ASSERT_TRUE(put(*cache_, kBucket, "k", v).ok());
+  ASSERT_TRUE(cache_->head_object(kBucket, "k").ok());
+  const int heads = counts_->head;
+  ASSERT_TRUE(cache_->head_object(kBucket, "k").ok());
+  ASSERT_EQ(counts_->head, heads) << "within the TTL the metadata comes from memory";
+  auto r = cache_->open_object(kBucket, "k");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  counts_->pread_precondition_failed = true;
+  std::string buf(kBlock, '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(buf)), 0);
+  EXPECT_EQ(n.code(), Errc::precondition_failed) << n.status().to_string();
+  counts_->pread_precondition_failed = false;
+  ASSERT_TRUE(cache_->head_object(kBucket, "k").ok());
+  EXPECT_EQ(counts_->head, heads + 1) << "the 412 did not make the cache forget the metadata";
+  EXPECT_EQ(get("k"), v);
+}
+
+// With ttl_s 0 the object is revalidated on every open, but the bucket check every S3 request
+// makes (head_bucket) is trusted for bucket_ttl_s: a GET costs one revalidation, nothing else.
+TEST_F(CachingStoreTest, TtlZeroStillTrustsBucketAnswersForBucketTtl) {
+  opt_.ttl_s = 0;
+  opt_.bucket_ttl_s = 60;
+  open_cache();
+  ASSERT_TRUE(cache_->head_bucket(kBucket).ok());
+  const int before = counts_->total();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache_->head_bucket(kBucket).ok());
+  EXPECT_EQ(counts_->total(), before) << "bucket answers within bucket_ttl_s come from memory";
+  // A bucket deleted through the cache is forgotten at once.
+  ASSERT_TRUE(cache_->delete_bucket(kBucket).ok());
+  EXPECT_EQ(cache_->head_bucket(kBucket).code(), Errc::no_such_bucket);
+  // bucket_ttl_s 0 (and ttl_s 0): every bucket check goes to the inner store.
+  cache_.reset();
+  opt_.bucket_ttl_s = 0;
+  open_cache();
+  BucketInfo b;
+  b.name = kBucket;
+  ASSERT_TRUE(cache_->create_bucket(b).ok());
+  const int before2 = counts_->total();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache_->head_bucket(kBucket).ok());
+  EXPECT_EQ(counts_->total(), before2 + 3);
 }
 
 TEST_F(CachingStoreTest, OverwriteBehindTheCacheIsSeenAfterTheTtlAndNeverMixed) {
@@ -557,6 +609,11 @@ TEST_F(CachingStoreTest, BadOptionsAndASecondOwnerAreRefused) {
   o.ttl_s = cache_limits::ttl_s_max + 1;
   EXPECT_EQ(try_open(o), Errc::invalid_argument);
   o.ttl_s = cache_limits::ttl_s_max;
+  EXPECT_EQ(try_open(o), Errc::ok);
+  o = opt_;
+  o.bucket_ttl_s = cache_limits::ttl_s_max + 1;
+  EXPECT_EQ(try_open(o), Errc::invalid_argument);
+  o.bucket_ttl_s = cache_limits::ttl_s_max;
   EXPECT_EQ(try_open(o), Errc::ok);
   o = opt_;
   o.meta_entries_max = 0;

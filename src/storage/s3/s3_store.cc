@@ -1196,6 +1196,33 @@ class S3Store final : public ObjectStore {
     return meta_from_head(key, *resp);
   }
 
+  // One HEAD with If-None-Match: "etag". 304: unchanged (nullopt); 200: the new metadata; a
+  // 404 is no_such_key or no_such_bucket (as head_object tells them apart). An upstream that
+  // ignores the condition and answers 200 with the same ETag still reads as unchanged.
+  Result<std::optional<ObjectMeta>> revalidate(std::string_view bucket, std::string_view key,
+                                               std::string_view etag) override {
+    Request r;
+    r.method = "HEAD";
+    r.bucket = std::string(bucket);
+    r.key = std::string(key);
+    r.has_key = true;
+    r.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
+    r.headers.emplace_back("if-none-match", "\"" + std::string(etag) + "\"");
+    auto resp = core_->call(std::move(r));
+    if (!resp.ok()) {
+      if (resp.code() == Errc::not_modified) return std::optional<ObjectMeta>();
+      if (resp.code() == Errc::no_such_key) {
+        auto b = head_bucket(bucket);
+        if (!b.ok()) return b.status();
+        return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
+      }
+      return resp.status();
+    }
+    ObjectMeta m = meta_from_head(key, *resp);
+    if (m.etag == etag) return std::optional<ObjectMeta>();
+    return std::optional<ObjectMeta>(std::move(m));
+  }
+
   Result<std::unique_ptr<ObjectReader>> open_object(std::string_view bucket,
                                                     std::string_view key) override {
     auto m = head_object(bucket, key);

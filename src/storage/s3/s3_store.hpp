@@ -29,6 +29,8 @@
 //    object overwritten upstream after open fails the read with precondition_failed: readers are
 //    NOT snapshots (the ObjectStore contract's snapshot rule is relaxed here), but never return
 //    bytes of two versions. extents() is always empty (no file descriptors).
+//  - revalidate (the read-through cache's freshness check): one HeadObject carrying
+//    If-None-Match: "ETag"; 304 -> unchanged, 200 -> the new metadata, 404 -> no_such_key.
 //  - list_objects: ListObjectsV2 (start-after, continuation pages, encoding-type=url).
 //  - multipart: the upstream's upload id is ours; UploadPart data is spooled like objects;
 //    Complete forwards the condition. get_upload asks the upstream (ListParts) and adds the
