@@ -49,12 +49,21 @@ class TransportFabric final : public Fabric {
     OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
     // Until the reply is read the server may move data into or out of buf: this process is the
     // target and must progress at full rate (its progress thread idles otherwise).
+    // The provider reads and writes buf on the progress thread: order the caller's writes before
+    // it (now) and its writes before the caller's reads (when the hold goes, after the reply).
     struct TokenHold {
+      TokenHold(std::shared_ptr<transport::MemoryRegion> r, std::shared_ptr<void> h)
+          : reg(std::move(r)), hot(std::move(h)) {
+        reg->synchronize();
+      }
+      TokenHold(const TokenHold&) = delete;
+      TokenHold& operator=(const TokenHold&) = delete;
+      ~TokenHold() { reg->synchronize(); }
       std::shared_ptr<transport::MemoryRegion> reg;
       std::shared_ptr<void> hot;
     };
     // hold.get() is the registration (aliasing constructor); the TokenHold owns both.
-    auto both = std::make_shared<TokenHold>(TokenHold{hit->reg, transport_->keep_progress_hot()});
+    auto both = std::make_shared<TokenHold>(hit->reg, transport_->keep_progress_hot());
     hold = std::shared_ptr<void>(both, hit->reg.get());
     return token::encode(t);
   }

@@ -103,6 +103,15 @@ class MemoryRegion : public std::enable_shared_from_this<MemoryRegion> {
   std::uint64_t remote_address(std::size_t offset = 0) const noexcept;
   // A token segment for [offset, offset+length) of this region. Precondition: within length().
   token::Segment remote_segment(std::size_t offset, std::size_t length) const;
+  // Orders the calling thread's accesses to this memory with the provider's. On the target side
+  // of software RMA (tcp, shm, UCX over tcp/sm) the provider copies into and out of this
+  // process's memory on whatever thread progresses it, usually the progress thread; the news
+  // that a peer's transfer is done arrives by another path (the server's HTTP reply, a pipe),
+  // which gives the reading thread no C++ happens-before edge to that thread. So call this after
+  // writing memory a peer will read (before handing out its token) and after learning that a
+  // peer finished with it (before reading or reusing it). Cheap: takes and releases the lock
+  // under which the provider runs. Safe after the transport is gone.
+  virtual void synchronize() const = 0;
 
  protected:
   MemoryRegion(void* ptr, std::size_t length, MemoryType type, Addressing addressing)

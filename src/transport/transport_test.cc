@@ -137,11 +137,18 @@ int run_child(const char* spec) {
     cmd >> op;
     std::uint64_t seed = 0, off = 0, len = 0, stream = 0;
     cmd >> seed >> off >> len >> stream;
+    // The provider touches `buffer` on the progress thread whenever the parent moves data; the
+    // parent's commands (a pipe) say when it is done, which orders nothing between our threads:
+    // synchronize before looking at the buffer and before answering (after which the parent may
+    // move data again).
+    (*mr)->synchronize();
     if (op == "FILL") {
       fill(buffer.data() + off, len, seed, stream);
+      (*mr)->synchronize();
       reply("OK");
     } else if (op == "CHECK") {
       std::int64_t bad = check(buffer.data() + off, len, seed, stream);
+      (*mr)->synchronize();
       reply(bad < 0 ? "OK" : "BAD " + std::to_string(bad));
     } else if (op == "POLL") {
       // Drives progress by hand for `len` ms (children without a progress thread).
@@ -165,6 +172,7 @@ int run_child(const char* spec) {
           result = "BAD gap " + std::to_string(i);
         }
       }
+      (*mr)->synchronize();
       reply(result);
     } else {
       return 0;  // EXIT or the parent went away

@@ -24,6 +24,7 @@ class FakeRegion final : public MemoryRegion {
   FakeRegion(void* p, std::size_t n, Addressing a) : MemoryRegion(p, n, MemoryType::host, a) {
     key_ = 77;
   }
+  void synchronize() const override {}
 };
 
 TEST(PlanChunks, SplitsAtEveryBoundaryOfEitherSide) {

@@ -134,6 +134,7 @@ class FabricRegion final : public MemoryRegion {
     fi_close(&mr_->fid);
   }
   void* desc() const { return fi_mr_desc(mr_); }
+  void synchronize() const override { std::lock_guard lock(core_->mu); }
 
  private:
   std::shared_ptr<Core> core_;

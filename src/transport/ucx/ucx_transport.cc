@@ -48,6 +48,7 @@ class UcxRegion final : public MemoryRegion {
     ucp_mem_unmap(core_->context, memh_);
   }
   ucp_mem_h memh() const { return memh_; }
+  void synchronize() const override { std::lock_guard lock(core_->mu); }
 
  private:
   std::shared_ptr<Core> core_;
