@@ -50,11 +50,11 @@ SAN_EXCLUDE := -LE 'python|ceph'
 # TSan reports races between Ceph's own threads at five different Ceph functions.
 TSAN_EXCLUDE := $(SAN_EXCLUDE) -E '^Rados/Conformance|^RadosStoreTest'
 # CI's ASan+UBSan subset (ci-sanitize): every unit test and the light integration entries; the
-# long real-client, crash-loop, concurrency, TLS and RDMA scale entries run only in test-asan.
+# long real-client (also through the gateway), crash-loop, concurrency, TLS and RDMA scale entries run only in test-asan.
 # ListTest.HundredThousandKeysWithDelimiter takes 282 s under ASan (8 s without), next to its 300 s
 # ctest timeout.
 CI_SAN_EXCLUDE := -LE 'python|tls|ceph' \
-  -E '^integration_(client_|crash|concurrency)|^rdma\.cli_scale|^ListTest\.HundredThousandKeysWithDelimiter$$'
+  -E '^(gateway\.)?integration_(client_|crash|concurrency)|^rdma\.cli_scale|^ListTest\.HundredThousandKeysWithDelimiter$$'
 
 test-asan: bootstrap
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=address
