@@ -14,6 +14,7 @@ freed, so each client killed mid-transfer leaked up to pipeline_depth x chunk by
   retired, new RDMA requests are declined (x-amz-rdma-reply 501, HTTP fallback,
   objdirect_rdma_declines_total{reason="retired-buffers-max"}); once the reaper has freed them,
   RDMA is served again.
+- test_retired_buffers_max_zero_is_refused: the limit must be at least 1.
 """
 
 import os
@@ -173,3 +174,13 @@ def test_retired_buffers_max_declines_until_freed(tmp_path):
         alive = srv.alive()
         rc = srv.stop()
         assert alive and rc == 0, f"objdirect-server died or exited with {rc}; log:\n{srv.log_tail()}"
+
+
+def test_retired_buffers_max_zero_is_refused(tmp_path):
+    """--rdma-retired-buffers-max must be at least 1 (0 would decline every RDMA transfer)."""
+    r = subprocess.run([objd.server_binary(), "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"),
+                        "--access-key", objd.ACCESS_KEY, "--secret-key", objd.SECRET_KEY,
+                        "--fabric", "libfabric:tcp", "--rdma-retired-buffers-max", "0"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert r.returncode != 0
+    assert b"--rdma-retired-buffers-max must be at least 1" in r.stderr, r.stderr
