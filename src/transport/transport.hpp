@@ -163,6 +163,9 @@ class Transport {
   // Never blocks on the fabric: what the provider cannot take yet (full queue, connection still
   // being set up) is posted later by progress, within wait()'s timeout. Every OpId must be
   // passed to wait() once, or its bookkeeping stays until the transport is destroyed.
+  // An error means that nothing of the operation reached the provider (the local memory is
+  // free again at once); a failure after some parts were handed over returns the OpId, and
+  // wait() reports the failure.
   // Errors: invalid_argument (those checks), unavailable (all peers_max peers busy),
   // transport_error (peer address refused or posting failed, with the provider's message).
   virtual Result<OpId> post_write(std::string_view peer_address,
@@ -180,6 +183,13 @@ class Transport {
   // destroyed), transport_error (a part posted late was refused), invalid_argument (unknown or
   // already consumed op).
   virtual Status wait(OpId op, std::chrono::milliseconds timeout) = 0;
+
+  // Whether the provider is done with `op`, an operation whose wait() gave up (timeout): every
+  // provider operation it posted has completed or failed, so the provider no longer reads or
+  // writes its buffers and they may be reused or freed. Also true for an operation wait()
+  // consumed normally (ids are never reused). Never blocks: false while another thread holds
+  // the transport's lock (a stuck provider call), so "false" means "not known to be done".
+  virtual bool op_settled(OpId op) const = 0;
 
   // Polls the provider once; returns whether anything happened. Needed only without the
   // progress thread.

@@ -231,6 +231,18 @@ int main(int argc, char** argv) {
                  "Longest wait for one RDMA operation (a dead or stalled client)")
       ->envname("OBJDIRECT_RDMA_OP_TIMEOUT_MS")
       ->capture_default_str();
+  app.add_option("--rdma-retired-buffers-max", ropts.retired_buffers_max,
+                 "Staging buffers retired after timed-out operations (a dead client) held at most "
+                 "before new RDMA transfers are declined (clients then use HTTP)")
+      ->envname("OBJDIRECT_RDMA_RETIRED_BUFFERS_MAX")
+      ->capture_default_str();
+  std::uint32_t rdma_reap_interval_ms = static_cast<std::uint32_t>(ropts.reap_interval.count());
+  app.add_option("--rdma-reap-interval-ms", rdma_reap_interval_ms,
+                 "How often retired staging buffers are checked and freed once safe (and how long "
+                 "one stays retired at least)")
+      ->envname("OBJDIRECT_RDMA_REAP_INTERVAL_MS")
+      ->check(CLI::Range(1u, 3'600'000u))
+      ->capture_default_str();
   app.add_option("--tls-cert", hopts.tls_cert_file, "PEM certificate chain: serve HTTPS")
       ->envname("OBJDIRECT_TLS_CERT");
   app.add_option("--tls-key", hopts.tls_key_file, "PEM private key for --tls-cert")
@@ -249,6 +261,7 @@ int main(int argc, char** argv) {
   }
   hopts.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   ropts.op_timeout = std::chrono::milliseconds(rdma_op_timeout_ms);
+  ropts.reap_interval = std::chrono::milliseconds(rdma_reap_interval_ms);
   ropts.zero_copy_get = !staged_get;
   hopts.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   hopts.request_timeout = std::chrono::milliseconds(request_timeout_ms);
@@ -397,9 +410,15 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::buffers_total));
     m.add_gauge("objdirect_rdma_buffers_in_use", "Staging buffers held by transfers.",
                 stat(&rdma::RdmaStats::buffers_in_use));
-    m.add_gauge("objdirect_rdma_buffers_retired_total",
-                "Staging buffers retired after a timed-out operation.",
+    m.add_gauge("objdirect_rdma_buffers_retired",
+                "Staging buffers retired after a timed-out operation and not yet freed.",
                 stat(&rdma::RdmaStats::buffers_retired));
+    m.add_gauge("objdirect_rdma_buffers_retired_total",
+                "Staging buffers ever retired after a timed-out operation.",
+                stat(&rdma::RdmaStats::buffers_retired_total));
+    m.add_gauge("objdirect_rdma_buffers_reclaimed_total",
+                "Retired staging buffers freed once no transfer could touch them any more.",
+                stat(&rdma::RdmaStats::buffers_reclaimed));
     m.add_gauge("objdirect_rdma_inflight_bytes", "Staging bytes held by RDMA transfers.",
                 stat(&rdma::RdmaStats::inflight_bytes));
     m.add_gauge("objdirect_rdma_transfers_active", "RDMA transfers in progress.",

@@ -308,7 +308,11 @@ bhttp::response<bhttp::string_body> header_error_response(Handler& handler,
 HttpServer::HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler)
     : opts_(std::move(opts)), handler_(std::move(handler)) {
   if (opts_.threads == 0) {
-    opts_.threads = std::max(4u, 2 * std::max(1u, std::thread::hardware_concurrency()));
+    // The S3 operations run the store's blocking calls (fsync of the blob and its directory, the
+    // LMDB commit) on these threads: with 4 of them, four slow fsyncs froze every request, reads
+    // too, for seconds (docs/RELIABILITY.md section 4). More threads than cores keep the others
+    // serving while some wait for the disk.
+    opts_.threads = std::max(32u, 2 * std::max(1u, std::thread::hardware_concurrency()));
   }
 }
 

@@ -48,7 +48,7 @@ using Fields = beast::http::fields;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 9000;  // 0 picks a free port; see HttpServer::port()
-  unsigned threads = 0;       // 0: max(4, 2 * hardware threads)
+  unsigned threads = 0;       // 0: max(32, 2 * hardware threads) (blocking store calls run here)
   std::size_t header_bytes_max = limits::header_bytes_max;
   std::size_t connections_max = limits::connections_max;
   std::chrono::milliseconds header_timeout{limits::header_timeout_ms};

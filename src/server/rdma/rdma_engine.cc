@@ -1,11 +1,14 @@
 #include "server/rdma/rdma_engine.hpp"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 namespace objdirect::rdma {
@@ -105,6 +108,18 @@ struct RdmaEngine::Lease {
   std::vector<std::shared_ptr<transport::MemoryRegion>> mrs;  // one per buffer
 };
 
+// The buffers (and zero-copy mappings) of one failed transfer, kept until nothing can touch them.
+// Immutable once in retired_, except that the reaper removes it.
+struct RdmaEngine::RetiredSet {
+  std::vector<Buffer*> buffers;                // still owned by buffers_
+  std::vector<std::shared_ptr<Mapping>> maps;  // unmapped when the set is freed
+  std::weak_ptr<transport::Transport> transport;
+  std::vector<transport::OpId> ops;  // operations whose wait() failed: the provider may run them
+  bool peer_copies = false;          // libfabric shm: the peer process copies into our memory
+  pid_t peer_pid = 0;                // that process (0: unknown)
+  std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+};
+
 namespace {
 
 // Providers that do not recover from a peer that died with operations in flight: libfabric
@@ -114,6 +129,33 @@ bool reset_after_failure(const std::string& fabric) {
   return fabric == "libfabric:shm";
 }
 
+// The client process behind a libfabric shm endpoint name. ObjDirect's transport names its shm
+// endpoints "fi_shm://objdirect-<pid>-<random>" (src/transport/libfabric); 0 for any other name.
+pid_t shm_peer_pid(std::string_view endpoint) {
+  constexpr std::string_view prefix = "fi_shm://objdirect-";
+  if (endpoint.substr(0, prefix.size()) != prefix) return 0;
+  pid_t pid = 0;
+  for (char ch : endpoint.substr(prefix.size())) {
+    if (ch == '-') return pid;
+    if (ch < '0' || ch > '9' || pid > 4'194'304) return 0;  // beyond Linux's pid_max
+    pid = pid * 10 + (ch - '0');
+  }
+  return 0;
+}
+
+// Whether process `pid` can no longer run: it does not exist, or it is a zombie. A reused pid
+// reads as alive, which only keeps a buffer retired longer (the safe direction).
+bool process_gone(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // exited between the two looks
+  auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
 }  // namespace
 
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) {
@@ -121,6 +163,9 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
       opts.chunk_bytes % kBufferAlign != 0) {
     return Status(Errc::invalid_argument, "RDMA chunk size must be a multiple of 4096 up to " +
                                               std::to_string(limits::rdma_chunk_bytes_max));
+  }
+  if (opts.retired_buffers_max == 0) {
+    return Status(Errc::invalid_argument, "--rdma-retired-buffers-max must be at least 1");
   }
   if (opts.buffer_pool_bytes < opts.chunk_bytes ||
       opts.buffer_pool_bytes > limits::rdma_buffer_pool_bytes_max) {
@@ -177,15 +222,98 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
     e->buffers_.push_back(std::move(b));
   }
   e->stats_.buffers_total = count;
+  e->reaper_ = std::thread([raw = e.get()] { raw->reaper_loop(); });
   return e;
 }
 
 RdmaEngine::~RdmaEngine() {
+  if (reaper_.joinable()) {
+    {
+      std::lock_guard lock(reaper_mu_);
+      reaper_stop_ = true;
+    }
+    reaper_cv_.notify_all();
+    reaper_.join();
+  }
   // Regions first (they reference the transports), then the transports, then the memory.
-  for (auto& m : retired_mappings_) m->mr.reset();
+  for (auto& r : retired_) {
+    for (auto& m : r->maps) m->mr.reset();
+  }
   for (auto& b : buffers_) b->mrs.clear();
   transports_.clear();
+  retired_.clear();
   for (auto& b : buffers_) std::free(b->data);
+}
+
+void RdmaEngine::reaper_loop() {
+  std::unique_lock lock(reaper_mu_);
+  while (!reaper_stop_) {
+    reaper_cv_.wait_for(lock, opts_.reap_interval);
+    if (reaper_stop_) break;
+    lock.unlock();
+    reclaim_retired();
+    lock.lock();
+  }
+}
+
+void RdmaEngine::reclaim_retired() {
+  std::vector<RetiredSet*> sets;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& r : retired_) sets.push_back(r.get());  // only this thread removes from retired_
+  }
+  if (sets.empty()) return;
+  std::vector<RetiredSet*> done;
+  // Transports looked at here: if one was dropped everywhere else meanwhile, it is destroyed
+  // at the end of this function, outside mu_.
+  std::vector<std::shared_ptr<transport::Transport>> seen;
+  const auto young = std::chrono::steady_clock::now() - opts_.reap_interval;
+  for (RetiredSet* r : sets) {
+    if (r->since > young) continue;  // every set stays retired at least one reap_interval
+    bool safe = false;
+    if (auto tr = r->transport.lock()) {
+      // The transport lives: only the provider's own word that each timed-out operation has
+      // ended makes the memory safe (a completion, or an error completion after the peer died).
+      safe = std::all_of(r->ops.begin(), r->ops.end(),
+                         [&](transport::OpId op) { return tr->op_settled(op); });
+      seen.push_back(std::move(tr));
+    } else {
+      // Destroyed: its endpoint is closed, so this process moves no data for it any more. On
+      // shm the peer copies into our memory itself (CMA): it must be gone too.
+      safe = !r->peer_copies || process_gone(r->peer_pid);
+    }
+    if (safe) done.push_back(r);
+  }
+  if (done.empty()) return;
+  std::vector<std::unique_ptr<RetiredSet>> freed_sets;
+  std::vector<std::unique_ptr<Buffer>> freed;
+  {
+    std::lock_guard lock(mu_);
+    for (RetiredSet* r : done) {
+      auto it = std::find_if(retired_.begin(), retired_.end(),
+                             [r](const std::unique_ptr<RetiredSet>& p) { return p.get() == r; });
+      for (Buffer* b : r->buffers) {
+        auto bit = std::find_if(buffers_.begin(), buffers_.end(),
+                                [b](const std::unique_ptr<Buffer>& p) { return p.get() == b; });
+        freed.push_back(std::move(*bit));
+        buffers_.erase(bit);
+      }
+      stats_.buffers_retired -= std::min<std::uint64_t>(stats_.buffers_retired, r->buffers.size());
+      stats_.buffers_reclaimed += r->buffers.size();
+      freed_sets.push_back(std::move(*it));
+      retired_.erase(it);
+    }
+  }
+  // Outside mu_: deregistering takes each transport's own lock.
+  for (auto& b : freed) {
+    b->mrs.clear();
+    std::free(b->data);
+  }
+}
+
+bool RdmaEngine::retired_buffers_full() const {
+  std::lock_guard lock(mu_);
+  return stats_.buffers_retired >= opts_.retired_buffers_max;
 }
 
 std::vector<std::shared_ptr<transport::Transport>> RdmaEngine::transports_snapshot() const {
@@ -205,6 +333,12 @@ Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
   auto trs = transports_snapshot();
   if (trs.empty()) {
     return Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
+  }
+  if (retired_buffers_full()) {
+    return Status(Errc::rdma_declined,
+                  "Too many RDMA staging buffers are retired after failed transfers "
+                  "(retired_buffers_max " +
+                      std::to_string(opts_.retired_buffers_max) + "); use HTTP");
   }
   std::string why;
   for (const auto& tr : trs) {
@@ -254,7 +388,8 @@ Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64
   return lease;
 }
 
-void RdmaEngine::release(Lease& lease, bool retire_all) {
+void RdmaEngine::release(Lease& lease, std::unique_ptr<RetiredSet> retired) {
+  const bool retire_all = retired != nullptr;
   std::vector<std::unique_ptr<Buffer>> replacements;
   std::lock_guard lock(mu_);  // registration is cheap (no pinning on tcp/shm; a pool on verbs)
   if (retire_all) {
@@ -285,6 +420,9 @@ void RdmaEngine::release(Lease& lease, bool retire_all) {
   if (retire_all) {
     for (Buffer* b : lease.buffers) b->retired = true;
     stats_.buffers_retired += lease.buffers.size();
+    stats_.buffers_retired_total += lease.buffers.size();
+    retired->buffers = lease.buffers;
+    retired_.push_back(std::move(retired));
     for (auto& b : replacements) {
       free_.push_back(b.get());
       buffers_.push_back(std::move(b));
@@ -384,6 +522,18 @@ void RdmaEngine::maybe_reset_transport(std::size_t ti,
   ++stats_.transport_resets;
 }
 
+std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
+    const token::Token& t, const std::shared_ptr<transport::Transport>& tr, Abandoned abandoned,
+    std::vector<std::shared_ptr<Mapping>> maps) {
+  auto r = std::make_unique<RetiredSet>();
+  r->maps = std::move(maps);
+  r->transport = tr;
+  r->ops = std::move(abandoned.ops);
+  r->peer_copies = tr->caps().name == "libfabric:shm";
+  if (r->peer_copies) r->peer_pid = shm_peer_pid(t.endpoint);
+  return r;
+}
+
 Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
                         std::uint64_t length) {
   OBJDIRECT_RETURN_IF_ERROR(token::check_scope(t, length));
@@ -412,10 +562,12 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   // Zero copy when the object's files can be mapped; the staging buffers then only count.
   const auto maps = map_extents(tr, reader, offset, length);
   Status failure;
+  Abandoned abandoned;  // what the provider may still be doing with our memory
   for (std::uint64_t i = 0; i < chunks && failure.ok(); ++i) {
     Slot& s = slots[i % slots.size()];
     if (s.op) {
       failure = tr.wait(*s.op, opts_.op_timeout);
+      if (!failure.ok()) abandoned.ops.push_back(*s.op);
       s.op.reset();
       if (!failure.ok()) break;
     }
@@ -470,13 +622,13 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
     Status st = tr.wait(*s.op, failure.ok() ? opts_.op_timeout : drain.left());
     if (!st.ok()) {
       retire = true;
+      abandoned.ops.push_back(*s.op);
       if (failure.ok()) failure = st;
     }
   }
-  release(*lease, retire);
+  release(*lease, retire ? retired_set(t, tr_ref, std::move(abandoned), maps) : nullptr);
   if (retire) maybe_reset_transport(ti, tr_ref);
   std::lock_guard lock(mu_);
-  if (retire) retired_mappings_.insert(retired_mappings_.end(), maps.begin(), maps.end());
   if (failure.ok()) {
     ++stats_.transfers_ok;
     stats_.bytes_written += length;
@@ -513,6 +665,7 @@ Status RdmaEngine::receive(const token::Token& t,
     slots.push_back({lease->buffers[k], lease->mrs[k].get(), std::nullopt, 0});
   }
   Status failure;
+  Abandoned abandoned;  // what the provider may still be doing with our memory
   auto post = [&](Slot& s, std::uint64_t i) -> Status {
     const std::uint64_t pos = i * chunk;
     const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
@@ -532,6 +685,7 @@ Status RdmaEngine::receive(const token::Token& t,
   for (std::uint64_t i = 0; i < chunks && failure.ok(); ++i) {
     Slot& s = slots[i % slots.size()];
     failure = tr.wait(*s.op, opts_.op_timeout);
+    if (!failure.ok()) abandoned.ops.push_back(*s.op);
     s.op.reset();
     if (!failure.ok()) break;
     const std::uint64_t pos = i * chunk;
@@ -545,9 +699,12 @@ Status RdmaEngine::receive(const token::Token& t,
   for (auto& s : slots) {
     if (!s.op) continue;
     Status st = tr.wait(*s.op, drain.left());
-    if (!st.ok()) retire = true;
+    if (!st.ok()) {
+      retire = true;
+      abandoned.ops.push_back(*s.op);
+    }
   }
-  release(*lease, retire);
+  release(*lease, retire ? retired_set(t, tr_ref, std::move(abandoned), {}) : nullptr);
   if (retire) maybe_reset_transport(ti, tr_ref);
   std::lock_guard lock(mu_);
   if (failure.ok()) {

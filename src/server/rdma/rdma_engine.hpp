@@ -15,7 +15,16 @@
 //
 // Failure: an operation that fails or times out (client died) fails the transfer with
 // rdma_transfer_failed. A buffer whose operation timed out may still be written by the provider,
-// so it is retired (never reused) and counted in stats().buffers_retired.
+// so it is retired: taken out of the pool (a fresh buffer replaces it) and counted in
+// stats().buffers_retired. A reaper thread frees retired buffers once nothing can touch them
+// any more (docs/RELIABILITY.md, "Retired buffers"):
+//  - the provider reported every timed-out operation on them as finished or failed
+//    (Transport::op_settled), or
+//  - the transport they were registered with is destroyed (its endpoint closed: nothing of ours
+//    moves data any more) and, on libfabric shm, where the peer process itself copies into our
+//    memory (CMA), the peer process is gone too.
+// While retired_buffers_max buffers are retired, can_serve() declines new transfers (the client
+// falls back to HTTP), so a stream of dying clients cannot grow the server's memory without bound.
 // libfabric shm never recovers from a peer that died with operations in flight (its endpoint
 // reports completions strictly in order, and the dead peer's never comes), so after a failed
 // transfer on shm the engine replaces that transport with a new endpoint and registers the pool
@@ -27,6 +36,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,6 +44,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.hpp"
@@ -65,21 +76,29 @@ struct RdmaOptions {
   // still bound how many chunks are in flight (admission control is unchanged).
   bool zero_copy_get = true;
   std::chrono::milliseconds op_timeout{30'000};
+  // Retired buffers (see above) held at most before new RDMA transfers are declined. Memory
+  // bound: buffer_pool_bytes + (retired_buffers_max + inflight_bytes_max / chunk_bytes) chunks.
+  std::uint64_t retired_buffers_max = 64;
+  // How often the reaper looks at retired buffers, and how long a retired buffer stays retired
+  // at least (from the failure).
+  std::chrono::milliseconds reap_interval{100};
 };
 
 struct RdmaStats {
   std::uint64_t buffers_total = 0;
   std::uint64_t buffers_in_use = 0;
-  std::uint64_t buffers_retired = 0;
+  std::uint64_t buffers_retired = 0;        // retired now (a gauge: goes down when reclaimed)
+  std::uint64_t buffers_retired_total = 0;  // ever retired
+  std::uint64_t buffers_reclaimed = 0;      // retired buffers freed since
   std::uint64_t inflight_bytes = 0;
   std::uint64_t transfers_active = 0;
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
   std::uint64_t admissions_refused = 0;
-  std::uint64_t transport_resets = 0;     // transports replaced after a dead peer stalled them
-  std::uint64_t bytes_written = 0;        // GET: server -> client
+  std::uint64_t transport_resets = 0;      // transports replaced after a dead peer stalled them
+  std::uint64_t bytes_written = 0;         // GET: server -> client
   std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
-  std::uint64_t bytes_read = 0;           // PUT: client -> server
+  std::uint64_t bytes_read = 0;            // PUT: client -> server
 };
 
 class RdmaEngine {
@@ -99,7 +118,10 @@ class RdmaEngine {
   // Whether an enabled transport serves this token (backend, provider, addressing, memory type,
   // and RDMA write for a GET / read for a PUT). Errors: rdma_declined saying why (the S3 layer
   // then answers x-amz-rdma-reply: 501).
+  // Also declines (reason: retired_buffers_max) while too many buffers are retired.
   Status can_serve(const token::Token& t, bool need_write) const;
+  // Whether retired_buffers_max buffers are retired now (can_serve() declines everything).
+  bool retired_buffers_full() const;
 
   // GET: writes bytes [offset, offset+length) of `reader` into the token's segments, in order.
   // Errors: slow_down (no buffers), invalid_rdma_token (token shorter than length),
@@ -116,6 +138,7 @@ class RdmaEngine {
   struct Buffer;
   struct Lease;
   struct Mapping;
+  struct RetiredSet;
   // Maps and registers [offset, offset+length) of reader's files with transport tr. Empty when
   // not possible (no file descriptors, a file shorter than its extent): use staging buffers.
   std::vector<std::shared_ptr<Mapping>> map_extents(transport::Transport& tr,
@@ -123,7 +146,22 @@ class RdmaEngine {
                                                     std::uint64_t offset, std::uint64_t length);
   RdmaEngine() = default;
   Result<Lease> acquire(const token::Token& t, std::uint64_t bytes, std::size_t ti);
-  void release(Lease& lease, bool retire_all);
+  // Returns the lease's buffers to the pool, or, when `retired` is given, replaces them and
+  // keeps them (and its mappings) in retired_ until the reaper finds them safe to free.
+  void release(Lease& lease, std::unique_ptr<RetiredSet> retired);
+  // Frees the retired sets nothing can touch any more. Takes mu_ only briefly: asking a transport
+  // never blocks (op_settled), and a transport this drops last is destroyed outside mu_.
+  void reclaim_retired();
+  // A failed transfer's operations that may still run in the provider.
+  // (A failed post left nothing with the provider: Transport::post_write's contract.)
+  struct Abandoned {
+    std::vector<transport::OpId> ops;  // wait() failed (timeout or error)
+  };
+  std::unique_ptr<RetiredSet> retired_set(const token::Token& t,
+                                          const std::shared_ptr<transport::Transport>& tr,
+                                          Abandoned abandoned,
+                                          std::vector<std::shared_ptr<Mapping>> maps);
+  void reaper_loop();
   std::size_t transport_index(const token::Token& t, bool need_write) const;
   std::vector<std::shared_ptr<transport::Transport>> transports_snapshot() const;
   // After a failed transfer on transport `ti` (which was `failed`): replaces it if its provider
@@ -143,8 +181,12 @@ class RdmaEngine {
   std::vector<Buffer*> free_;
   std::map<std::string, std::uint64_t> per_client_;
   RdmaStats stats_;
-  // Mappings whose operation timed out: the provider may still read them, so never unmapped.
-  std::vector<std::shared_ptr<Mapping>> retired_mappings_;
+  std::vector<std::unique_ptr<RetiredSet>> retired_;  // under mu_
+
+  std::mutex reaper_mu_;
+  std::condition_variable reaper_cv_;
+  bool reaper_stop_ = false;  // under reaper_mu_
+  std::thread reaper_;
 };
 
 }  // namespace objdirect::rdma

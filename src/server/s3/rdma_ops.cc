@@ -41,6 +41,13 @@ Task<Status> on_pool(asio::thread_pool& pool, F fn) {
       asio::use_awaitable);
 }
 
+// The reason label of objdirect_rdma_declines_total for a can_serve() refusal.
+const char* decline_reason(const rdma::RdmaEngine* engine) {
+  if (engine == nullptr || !engine->enabled()) return "rdma-disabled";
+  if (engine->retired_buffers_full()) return "retired-buffers-max";
+  return "no-matching-transport";
+}
+
 }  // namespace
 
 Task<Result<PayloadResult>> S3Service::Impl::receive(Ctx& c, storage::BlobWriter& dst,
@@ -66,7 +73,7 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
   Status serve = rdma ? rdma->can_serve(*tok, true)
                       : Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
   if (!serve.ok()) {
-    opts.metrics->rdma_decline(rdma && rdma->enabled() ? "no-matching-transport" : "rdma-disabled");
+    opts.metrics->rdma_decline(decline_reason(rdma.get()));
     c.data_path = "http-fallback";
     // Decline: the client reads the body as from any S3 server.
     headers.set("x-amz-rdma-reply", "501");
@@ -112,7 +119,7 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
   Status serve = rdma ? rdma->can_serve(*tok, false)
                       : Status(Errc::rdma_declined, "This server has no RDMA transport enabled");
   if (!serve.ok()) {
-    opts.metrics->rdma_decline(rdma && rdma->enabled() ? "no-matching-transport" : "rdma-disabled");
+    opts.metrics->rdma_decline(decline_reason(rdma.get()));
     co_return Status(Errc::rdma_declined, serve.message() + "; retry with the data in the body");
   }
   // The payload comes by RDMA: the HTTP body must be empty.

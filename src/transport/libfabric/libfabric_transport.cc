@@ -278,6 +278,14 @@ class LibfabricTransport final : public Transport {
     return poll_locked();
   }
 
+  bool op_settled(OpId id) const override {
+    // An abandoned Op is erased once its last provider operation completes (settle(),
+    // drain_backlog_locked()), whether that completion reports success or an error.
+    std::unique_lock lock(core_->mu, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    return ops_.find(id) == ops_.end();
+  }
+
   std::shared_ptr<void> keep_progress_hot() override {
     if (progress_thread_) return progress_thread_->hold();
     return std::make_shared<int>(0);
@@ -491,11 +499,11 @@ class LibfabricTransport final : public Transport {
       if (raw->pending == 0) {
         finish(raw);
         ops_.erase(raw->id);
-      } else {
-        raw->abandoned = true;
-        raw->status = st;
+        return st;
       }
-      return st;
+      // Parts are with the provider: the caller learns the failure from wait(), which also
+      // tells it when the provider is done with the buffers (see post_write's contract).
+      raw->status = st;
     }
     if (raw->next_post < raw->n_subs) backlog_.push_back(raw->id);
     return raw->id;

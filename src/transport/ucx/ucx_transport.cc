@@ -59,6 +59,7 @@ class UcxRegion final : public MemoryRegion {
 struct Peer {
   ucp_ep_h ep = nullptr;
   bool failed = false;
+  bool* any_failed = nullptr;  // the transport's flag: some peer failed, close its endpoint
   std::string failure;
 };
 
@@ -188,6 +189,18 @@ class UcxTransport final : public Transport {
         // The deadline holds even while other operations keep the worker busy.
         if (Clock::now() >= deadline) {
           it->second->abandoned = true;
+          // A peer that did not finish an operation within its timeout is treated as failed:
+          // force-closing its endpoint makes UCX complete (cancel) the outstanding requests, so
+          // the abandoned Op settles and its buffers can be freed (op_settled()). Without that,
+          // an endpoint to a peer that died before it connected (error mode NONE, no error
+          // callback) held its requests, and the server's staging buffers, forever.
+          if (auto* e = peers_.peek(it->second->peer)) {
+            if (!e->handle->failed) {
+              e->handle->failed = true;
+              e->handle->failure = "an operation timed out";
+            }
+            close_endpoint_locked(e->handle);
+          }
           return Status(Errc::rdma_transfer_failed, "ucx: transfer to peer timed out after " +
                                                         std::to_string(timeout.count()) + " ms");
         }
@@ -203,6 +216,14 @@ class UcxTransport final : public Transport {
   bool progress() override {
     std::lock_guard lock(core_->mu);
     return poll_locked();
+  }
+
+  bool op_settled(OpId id) const override {
+    // An abandoned Op is erased once UCX has completed (or, for a failed or force-closed
+    // endpoint, cancelled) its last request (settle()).
+    std::unique_lock lock(core_->mu, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    return ops_.find(id) == ops_.end();
   }
 
   std::shared_ptr<void> keep_progress_hot() override {
@@ -229,11 +250,22 @@ class UcxTransport final : public Transport {
   static void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* peer = static_cast<Peer*>(arg);
     peer->failed = true;
+    *peer->any_failed = true;
     peer->failure = ucs_error(status);
   }
 
   bool poll_locked() {
     bool did = ucp_worker_progress(worker_) != 0;
+    if (peer_failed_) {
+      // UCX completes a failed endpoint's outstanding requests (with an error) only once the
+      // endpoint is closed; until then an operation abandoned by wait() would hold its buffers
+      // for good. The entry stays (failed) until its in-flight count drops to 0.
+      peer_failed_ = false;
+      peers_.for_each([&](const std::string&, detail::PeerLru<std::shared_ptr<Peer>>::Entry& e) {
+        if (e.handle->failed) close_endpoint_locked(e.handle);
+      });
+      did = true;
+    }
     if (!closing_.empty()) reap_closing_locked();
     graveyard_.clear();  // unmap released regions here, not inside a UCX callback
     return did;
@@ -305,6 +337,7 @@ class UcxTransport final : public Transport {
       peers_.erase(victim);
     }
     auto peer = std::make_shared<Peer>();
+    peer->any_failed = &peer_failed_;
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -402,11 +435,11 @@ class UcxTransport final : public Transport {
       if (raw->pending == 0) {
         release_rkeys(*raw);
         ops_.erase(raw->id);
-      } else {
-        raw->abandoned = true;
-        raw->status = st;
+        return st;
       }
-      return st;
+      // Parts are with UCX: the caller learns the failure from wait(), which also tells it when
+      // UCX is done with the buffers (see post_write's contract).
+      raw->status = st;
     }
     if (raw->pending == 0) {
       release_rkeys(*raw);
@@ -426,6 +459,7 @@ class UcxTransport final : public Transport {
   std::string local_address_;
   detail::PeerLru<std::shared_ptr<Peer>> peers_;
   std::vector<Closing> closing_;
+  bool peer_failed_ = false;  // set by on_endpoint_error, handled by poll_locked
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
   std::unordered_set<Ticket*> tickets_;                   // requests UCX still holds
   std::vector<std::shared_ptr<MemoryRegion>> graveyard_;  // released in callbacks, freed later
