@@ -368,49 +368,7 @@ Status status_from_response(const HttpResponse& r) {
       request_id = e.child_value("RequestId");
     }
   }
-  Errc errc;
-  if (!code.empty()) {
-    errc = from_s3_code(code);
-  } else {
-    switch (r.status) {
-      case 304:
-        errc = Errc::not_modified;
-        break;
-      case 400:
-        errc = Errc::invalid_request;
-        break;
-      case 403:
-        errc = Errc::access_denied;
-        break;
-      case 404:
-        errc = Errc::no_such_key;
-        break;
-      case 405:
-        errc = Errc::method_not_allowed;
-        break;
-      case 409:
-        errc = Errc::conditional_conflict;
-        break;
-      case 411:
-        errc = Errc::missing_content_length;
-        break;
-      case 412:
-        errc = Errc::precondition_failed;
-        break;
-      case 416:
-        errc = Errc::invalid_range;
-        break;
-      case 501:
-        errc = Errc::not_implemented;
-        break;
-      case 503:
-        errc = Errc::unavailable;
-        break;
-      default:
-        errc = Errc::internal;
-        break;
-    }
-  }
+  Errc errc = code.empty() ? from_http_status(r.status) : from_s3_code(code);
   if (message.empty()) {
     message = "HTTP " + std::to_string(r.status);
     if (!code.empty()) message += " " + code;

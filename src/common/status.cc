@@ -36,6 +36,35 @@ Errc from_s3_code(std::string_view code) noexcept {
   return Errc::internal;
 }
 
+Errc from_http_status(int status) noexcept {
+  switch (status) {
+    case 304:
+      return Errc::not_modified;
+    case 400:
+      return Errc::invalid_request;
+    case 403:
+      return Errc::access_denied;
+    case 404:
+      return Errc::no_such_key;
+    case 405:
+      return Errc::method_not_allowed;
+    case 409:
+      return Errc::conditional_conflict;
+    case 411:
+      return Errc::missing_content_length;
+    case 412:
+      return Errc::precondition_failed;
+    case 416:
+      return Errc::invalid_range;
+    case 501:
+      return Errc::not_implemented;
+    case 503:
+      return Errc::unavailable;
+    default:
+      return Errc::internal;
+  }
+}
+
 std::string Status::to_string() const {
   if (ok()) return "ok";
   std::string out(errc_name(code_));

@@ -85,6 +85,10 @@ int http_status(Errc e) noexcept;
 std::string_view errc_name(Errc e) noexcept;
 // Best-effort reverse mapping from an S3 error code; unknown codes map to Errc::internal.
 Errc from_s3_code(std::string_view code) noexcept;
+// The Errc of an HTTP error reply that carries no S3 error code (a HEAD's bodiless reply, a
+// proxy's page): 304, 400, 403, 404, 405, 409, 411, 412, 416, 501 and 503 map to their S3
+// meaning, everything else to Errc::internal.
+Errc from_http_status(int status) noexcept;
 
 // A code plus a human-readable message. The message is never empty for an error: S3 clients
 // (Debian's AWS CLI v2) crash on an empty <Message>.

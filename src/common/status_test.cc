@@ -18,6 +18,11 @@ TEST(Status, MapsToS3) {
   EXPECT_EQ(s3_code(Errc::invalid_rdma_token), "InvalidRDMAToken");
   EXPECT_EQ(from_s3_code("NoSuchBucket"), Errc::no_such_bucket);
   EXPECT_EQ(from_s3_code("SomethingElse"), Errc::internal);
+  EXPECT_EQ(from_http_status(404), Errc::no_such_key);
+  EXPECT_EQ(from_http_status(412), Errc::precondition_failed);
+  EXPECT_EQ(from_http_status(503), Errc::unavailable);
+  EXPECT_EQ(from_http_status(418), Errc::internal);
+  EXPECT_EQ(from_http_status(500), Errc::internal);
   EXPECT_EQ(errc_name(Errc::bucket_not_empty), "bucket_not_empty");
 }
 

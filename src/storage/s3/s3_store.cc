@@ -316,38 +316,10 @@ Status upstream_error(const Response& r, std::string_view what) {
   Errc errc = Errc::internal;
   if (!code.empty()) errc = from_s3_code(code);
   if (code.empty() || (errc == Errc::internal && code != "InternalError")) {
-    switch (r.status) {
-      case 304:
-        errc = Errc::not_modified;
-        break;
-      case 400:
-        errc = Errc::invalid_request;
-        break;
-      case 403:
-        errc = Errc::access_denied;
-        break;
-      case 404:
-        errc = Errc::no_such_key;
-        break;
-      case 409:
-        errc = Errc::conditional_conflict;
-        break;
-      case 412:
-        errc = Errc::precondition_failed;
-        break;
-      case 416:
-        errc = Errc::invalid_range;
-        break;
-      case 501:
-        errc = Errc::not_implemented;
-        break;
-      case 503:
-        errc = Errc::slow_down;
-        break;
-      default:
-        errc = r.status >= 500 ? Errc::unavailable : Errc::internal;
-        break;
-    }
+    // A busy upstream (503) makes our client back off and retry; other upstream 5xx mean the
+    // upstream is not serving.
+    errc = r.status == 503 ? Errc::slow_down : from_http_status(r.status);
+    if (errc == Errc::internal && r.status >= 500) errc = Errc::unavailable;
   }
   std::string msg = "upstream " + std::string(what) + ": HTTP " + std::to_string(r.status);
   if (!code.empty()) msg += " " + code;
