@@ -1085,9 +1085,7 @@ class S3Store final : public ObjectStore {
   }
 
   Result<std::vector<BucketInfo>> list_buckets() override {
-    auto resp = core_->call(Request{});
-    if (!resp.ok()) return resp.status();
-    auto doc = parse_xml(*resp, "ListBuckets");
+    auto doc = call_xml(Request{}, "ListBuckets");
     if (!doc.ok()) return doc.status();
     std::vector<BucketInfo> out;
     for (auto b : doc->child("ListAllMyBucketsResult").child("Buckets").children("Bucket")) {
@@ -1137,9 +1135,7 @@ class S3Store final : public ObjectStore {
     r.headers.emplace_back("x-amz-metadata-directive", "REPLACE");
     r.headers.emplace_back("x-amz-copy-source-if-match", quote(expected_etag));
     add_meta_headers(r.headers, meta);
-    auto resp = core_->call(std::move(r));
-    if (!resp.ok()) return resp.status();
-    auto doc = parse_xml(*resp, "CopyObject");
+    auto doc = call_xml(std::move(r), "CopyObject");
     if (!doc.ok()) return doc.status();
     auto res = doc->child("CopyObjectResult");
     meta.etag = unquote(res.child_value("ETag"));
@@ -1229,9 +1225,7 @@ class S3Store final : public ObjectStore {
       } else if (!q.start_after.empty()) {
         r.query.emplace_back("start-after", q.start_after);
       }
-      auto resp = core_->call(std::move(r));
-      if (!resp.ok()) return resp.status();
-      auto doc = parse_xml(*resp, "ListObjectsV2");
+      auto doc = call_xml(std::move(r), "ListObjectsV2");
       if (!doc.ok()) return doc.status();
       auto root = doc->child("ListBucketResult");
       const bool url = std::string_view(root.child_value("EncodingType")) == "url";
@@ -1288,9 +1282,7 @@ class S3Store final : public ObjectStore {
         peek.query = {{"list-type", "2"}, {"max-keys", "1"}, {"continuation-token", token}};
         if (!q.prefix.empty()) peek.query.emplace_back("prefix", q.prefix);
         if (!q.delimiter.empty()) peek.query.emplace_back("delimiter", q.delimiter);
-        auto pr = core_->call(std::move(peek));
-        if (!pr.ok()) return pr.status();
-        auto pd = parse_xml(*pr, "ListObjectsV2");
+        auto pd = call_xml(std::move(peek), "ListObjectsV2");
         if (!pd.ok()) return pd.status();
         auto proot = pd->child("ListBucketResult");
         out.truncated = proot.child("Contents") || proot.child("CommonPrefixes");
@@ -1311,9 +1303,7 @@ class S3Store final : public ObjectStore {
     add_meta_headers(r.headers, info.meta_template);
     if (!info.checksum_algorithm.empty())
       r.headers.emplace_back("x-amz-checksum-algorithm", info.checksum_algorithm);
-    auto resp = core_->call(std::move(r));
-    if (!resp.ok()) return resp.status();
-    auto doc = parse_xml(*resp, "CreateMultipartUpload");
+    auto doc = call_xml(std::move(r), "CreateMultipartUpload");
     if (!doc.ok()) return doc.status();
     std::string id = doc->child("InitiateMultipartUploadResult").child_value("UploadId");
     if (id.empty()) return Status(Errc::io_error, "upstream CreateMultipartUpload: no UploadId");
@@ -1331,9 +1321,7 @@ class S3Store final : public ObjectStore {
     r.key = std::string(key);
     r.has_key = true;
     r.query = {{"max-parts", "1"}, {"uploadId", std::string(upload_id)}};
-    auto resp = core_->call(std::move(r));
-    if (!resp.ok()) return resp.status();
-    auto doc = parse_xml(*resp, "ListParts");
+    auto doc = call_xml(std::move(r), "ListParts");
     if (!doc.ok()) return doc.status();
     auto root = doc->child("ListPartsResult");
     if (auto t = core_->find_template(std::string(upload_id)); t && t->key == key) return *t;
@@ -1377,9 +1365,7 @@ class S3Store final : public ObjectStore {
       r.query = {{"max-parts", std::to_string(ask)},
                  {"part-number-marker", std::to_string(marker)},
                  {"uploadId", std::string(upload_id)}};
-      auto resp = core_->call(std::move(r));
-      if (!resp.ok()) return resp.status();
-      auto doc = parse_xml(*resp, "ListParts");
+      auto doc = call_xml(std::move(r), "ListParts");
       if (!doc.ok()) return doc.status();
       auto root = doc->child("ListPartsResult");
       bool any = false;
@@ -1444,9 +1430,7 @@ class S3Store final : public ObjectStore {
     if (!q.delimiter.empty()) r.query.emplace_back("delimiter", q.delimiter);
     if (!q.key_marker.empty()) r.query.emplace_back("key-marker", q.key_marker);
     if (!q.upload_id_marker.empty()) r.query.emplace_back("upload-id-marker", q.upload_id_marker);
-    auto resp = core_->call(std::move(r));
-    if (!resp.ok()) return resp.status();
-    auto doc = parse_xml(*resp, "ListMultipartUploads");
+    auto doc = call_xml(std::move(r), "ListMultipartUploads");
     if (!doc.ok()) return doc.status();
     auto root = doc->child("ListMultipartUploadsResult");
     const bool url = std::string_view(root.child_value("EncodingType")) == "url";
@@ -1470,6 +1454,13 @@ class S3Store final : public ObjectStore {
   }
 
  private:
+  // One upstream call whose reply is an XML document; an <Error> reply becomes its Status.
+  Result<pugi::xml_document> call_xml(Request r, std::string_view what) {
+    auto resp = core_->call(std::move(r));
+    if (!resp.ok()) return resp.status();
+    return parse_xml(*resp, what);
+  }
+
   Request part_request(std::string_view bucket, std::string_view key, std::string_view upload_id,
                        std::uint32_t number) const {
     Request r;
@@ -1612,9 +1603,7 @@ class S3Store final : public ObjectStore {
     r.headers.emplace_back("content-type", "application/xml");
     add_condition(r.headers, cond);
     r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-    auto resp = core_->call(std::move(r));
-    if (!resp.ok()) return resp.status();
-    auto reply = parse_xml(*resp, "CompleteMultipartUpload");  // an <Error> inside a 200, too
+    auto reply = call_xml(std::move(r), "CompleteMultipartUpload");  // an <Error> inside a 200, too
     if (!reply.ok()) return reply.status();
     std::string etag = unquote(reply->child("CompleteMultipartUploadResult").child_value("ETag"));
     if (etag.empty()) return Status(Errc::io_error, "upstream CompleteMultipartUpload: no ETag");
