@@ -523,13 +523,22 @@ struct Core {
 };
 
 // Headers that carry an object's metadata on PutObject / CreateMultipartUpload / CopyObject.
+// The standard headers stored with an object, and the ObjectMeta field that keeps each: what a
+// write sends upstream and a HEAD reads back.
+using MetaHeader = std::pair<std::string_view, std::string ObjectMeta::*>;
+constexpr MetaHeader kMetaHeaders[] = {
+    {"content-type", &ObjectMeta::content_type},
+    {"content-encoding", &ObjectMeta::content_encoding},
+    {"content-disposition", &ObjectMeta::content_disposition},
+    {"content-language", &ObjectMeta::content_language},
+    {"cache-control", &ObjectMeta::cache_control},
+    {"expires", &ObjectMeta::expires},
+};
+
 void add_meta_headers(Headers& h, const ObjectMeta& m) {
-  if (!m.content_type.empty()) h.emplace_back("content-type", m.content_type);
-  if (!m.content_encoding.empty()) h.emplace_back("content-encoding", m.content_encoding);
-  if (!m.content_disposition.empty()) h.emplace_back("content-disposition", m.content_disposition);
-  if (!m.content_language.empty()) h.emplace_back("content-language", m.content_language);
-  if (!m.cache_control.empty()) h.emplace_back("cache-control", m.cache_control);
-  if (!m.expires.empty()) h.emplace_back("expires", m.expires);
+  for (const auto& [name, field] : kMetaHeaders) {
+    if (!(m.*field).empty()) h.emplace_back(std::string(name), m.*field);
+  }
   for (const auto& [k, v] : m.user_meta) h.emplace_back("x-amz-meta-" + lower(k), v);
 }
 
@@ -556,18 +565,9 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
       m.etag = unquote(v);
     } else if (k == "last-modified") {
       if (auto t = parse_http_date(v)) m.mtime_ns = ns_of(*t);
-    } else if (k == "content-type") {
-      m.content_type = v;
-    } else if (k == "content-encoding") {
-      m.content_encoding = v;
-    } else if (k == "content-disposition") {
-      m.content_disposition = v;
-    } else if (k == "content-language") {
-      m.content_language = v;
-    } else if (k == "cache-control") {
-      m.cache_control = v;
-    } else if (k == "expires") {
-      m.expires = v;
+    } else if (auto it = std::ranges::find(kMetaHeaders, std::string_view(k), &MetaHeader::first);
+               it != std::end(kMetaHeaders)) {
+      m.*(it->second) = v;
     } else if (k.starts_with("x-amz-meta-")) {
       m.user_meta.emplace_back(k.substr(11), v);
     } else if (k.starts_with("x-amz-checksum-")) {
