@@ -13,6 +13,7 @@
 #include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "server/s3/xml.hpp"
 
 namespace objdirect::client {
 
@@ -358,16 +359,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
 }
 
 Status status_from_response(const HttpResponse& r) {
-  std::string code, message, request_id;
-  if (!r.body.empty()) {
-    pugi::xml_document doc;
-    if (doc.load_buffer(r.body.data(), r.body.size())) {
-      auto e = doc.child("Error");
-      code = e.child_value("Code");
-      message = e.child_value("Message");
-      request_id = e.child_value("RequestId");
-    }
-  }
+  auto [code, message, request_id] = s3::parse_error_xml(r.body);
   Errc errc = code.empty() ? from_http_status(r.status) : from_s3_code(code);
   if (message.empty()) {
     message = "HTTP " + std::to_string(r.status);

@@ -527,4 +527,15 @@ std::string error_xml(std::string_view code, std::string_view message, std::stri
   return w.finish();
 }
 
+ErrorReply parse_error_xml(std::string_view body) {
+  ErrorReply out;
+  pugi::xml_document doc;
+  if (body.empty() || !doc.load_buffer(body.data(), body.size())) return out;
+  auto e = doc.child("Error");
+  out.code = e.child_value("Code");
+  out.message = e.child_value("Message");
+  out.request_id = e.child_value("RequestId");
+  return out;
+}
+
 }  // namespace objdirect::s3

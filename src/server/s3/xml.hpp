@@ -115,4 +115,13 @@ std::string xml_escape(std::string_view text);
 std::string error_xml(std::string_view code, std::string_view message, std::string_view resource,
                       std::string_view request_id);
 
+// The fields of an <Error> reply as error_xml writes them (and S3 services answer): what a client
+// or the gateway reads back from a failed request. All empty when `body` is not such a document.
+struct ErrorReply {
+  std::string code;
+  std::string message;
+  std::string request_id;
+};
+ErrorReply parse_error_xml(std::string_view body);
+
 }  // namespace objdirect::s3

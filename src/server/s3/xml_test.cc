@@ -557,5 +557,15 @@ TEST(S3XmlFuzz, ReplayInvariants) {
   EXPECT_EQ(checked, 5 * 400);
 }
 
+TEST(S3ErrorXml, ParseReadsBackWhatErrorXmlWrites) {
+  const auto e = parse_error_xml(error_xml("NoSuchKey", "gone <now>", "/b/k", "req-7"));
+  EXPECT_EQ(e.code, "NoSuchKey");
+  EXPECT_EQ(e.message, "gone <now>");
+  EXPECT_EQ(e.request_id, "req-7");
+  const auto none = parse_error_xml("not xml");
+  EXPECT_TRUE(none.code.empty() && none.message.empty() && none.request_id.empty());
+  EXPECT_TRUE(parse_error_xml("").code.empty());
+}
+
 }  // namespace
 }  // namespace objdirect::s3

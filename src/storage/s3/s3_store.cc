@@ -27,6 +27,7 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "server/s3/xml.hpp"
 
 namespace objdirect::storage {
 namespace {
@@ -302,16 +303,7 @@ int seek_cb(void* ud, curl_off_t offset, int origin) {
 
 // The upstream's <Error> body (or its status, for bodiless replies) as a Status.
 Status upstream_error(const Response& r, std::string_view what) {
-  std::string code, message, request_id;
-  if (!r.body.empty()) {
-    pugi::xml_document doc;
-    if (doc.load_buffer(r.body.data(), r.body.size())) {
-      auto e = doc.child("Error");
-      code = e.child_value("Code");
-      message = e.child_value("Message");
-      request_id = e.child_value("RequestId");
-    }
-  }
+  auto [code, message, request_id] = s3::parse_error_xml(r.body);
   if (request_id.empty()) request_id = r.header("x-amz-request-id").value_or("");
   Errc errc = Errc::internal;
   if (!code.empty()) errc = from_s3_code(code);
