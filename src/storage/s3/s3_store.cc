@@ -27,6 +27,7 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "server/s3/conditional.hpp"
 #include "server/s3/xml.hpp"
 
 namespace objdirect::storage {
@@ -58,11 +59,6 @@ std::string trim(std::string_view s) {
   while (!s.empty() &&
          (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
     s.remove_suffix(1);
-  return std::string(s);
-}
-
-std::string unquote(std::string_view s) {
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
   return std::string(s);
 }
 
@@ -554,7 +550,7 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
     if (k == "content-length") {
       parse_uint(v, m.size);
     } else if (k == "etag") {
-      m.etag = unquote(v);
+      m.etag = objdirect::s3::unquote_etag(v);
     } else if (k == "last-modified") {
       if (auto t = parse_http_date(v)) m.mtime_ns = ns_of(*t);
     } else if (auto it = std::ranges::find(kMetaHeaders, std::string_view(k), &MetaHeader::first);
@@ -712,7 +708,7 @@ struct RangeSink : Sink {
     head = r;
     if (r.status == 206 || (r.status == 200 && whole_object)) {
       auto et = r.header("etag");
-      if (et && unquote(*et) != pinned_etag) {
+      if (et && objdirect::s3::unquote_etag(*et) != pinned_etag) {
         failure = Status(Errc::precondition_failed,
                          "the object changed upstream after it was opened (ETag " + pinned_etag +
                              " is no longer current); the read was stopped");
@@ -1130,7 +1126,7 @@ class S3Store final : public ObjectStore {
     auto doc = call_xml(std::move(r), "CopyObject");
     if (!doc.ok()) return doc.status();
     auto res = doc->child("CopyObjectResult");
-    meta.etag = unquote(res.child_value("ETag"));
+    meta.etag = objdirect::s3::unquote_etag(res.child_value("ETag"));
     if (auto t = parse_iso8601(res.child_value("LastModified"))) meta.mtime_ns = ns_of(*t);
     if (meta.etag.empty()) return Status(Errc::io_error, "upstream CopyObject: no ETag");
     return meta;
@@ -1229,7 +1225,7 @@ class S3Store final : public ObjectStore {
           ObjectMeta m;
           m.key = decoded(c.child_value("Key"), url);
           parse_uint(std::string_view(c.child_value("Size")), m.size);
-          m.etag = unquote(c.child_value("ETag"));
+          m.etag = objdirect::s3::unquote_etag(c.child_value("ETag"));
           if (auto t = parse_iso8601(c.child_value("LastModified"))) m.mtime_ns = ns_of(*t);
           std::string k = m.key;
           entries.emplace_back(std::move(k), std::move(m));
@@ -1336,7 +1332,7 @@ class S3Store final : public ObjectStore {
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
     info.size = w->size();
-    info.etag = unquote(resp->header("etag").value_or(""));
+    info.etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
     if (info.etag.empty()) return Status(Errc::io_error, "upstream UploadPart: no ETag");
     info.mtime_ns = now_ns();
     return info;
@@ -1366,7 +1362,7 @@ class S3Store final : public ObjectStore {
         PartInfo pi;
         parse_uint(std::string_view(p.child_value("PartNumber")), pi.part_number);
         parse_uint(std::string_view(p.child_value("Size")), pi.size);
-        pi.etag = unquote(p.child_value("ETag"));
+        pi.etag = objdirect::s3::unquote_etag(p.child_value("ETag"));
         if (auto t = parse_iso8601(p.child_value("LastModified"))) pi.mtime_ns = ns_of(*t);
         for (ChecksumAlgo a : kAllChecksumAlgos) {
           const std::string el = "Checksum" + std::string(checksum_name(a));
@@ -1477,7 +1473,7 @@ class S3Store final : public ObjectStore {
     add_condition(r.headers, cond);
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
-    auto etag = unquote(resp->header("etag").value_or(""));
+    auto etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
     if (etag.empty()) return Status(Errc::io_error, "upstream PutObject: no ETag");
     return etag;
   }
@@ -1538,7 +1534,7 @@ class S3Store final : public ObjectStore {
           failed = true;
           return;
         }
-        pi.etag = unquote(*resp->header("etag"));
+        pi.etag = objdirect::s3::unquote_etag(*resp->header("etag"));
         done[i] = std::move(pi);
       }
     };
@@ -1597,7 +1593,8 @@ class S3Store final : public ObjectStore {
     r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
     auto reply = call_xml(std::move(r), "CompleteMultipartUpload");  // an <Error> inside a 200, too
     if (!reply.ok()) return reply.status();
-    std::string etag = unquote(reply->child("CompleteMultipartUploadResult").child_value("ETag"));
+    std::string etag = objdirect::s3::unquote_etag(
+        reply->child("CompleteMultipartUploadResult").child_value("ETag"));
     if (etag.empty()) return Status(Errc::io_error, "upstream CompleteMultipartUpload: no ETag");
     return etag;
   }
