@@ -382,7 +382,7 @@ struct Client::Impl {
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
       if (r->ok() && reply && *reply == "200") {
-        out.etag = client::unquote_etag(r->header("etag").value_or(""));
+        out.etag = s3::unquote_etag(r->header("etag").value_or(""));
         return out;
       }
       out.info.fell_back = true;
@@ -417,7 +417,7 @@ struct Client::Impl {
     ++out.requests;
     if (!r.ok()) return r.status();
     if (!r->ok()) return client::status_from_response(*r);
-    out.etag = client::unquote_etag(r->header("etag").value_or(""));
+    out.etag = s3::unquote_etag(r->header("etag").value_or(""));
     return out;
   }
 
@@ -538,7 +538,7 @@ struct Client::Impl {
           }
           if (!o.ok()) return o.status();
           info.merge(o->info);
-          res.etag = client::unquote_etag(o->resp.header("etag").value_or(""));
+          res.etag = s3::unquote_etag(o->resp.header("etag").value_or(""));
           if (o->resp.status == 206) {
             auto cr = client::parse_content_range(o->resp.header("content-range").value_or(""));
             if (!cr) return Status(Errc::io_error, "206 reply without a valid Content-Range");
@@ -827,7 +827,7 @@ Result<TransferResult> Client::get_host(std::string_view bucket, std::string_vie
     first.reset();
   }
   info.merge(o->info);
-  res.etag = client::unquote_etag(o->resp.header("etag").value_or(""));
+  res.etag = s3::unquote_etag(o->resp.header("etag").value_or(""));
   std::uint64_t got = o->bytes;
   std::uint64_t total = 0;
   if (o->resp.status == 206) {
@@ -1063,7 +1063,7 @@ Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {
   if (!parse_u64(r->header("content-length").value_or(""), info.size)) {
     return Status(Errc::io_error, "HEAD reply without Content-Length");
   }
-  info.etag = client::unquote_etag(r->header("etag").value_or(""));
+  info.etag = s3::unquote_etag(r->header("etag").value_or(""));
   info.last_modified = std::string(r->header("last-modified").value_or(""));
   info.content_type = std::string(r->header("content-type").value_or(""));
   return info;
@@ -1090,7 +1090,7 @@ Result<ListPage> Client::list(std::string_view bucket, const ListOptions& o) {
     ListEntry e;
     e.key = c.child_value("Key");
     (void)parse_u64(c.child_value("Size"), e.size);
-    e.etag = client::unquote_etag(c.child_value("ETag"));
+    e.etag = s3::unquote_etag(c.child_value("ETag"));
     e.last_modified = c.child_value("LastModified");
     page.objects.push_back(std::move(e));
   }

@@ -104,7 +104,7 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
     if (!doc.load_buffer(body->data(), body->size())) {
       return Status(Errc::io_error, "CopyObject reply is not XML");
     }
-    res.etag = client::unquote_etag(doc.child("CopyObjectResult").child_value("ETag"));
+    res.etag = s3::unquote_etag(doc.child("CopyObjectResult").child_value("ETag"));
     res.bytes = info->size;
     return res;
   }
@@ -130,7 +130,7 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
       return Status(Errc::io_error, "UploadPartCopy reply is not XML");
     }
     parts[i].part_number = p.part_number;
-    parts[i].etag = client::unquote_etag(doc.child("CopyPartResult").child_value("ETag"));
+    parts[i].etag = s3::unquote_etag(doc.child("CopyPartResult").child_value("ETag"));
     if (parts[i].etag.empty()) return Status(Errc::io_error, "UploadPartCopy reply has no ETag");
     return Status::Ok();
   });

@@ -14,13 +14,6 @@ std::string to_string(const pugi::xml_document& doc) {
 
 }  // namespace
 
-std::string unquote_etag(std::string_view etag) {
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
-  }
-  return std::string(etag);
-}
-
 std::string complete_multipart_body(std::span<const std::pair<std::uint32_t, std::string>> parts) {
   pugi::xml_document doc;
   auto root = doc.append_child("CompleteMultipartUpload");
@@ -40,7 +33,7 @@ Result<std::string> parse_complete_reply(std::string_view body) {
   if (auto err = doc.child("Error")) {
     return Status(from_s3_code(err.child_value("Code")), err.child_value("Message"));
   }
-  return unquote_etag(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
+  return s3::unquote_etag(doc.child("CompleteMultipartUploadResult").child_value("ETag"));
 }
 
 std::string delete_objects_body(std::span<const std::string> keys) {

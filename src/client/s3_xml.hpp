@@ -11,11 +11,9 @@
 #include <utility>
 
 #include "common/status.hpp"
+#include "server/s3/conditional.hpp"  // s3::unquote_etag, for the ETags these replies carry
 
 namespace objdirect::client {
-
-// An ETag without its surrounding double quotes (as the client reports ETags).
-std::string unquote_etag(std::string_view etag);
 
 // A CompleteMultipartUpload body listing (part number, ETag) in the given order; quotes are added
 // around each ETag.
