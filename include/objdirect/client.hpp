@@ -223,6 +223,12 @@ struct ClientStats {
   // Requests sent again: RDMA admission refused with 503 SlowDown (back-off retry), and requests
   // re-sent on a new connection after a pooled keep-alive connection turned out closed.
   std::uint64_t retries = 0;
+  // Registrations revoked after an RDMA request that did not succeed (error reply, decline,
+  // connection error): the buffer's registration is dropped from the registration cache and
+  // closed, and the fabric drained, before the call falls back to HTTP or returns, so that a
+  // server write the provider still held cannot land in the buffer afterwards
+  // (docs/RELIABILITY.md section 5).
+  std::uint64_t rdma_revocations = 0;
   // HTTP requests in progress right now.
   std::uint64_t requests_in_flight = 0;
 

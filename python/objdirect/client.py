@@ -284,7 +284,8 @@ class Client:
         ``requests``: {operation: {"2xx"|"3xx"|"4xx"|"5xx"|"failed": count}};
         ``bytes`` and ``transfers``: {"rdma"|"http"|"http-fallback": count} for data calls;
         ``rdma_declines``: {reason: count} for calls that fell back to HTTP;
-        ``errors``: {error name: count}; ``retries``; ``requests_in_flight``.
+        ``errors``: {error name: count}; ``retries``; ``rdma_revocations``
+        (registrations revoked after an RDMA request that did not succeed); ``requests_in_flight``.
         """
         return self._native.stats()
 

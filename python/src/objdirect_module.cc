@@ -555,9 +555,9 @@ class NativeClient {
     run_status([&] { return client_->abort_multipart_upload(bucket, key, upload_id); });
   }
 
-
   // Client::stats() as a dict (see ClientStats in client.hpp): requests {op: {class: n}}, bytes,
-  // transfers and rdma_declines {key: n}, errors {errc name: n}, retries, requests_in_flight.
+  // transfers and rdma_declines {key: n}, errors {errc name: n}, retries, rdma_revocations,
+  // requests_in_flight.
   py::dict stats() const {
     ClientStats s = client_->stats();
     auto flat = [](const std::map<std::string, std::uint64_t>& m) {
@@ -574,6 +574,7 @@ class NativeClient {
     out["rdma_declines"] = flat(s.rdma_declines);
     out["errors"] = flat(s.errors);
     out["retries"] = s.retries;
+    out["rdma_revocations"] = s.rdma_revocations;
     out["requests_in_flight"] = s.requests_in_flight;
     return out;
   }

@@ -242,14 +242,16 @@ struct Client::Impl {
 
   // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
   // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
+  // used: the fabric that made the token (for revoke()).
   std::string try_token(std::span<const std::byte> buf, PathInfo& info, std::shared_ptr<void>& hold,
-                        bool direct = false) {
+                        std::shared_ptr<client::Fabric>& used, bool direct = false) {
     if (buf.empty()) {
       info.reason = "empty transfer";
       return {};
     }
     auto f = current_fabric(info.reason);
     if (!f) return {};
+    used = f;
     auto t = direct ? f->make_device_token(buf, cfg.token_lifetime_s, hold)
                     : f->make_token(buf, cfg.token_lifetime_s, hold);
     info.fabric = f->name();
@@ -259,6 +261,29 @@ struct Client::Impl {
     }
     info.attempted = true;
     return std::move(*t);
+  }
+
+  // Whether the answer to a token request leaves open that the server's provider still holds an
+  // operation on the buffer: no answer (connection error, timeout), or a 5xx (RDMATransferFailed
+  // after an op timeout, a storage failure mid-transfer). A 2xx means every operation completed;
+  // a 4xx comes before the server posts anything (token, auth, precondition, range) or after
+  // every operation completed (a PUT's checksum); 501 and 503 SlowDown are refusals before any
+  // post, but a 503 is revoked as well (cheap, and a gateway's upstream 503 may come mid-transfer).
+  static bool transfer_may_linger(const Result<HttpResponse>& r) {
+    return !r.ok() || r->status >= 500;
+  }
+
+  // Fabric::revoke after a token request that did not succeed (transfer_may_linger), before
+  // the caller falls back to HTTP into the buffer or returns; counted in
+  // stats().rdma_revocations.
+  void revoke(const std::shared_ptr<client::Fabric>& f, std::span<const std::byte> buf,
+              std::shared_ptr<void>& hold) {
+    if (f) {
+      f->revoke(buf, hold);
+    } else {
+      hold.reset();
+    }
+    stats.on_rdma_revocation();
   }
 
   // Sends a request that carries a token. The server refuses RDMA admission with 503 SlowDown
@@ -300,11 +325,13 @@ struct Client::Impl {
       req.headers.emplace_back("range", client::range_header(range->offset, range->length));
     if (!if_match.empty()) req.headers.emplace_back("if-match", "\"" + if_match + "\"");
     std::shared_ptr<void> hold;
-    std::string token = try_token(dst, out.info, hold, direct);
+    std::shared_ptr<client::Fabric> fabric_used;
+    std::string token = try_token(dst, out.info, hold, fabric_used, direct);
     if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
     if (!token.empty()) {
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
       auto r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
+      if (transfer_may_linger(r)) revoke(fabric_used, dst, hold);
       if (!r.ok()) return r.status();
       if (!r->ok()) {
         Status st = client::status_from_response(*r);
@@ -367,7 +394,8 @@ struct Client::Impl {
                              const std::string& crc32c = {}, bool direct = false) {
     PutOutcome out;
     std::shared_ptr<void> hold;
-    std::string token = try_token(src, out.info, hold, direct);
+    std::shared_ptr<client::Fabric> fabric_used;
+    std::string token = try_token(src, out.info, hold, fabric_used, direct);
     if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
     if (!token.empty()) {
       HttpRequest req;
@@ -379,6 +407,7 @@ struct Client::Impl {
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
       auto r = execute_rdma(req, std::nullopt);
       ++out.requests;
+      if (transfer_may_linger(r)) revoke(fabric_used, src, hold);
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
       if (r->ok() && reply && *reply == "200") {

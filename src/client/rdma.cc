@@ -3,6 +3,7 @@
 #include "client/rdma.hpp"
 
 #include <chrono>
+#include <thread>
 
 #include "client/cuda/device_path.hpp"
 #include "client/registration_cache.hpp"
@@ -66,6 +67,24 @@ class TransportFabric final : public Fabric {
     auto both = std::make_shared<TokenHold>(hit->reg, transport_->keep_progress_hot());
     hold = std::shared_ptr<void>(both, hit->reg.get());
     return token::encode(t);
+  }
+
+  void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold) override {
+    cache_->revoke(buf.data(), buf.size());
+    hold.reset();  // closes the registration when it held the last reference
+    // Drain: see rdma.hpp. progress() on this thread is not slowed like the progress thread.
+    using Clock = std::chrono::steady_clock;
+    const auto quiet = std::chrono::milliseconds(limits::client_rdma_drain_quiet_ms);
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::milliseconds(limits::client_rdma_drain_ms_max);
+    auto last_work = start;
+    for (;;) {
+      const bool did = transport_->progress();
+      const auto now = Clock::now();
+      if (did) last_work = now;
+      if (now - last_work >= quiet || now >= end) break;
+      if (!did) std::this_thread::yield();
+    }
   }
 
   bool cuda_memory() const override { return transport_->caps().cuda_memory; }

@@ -17,6 +17,16 @@
 
 #include "common/status.hpp"
 
+namespace objdirect::limits {
+// Fabric::revoke's drain: the client polls its fabric until it has been quiet this long...
+// (50 ms: hundreds of times the server's progress back-off while it has unsettled operations, so
+// a stream the server still sends is seen as work, even on a loaded host.)
+inline constexpr std::uint32_t client_rdma_drain_quiet_ms = 50;
+// ...but at most this long in all (UCX reports every message it handles; a peer that keeps
+// sending cannot hold the call).
+inline constexpr std::uint32_t client_rdma_drain_ms_max = 1000;
+}  // namespace objdirect::limits
+
 namespace objdirect::client {
 
 struct FabricOptions {
@@ -36,6 +46,42 @@ class Fabric {
   // Errors: invalid_argument (empty buffer), transport_error (registration refused).
   virtual Result<std::string> make_token(std::span<const std::byte> buf, std::uint32_t lifetime_s,
                                          std::shared_ptr<void>& hold) = 0;
+  // After a request that carried a token for `buf` and did not succeed in a way that proves the
+  // server's provider is done with buf (no reply, or a 5xx reply): revokes buf's registration and
+  // drains this fabric, before the caller falls back to HTTP into buf or returns it to its owner,
+  // so that no write (or read) the server's provider still holds can reach buf afterwards.
+  //  - revoke: drops every cached registration overlapping buf and the request's `hold` (reset
+  //    here); when that was the last reference the registration is closed (fi_close of the MR,
+  //    ucp_mem_unmap), under the transport's lock, so a copy the provider is making into buf at
+  //    that moment finishes first, and the key admits no later RMA message (libfabric tcp and shm
+  //    check it at the target, in this process). A registration the user pinned (MemoryHandle)
+  //    or another request still holds stays open until they let go.
+  //  - drain: polls the transport on this thread until it has been quiet for
+  //    client_rdma_drain_quiet_ms (at most client_rdma_drain_ms_max), so what the server put on
+  //    the wire or into our shm queue before it answered is consumed (and refused) now, not later.
+  // Why this suffices, per fabric (the server's half: it tears down the peer before it answers,
+  // src/server/rdma/rdma_engine.cc):
+  //  - libfabric tcp (rxm): every byte is copied into buf by the provider in this process. The
+  //    server has removed us from its AV (closing the connection) before its reply, so nothing new
+  //    is sent; what was sent is in our socket and drained here; a new message is refused by the
+  //    key check. A message whose header was accepted before the revocation is finished by the
+  //    drain (its bytes were already sent).
+  //  - libfabric shm: writes up to 4 KiB, and larger ones off shm's fast path, are commands in
+  //    our queue that our own progress executes (inline copy, or process_vm_readv from the
+  //    server): drained here, and refused by the key check once the MR is closed. Fast-path
+  //    writes (above 4 KiB, one remote segment) are copied by the server itself, synchronously
+  //    inside its fi_writemsg (process_vm_writev, no key check): they end before that post
+  //    returns, so none is still running when the server answers; the server posts nothing more
+  //    for a transfer after its op timeout (the rest of the operation is dropped), and a new
+  //    transfer needs a new token, which only a new request of the caller's makes.
+  //  - UCX tcp/sm: RMA is emulated with active messages that our worker applies (no key check);
+  //    the server force-closes its endpoint before answering, so nothing new is sent, and what
+  //    was sent is applied by the drain. On RC/DC hardware ucp_mem_unmap invalidates the rkey.
+  // Direct (device) tokens: `hold` is the registration; it is dropped and the fabric drained.
+  virtual void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold) {
+    (void)buf;
+    hold.reset();
+  }
   // Pins a registration of [ptr, ptr+len) until the returned object is destroyed.
   virtual Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) = 0;
   // Whether the transport registers CUDA device memory itself (caps().cuda_memory: FI_HMEM_CUDA,

@@ -96,6 +96,28 @@ class RegistrationCache {
     evict();
   }
 
+  // Drops every unpinned entry that overlaps [ptr, ptr+len), whatever its kind, so that the next
+  // acquire() registers afresh (the client revokes a buffer's registration after a failed RDMA
+  // request: once the last holder lets go, the registration is closed and its key admits no
+  // more writes). Pinned entries stay (the user's MemoryHandle owns them). Returns the number
+  // of entries dropped.
+  std::size_t revoke(const void* ptr, std::size_t len) {
+    std::lock_guard lk(mu_);
+    const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+    std::size_t dropped = 0;
+    for (auto it = lru_.begin(); it != lru_.end();) {
+      const bool overlaps = p < it->base + it->len && it->base < p + len;
+      if (overlaps && it->pins == 0) {
+        bytes_ -= it->len;
+        it = lru_.erase(it);
+        ++dropped;
+      } else {
+        ++it;
+      }
+    }
+    return dropped;
+  }
+
   std::size_t entries() const {
     std::lock_guard lk(mu_);
     return lru_.size();

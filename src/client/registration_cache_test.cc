@@ -22,6 +22,31 @@ struct Fixture {
       /*entries_max=*/2, /*bytes_max=*/1000};
 };
 
+TEST(RegistrationCache, RevokeDropsOverlappingUnpinnedEntriesOnly) {
+  Fixture f;
+  std::vector<char> buf(600);
+  auto a = f.cache.acquire(buf.data(), 200, true);  // [0, 200)
+  ASSERT_TRUE(a.ok());
+  auto pinned = f.cache.pin(buf.data() + 300, 100);  // [300, 400), the user's
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(f.cache.entries(), 2u);
+  // [150, 350) overlaps both: the cached one goes, the pinned one stays.
+  EXPECT_EQ(f.cache.revoke(buf.data() + 150, 200), 1u);
+  EXPECT_EQ(f.cache.entries(), 1u);
+  EXPECT_EQ(f.cache.bytes(), 100u);
+  // The holder keeps its reference (the registration closes when it lets go).
+  EXPECT_EQ(a->reg.use_count(), 1);
+  // The next acquire registers afresh.
+  auto b = f.cache.acquire(buf.data(), 200, true);
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(b->reg, a->reg);
+  EXPECT_EQ(f.registered, 3);
+  // Not overlapping (ends where the entry starts): nothing dropped.
+  EXPECT_EQ(f.cache.revoke(buf.data() + 200, 100), 0u);
+  EXPECT_EQ(f.cache.entries(), 2u);
+  f.cache.unpin(pinned->base);
+}
+
 TEST(RegistrationCache, HitOnCoveredSubrange) {
   Fixture f;
   std::vector<char> buf(500);

@@ -96,6 +96,11 @@ void ClientCounters::on_retry() {
   ++s_.retries;
 }
 
+void ClientCounters::on_rdma_revocation() {
+  std::lock_guard lk(mu_);
+  ++s_.rdma_revocations;
+}
+
 void ClientCounters::on_transfer(const TransferResult& res) {
   const std::string path(path_name(res.path));
   std::lock_guard lk(mu_);

@@ -20,6 +20,8 @@ class ClientCounters {
   void on_response(const HttpRequest& req, const Result<HttpResponse>& r);
   // A request that is about to be sent again.
   void on_retry();
+  // A registration revoked after an RDMA request that did not succeed.
+  void on_rdma_revocation();
   // A successful data call.
   void on_transfer(const TransferResult& res);
 

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <utility>
@@ -170,11 +171,17 @@ FineTimerSlack::~FineTimerSlack() {
 
 ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max,
                                std::chrono::microseconds idle_poll) {
-  thread_ = std::thread([this, poll = std::move(poll), sleep_max, idle_poll] {
+  // Test-only (Config::progress_thread): a slowed progress thread, as on a loaded host.
+  std::chrono::milliseconds test_delay{0};
+  if (const char* d = std::getenv("OBJDIRECT_TEST_PROGRESS_DELAY_MS")) {
+    test_delay = std::chrono::milliseconds(std::min(std::strtoul(d, nullptr, 10), 10'000ul));
+  }
+  thread_ = std::thread([this, poll = std::move(poll), sleep_max, idle_poll, test_delay] {
     // Default timer slack (50 us) would stretch every short back-off sleep to ~50 us.
     ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     Backoff backoff(sleep_max);
     while (!stop_.load(std::memory_order_acquire)) {
+      if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);
       if (poll()) {
         backoff.reset();
       } else if (holds_->load(std::memory_order_acquire) > 0) {

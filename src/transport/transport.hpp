@@ -53,6 +53,10 @@ struct Config {
   std::string fabric;
   // Run a thread that polls the provider with back-off. Without it the owner must call
   // progress() often, including on the target side while a peer moves data.
+  // Test-only: the environment variable OBJDIRECT_TEST_PROGRESS_DELAY_MS=<n> (at most 10000)
+  // makes the progress thread sleep n ms before every poll, as a descheduled thread on a loaded
+  // host would (tests/integration of late RDMA writes, python/tests/test_rdma_late_write.py).
+  // progress() called directly is not slowed. Never set it in production.
   bool progress_thread = true;
   // Peers (fi_av entries / ucp endpoints) kept; the least recently used idle one is evicted.
   std::size_t peers_max = 1024;

@@ -489,6 +489,10 @@ int main(int argc, char** argv) {
                   "Objects written through as a multipart upload.",
                   up(&storage::S3StoreStats::multipart_commits));
     }
+    m.add_gauge("objdirect_rdma_failures_answered_unsettled_total",
+                "Failed RDMA transfers answered while the provider still held some of their "
+                "operations (the wait for them, one --rdma-op-timeout-ms, expired).",
+                stat(&rdma::RdmaStats::failures_answered_unsettled));
     m.add_gauge("objdirect_rdma_transport_resets_total",
                 "Transports replaced after a dead peer stalled them (libfabric shm).",
                 stat(&rdma::RdmaStats::transport_resets));

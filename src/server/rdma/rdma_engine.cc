@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace objdirect::rdma {
 
@@ -109,14 +110,26 @@ struct RdmaEngine::Lease {
 };
 
 // The buffers (and zero-copy mappings) of one failed transfer, kept until nothing can touch them.
-// Immutable once in retired_, except that the reaper removes it.
+// Immutable once in retired_, except that the reaper drops live_peer_hold and removes it.
 struct RdmaEngine::RetiredSet {
   std::vector<Buffer*> buffers;                // still owned by buffers_
   std::vector<std::shared_ptr<Mapping>> maps;  // unmapped when the set is freed
   std::weak_ptr<transport::Transport> transport;
   std::vector<transport::OpId> ops;  // operations whose wait() failed: the provider may run them
-  bool peer_copies = false;          // libfabric shm: the peer process copies into our memory
-  pid_t peer_pid = 0;                // that process (0: unknown)
+  // Keeps the transport's progress thread at full rate until the set is freed: what the
+  // provider still sends for these operations (UCX over sm/tcp cannot cancel requests on an
+  // endpoint without peer error handling) goes out at once, while the client drains after its
+  // failed request (client/rdma.hpp, Fabric::revoke), not in dribs at the idle poll rate after
+  // the client has stopped listening. A ProgressThread hold may outlive its transport (a shm
+  // reset): it then only drops a count.
+  std::shared_ptr<void> hot;
+  bool peer_copies = false;  // libfabric shm: the peer process copies into our memory
+  pid_t peer_pid = 0;        // that process (0: unknown)
+  // libfabric shm: the transport, kept open while the peer process lives. A shm reset replaces
+  // the transport after a failure; closing the old endpoint while a live (slow) client still has
+  // commands from it in its queue crashed that client (SIGSEGV in its shm progress, libfabric
+  // 1.17), so the old endpoint stays until the operations settle or the peer is gone.
+  std::shared_ptr<transport::Transport> live_peer_hold;
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
 };
 
@@ -270,6 +283,10 @@ void RdmaEngine::reclaim_retired() {
   const auto young = std::chrono::steady_clock::now() - opts_.reap_interval;
   for (RetiredSet* r : sets) {
     if (r->since > young) continue;  // every set stays retired at least one reap_interval
+    if (r->live_peer_hold && process_gone(r->peer_pid)) {
+      seen.push_back(std::move(r->live_peer_hold));  // destroyed below, outside mu_, if last
+      r->live_peer_hold.reset();
+    }
     bool safe = false;
     if (auto tr = r->transport.lock()) {
       // The transport lives: only the provider's own word that each timed-out operation has
@@ -522,6 +539,24 @@ void RdmaEngine::maybe_reset_transport(std::size_t ti,
   ++stats_.transport_resets;
 }
 
+void RdmaEngine::await_settled(const transport::Transport& tr, const Abandoned& abandoned) {
+  // The transports end what they abandon: UCX force-closes the peer's endpoint (its requests
+  // complete, cancelled), libfabric tcp removes the peer from the AV (rxm closes the connection
+  // and fails what is queued on it); see wait() in each. This waits for those completions, so
+  // the answer leaves only after nothing of ours can still be sent to the client. Bounded: one
+  // op_timeout (a stuck provider, a dead shm peer); the reply then goes out anyway, counted.
+  const auto end = std::chrono::steady_clock::now() + opts_.op_timeout;
+  for (;;) {
+    const bool settled = std::all_of(abandoned.ops.begin(), abandoned.ops.end(),
+                                     [&](transport::OpId op) { return tr.op_settled(op); });
+    if (settled) return;
+    if (std::chrono::steady_clock::now() >= end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::lock_guard lock(mu_);
+  ++stats_.failures_answered_unsettled;
+}
+
 std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
     const token::Token& t, const std::shared_ptr<transport::Transport>& tr, Abandoned abandoned,
     std::vector<std::shared_ptr<Mapping>> maps) {
@@ -529,8 +564,12 @@ std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
   r->maps = std::move(maps);
   r->transport = tr;
   r->ops = std::move(abandoned.ops);
+  r->hot = tr->keep_progress_hot();
   r->peer_copies = tr->caps().name == "libfabric:shm";
-  if (r->peer_copies) r->peer_pid = shm_peer_pid(t.endpoint);
+  if (r->peer_copies) {
+    r->peer_pid = shm_peer_pid(t.endpoint);
+    r->live_peer_hold = tr;
+  }
   return r;
 }
 
@@ -626,6 +665,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
       if (failure.ok()) failure = st;
     }
   }
+  if (retire) await_settled(tr, abandoned);
   release(*lease, retire ? retired_set(t, tr_ref, std::move(abandoned), maps) : nullptr);
   if (retire) maybe_reset_transport(ti, tr_ref);
   std::lock_guard lock(mu_);
@@ -704,6 +744,7 @@ Status RdmaEngine::receive(const token::Token& t,
       abandoned.ops.push_back(*s.op);
     }
   }
+  if (retire) await_settled(tr, abandoned);
   release(*lease, retire ? retired_set(t, tr_ref, std::move(abandoned), {}) : nullptr);
   if (retire) maybe_reset_transport(ti, tr_ref);
   std::lock_guard lock(mu_);

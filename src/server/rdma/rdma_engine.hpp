@@ -95,7 +95,10 @@ struct RdmaStats {
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
   std::uint64_t admissions_refused = 0;
-  std::uint64_t transport_resets = 0;      // transports replaced after a dead peer stalled them
+  std::uint64_t transport_resets = 0;  // transports replaced after a dead peer stalled them
+  // Failed transfers answered while the provider still held some of their operations (the
+  // await_settled bound, one op_timeout, expired first).
+  std::uint64_t failures_answered_unsettled = 0;
   std::uint64_t bytes_written = 0;         // GET: server -> client
   std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
   std::uint64_t bytes_read = 0;            // PUT: client -> server
@@ -157,6 +160,10 @@ class RdmaEngine {
   struct Abandoned {
     std::vector<transport::OpId> ops;  // wait() failed (timeout or error)
   };
+  // Before a failed transfer is answered: waits until the provider is done with every abandoned
+  // operation (op_settled), at most opts_.op_timeout, so that the client, which revokes its
+  // registration and then reuses the buffer once it has the answer, gets no late bytes.
+  void await_settled(const transport::Transport& tr, const Abandoned& abandoned);
   std::unique_ptr<RetiredSet> retired_set(const token::Token& t,
                                           const std::shared_ptr<transport::Transport>& tr,
                                           Abandoned abandoned,

@@ -256,10 +256,12 @@ class LibfabricTransport final : public Transport {
           op->n_subs = op->next_post;  // never post the rest
           op->abandoned = true;
           std::string why = op->status.ok() ? "" : " (" + op->status.message() + ")";
+          const std::string peer = op->peer;
           if (op->done()) {
             finish(op);
             ops_.erase(id);
           }
+          tear_down_peer_locked(peer);
           return Status(Errc::rdma_transfer_failed,
                         caps_.name + ": transfer to peer timed out after " +
                             std::to_string(timeout.count()) + " ms" + why);
@@ -404,6 +406,38 @@ class LibfabricTransport final : public Transport {
       }
     }
     return did;
+  }
+
+  // A peer that did not finish an operation within its timeout is treated as failed, so that
+  // what the provider still holds for it cannot reach its memory after the caller has answered
+  // (a server's 500; the client then reuses the buffer): every operation to it posts nothing
+  // more, and on tcp;ofi_rxm (and the other connection-based providers) the peer leaves the AV,
+  // which closes rxm's connection to it and ends the operations queued on it (they complete
+  // with errors, so op_settled() becomes true). The next post to that address inserts it afresh
+  // (a new connection). Not on shm: removing an AV entry there crashes the target when the slot
+  // is reused (park_evicted_), and shm has no queue of ours that outlives the post: its writes
+  // are copied synchronously (fast path) or are commands in the *peer's* queue, which the
+  // peer's key check refuses once it has revoked the registration (client/rdma.hpp). mu held.
+  void tear_down_peer_locked(const std::string& address) {
+    if (park_evicted_) return;
+    auto* e = peers_.peek(address);
+    if (e == nullptr) return;
+    fi_addr_t fa = e->handle;
+    std::erase_if(ops_, [&](auto& kv) {
+      Op* op = kv.second.get();
+      if (op->dest != fa) return false;
+      op->n_subs = op->next_post;  // post nothing more to it
+      if (op->status.ok()) {
+        op->status = Status(Errc::rdma_transfer_failed,
+                            caps_.name + ": peer dropped after another operation timed out");
+      }
+      // Its count on the peer goes with the entry below (a later entry for the same address,
+      // possibly with the same fi_addr_t, starts from zero and must not be decremented).
+      op->finished = true;
+      return op->done() && op->abandoned;  // a waited-for op stays until wait() consumes it
+    });
+    peers_.erase(address);
+    fi_av_remove(core_->av, &fa, 1, 0);
   }
 
   // The peer's fi_addr, inserting (and evicting an idle peer) on first contact. mu held.
