@@ -625,6 +625,57 @@ TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
   t.reset();
 }
 
+// A peer whose operation timed out is treated as failed: the transport ends what the provider
+// still holds for it (libfabric tcp: the peer leaves the AV and rxm closes the connection; UCX:
+// the endpoint is force-closed), so the abandoned operation settles (op_settled) instead of
+// delivering bytes whenever the peer catches up, and the next post to the same peer connects
+// afresh. The server answers a failed transfer only once its operations settled
+// (docs/RELIABILITY.md section 5, late RDMA writes). The child's progress thread crawls
+// (OBJDIRECT_TEST_PROGRESS_DELAY_MS), so the write cannot finish within the short timeout.
+TEST_P(TransportTest, TimedOutPeerIsTornDownAndItsOperationSettles) {
+  const bool shm = GetParam().fabric == "libfabric:shm";
+  // shm copies writes above 4 KiB inside the post (they never time out): use a queued one there.
+  // UCX over sm cannot cancel requests on an endpoint without peer error handling (sm has none):
+  // the write ends only once the crawling child has taken it all, so keep it small.
+  const std::size_t len = shm ? 4096 : std::size_t{1} << 20;
+  const std::size_t tail = 4096;  // written after the reconnect, outside the first write
+  // Declared before the transport: outlives any operation the transport still runs.
+  std::vector<char> local(len + tail);
+  ::setenv("OBJDIRECT_TEST_PROGRESS_DELAY_MS", "200", 1);
+  auto child = spawn(len + tail);
+  ::unsetenv("OBJDIRECT_TEST_PROGRESS_DELAY_MS");
+  SKIP_IF_UNAVAILABLE(child);
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
+  ASSERT_TRUE(mr.ok());
+  fill(local.data(), len, 7, 0);
+  LocalSegment ls{mr->get(), 0, len};
+  RemoteSegment rs = child->segment(0, len);
+  auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
+  ASSERT_TRUE(op.ok()) << op.status().to_string();
+  Status st = t->wait(*op, 50ms);
+  ASSERT_EQ(st.code(), Errc::rdma_transfer_failed) << st.to_string();
+  if (GetParam().fabric == "libfabric:tcp") {
+    EXPECT_EQ(t->peers_cached(), 0u) << "the timed-out peer left the AV";
+  }
+  // The provider lets go of the abandoned operation (completed or failed), within bounds.
+  const auto deadline = std::chrono::steady_clock::now() + wait_timeout;
+  while (!t->op_settled(*op) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(t->op_settled(*op)) << "the abandoned operation never ended";
+  // The same peer again: a fresh connection carries a new write.
+  fill(local.data() + len, tail, 8, 0);
+  LocalSegment ls2{mr->get(), len, tail};
+  RemoteSegment rs2 = child->segment(len, tail);
+  auto op2 = t->post_write(child->address(), {&ls2, 1}, {&rs2, 1});
+  ASSERT_TRUE(op2.ok()) << op2.status().to_string();
+  Status st2 = t->wait(*op2, wait_timeout);
+  ASSERT_TRUE(st2.ok()) << st2.to_string();
+  EXPECT_EQ(child->command("CHECK", 8, len, tail), "OK");
+}
+
 // libfabric shm's fast RMA path: the initiator copies a large write itself (process_vm_writev),
 // so once connected it lands in a target that no longer polls, and the target spends no CPU on
 // it. With
