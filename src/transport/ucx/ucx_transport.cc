@@ -193,7 +193,10 @@ class UcxTransport final : public Transport {
           // force-closing its endpoint makes UCX complete (cancel) the outstanding requests, so
           // the abandoned Op settles and its buffers can be freed (op_settled()). Without that,
           // an endpoint to a peer that died before it connected (error mode NONE, no error
-          // callback) held its requests, and the server's staging buffers, forever.
+          // callback) held its requests, and the server's staging buffers, forever. Over sm
+          // (error mode NONE: no peer failure handler there) the force close does not cancel
+          // requests still queued for a live peer: they go out, and complete, as the peer takes
+          // them (TransportTest.TimedOutPeerIsTornDownAndItsOperationSettles).
           if (auto* e = peers_.peek(it->second->peer)) {
             if (!e->handle->failed) {
               e->handle->failed = true;
