@@ -186,6 +186,12 @@ class Transport {
   // after which the operation may still touch the buffers until it ends or the transport is
   // destroyed), transport_error (a part posted late was refused), invalid_argument (unknown or
   // already consumed op).
+  // A timeout also treats the peer as failed, so that what the provider still holds for it ends
+  // (op_settled) rather than reaching its memory later: libfabric (except shm) removes the peer
+  // from the AV (the connection closes; every operation to it fails), UCX force-closes its
+  // endpoint (over sm, without peer error handling, the queued requests still go out as the
+  // peer takes them). The next post to that address connects afresh (UCX: once nothing is in
+  // flight to it any more; until then posts to it fail).
   virtual Status wait(OpId op, std::chrono::milliseconds timeout) = 0;
 
   // Whether the provider is done with `op`, an operation whose wait() gave up (timeout): every

@@ -29,6 +29,12 @@
 // reports completions strictly in order, and the dead peer's never comes), so after a failed
 // transfer on shm the engine replaces that transport with a new endpoint and registers the pool
 // with it (stats().transport_resets); transfers still running on the old one fail or finish.
+// No late writes: send()/receive() return a failure (the S3 layer then answers 500) only once
+// the provider is done with the operations the transfer abandoned, at most one more op_timeout
+// (stats().failures_answered_unsettled counts replies sent when that bound expired), so that the
+// client, which revokes its registration and reuses its buffer once it has the answer, gets no
+// late bytes (docs/RELIABILITY.md section 5). A retired set keeps the transport's progress hot
+// until freed, and on shm keeps the transport itself open while the peer process lives.
 //
 // Thread safety: thread-safe. send() and receive() block the calling thread; call them from a
 // worker pool, not from the HTTP event loop.
