@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -21,6 +22,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "transport/libfabric/shm_region.hpp"
 
 extern char** environ;
 
@@ -726,6 +729,58 @@ TEST_P(TransportTest, ShmLargeWriteLandsInATargetThatNeverPolls) {
   // Informational: the child's figure is its CHECKs (it has no progress thread).
   std::printf("[ cpu      ] %d x 64 MiB shm writes: initiator %lld us, target %lld us\n", reps,
               self_cpu, child_cpu);
+}
+
+// While another process holds our shm region's lock (libfabric 1.17 shm's fast write copies into
+// us under it), progress() must return at once instead of spinning until the lock is released.
+// The test holds the lock itself, as a copying peer would, and releases it after 3 s at most.
+// shm's progress takes the lock only when the region's "signal" word (an int right after the
+// lock, offset 0x1c in 1.17) says that a peer queued something, so the test raises it as a
+// peer would; step 1 checks that offset: an ordinary poll must clear the word it raised.
+TEST(ShmRegionLock, ProgressDoesNotSpinWhileAPeerHoldsOurRegionLock) {
+  if (!libfabric::smr_layout_known()) GTEST_SKIP() << "not libfabric 1.17";
+  auto t = create_transport(Config{"libfabric:shm", false});
+  if (!t.ok()) GTEST_SKIP() << t.status().to_string();
+  const std::string address = (*t)->local_address().c_str();  // the name ends in a NUL
+  ASSERT_TRUE(address.starts_with("fi_shm://")) << address;
+  const int* word = libfabric::find_region_lock(address.substr(9), static_cast<int>(::getpid()));
+  ASSERT_NE(word, nullptr) << "own region " << address << " not found in /proc/self/maps";
+  auto* lock = reinterpret_cast<pthread_spinlock_t*>(const_cast<int*>(word));
+  int* signal = const_cast<int*>(word) + 1;
+  // 1. Unlocked: a raised signal is consumed by an ordinary poll.
+  EXPECT_FALSE(libfabric::region_lock_held(word));
+  __atomic_store_n(signal, 1, __ATOMIC_SEQ_CST);
+  (*t)->progress();
+  ASSERT_EQ(__atomic_load_n(signal, __ATOMIC_SEQ_CST), 0) << "offset 0x1c is not shm's signal";
+  // 2. Held, signal raised: progress() must not enter the provider.
+  ASSERT_EQ(::pthread_spin_trylock(lock), 0);
+  EXPECT_TRUE(libfabric::region_lock_held(word));
+  __atomic_store_n(signal, 1, __ATOMIC_SEQ_CST);
+  std::atomic<bool> returned{false};
+  std::thread poller([&] {
+    for (int i = 0; i < 1000; ++i) (*t)->progress();
+    returned.store(true);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (!returned.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  const bool returned_while_held = returned.load();
+  ::pthread_spin_unlock(lock);
+  poller.join();
+  EXPECT_TRUE(returned_while_held) << "progress() spun on the held region lock";
+  // 3. Released: the next poll takes the lock and consumes the signal.
+  (*t)->progress();
+  EXPECT_EQ(__atomic_load_n(signal, __ATOMIC_SEQ_CST), 0);
+}
+
+// find_mapped_region reads this process's maps: a name that is not mapped, or one with a '/',
+// is not found.
+TEST(ShmRegionLock, UnmappedOrMalformedNamesAreNotFound) {
+  EXPECT_FALSE(libfabric::find_mapped_region("objdirect-no-such-region").has_value());
+  EXPECT_FALSE(libfabric::find_mapped_region("../etc/passwd").has_value());
+  EXPECT_FALSE(libfabric::find_mapped_region("").has_value());
+  EXPECT_EQ(libfabric::find_region_lock("objdirect-no-such-region", ::getpid()), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,

@@ -20,10 +20,12 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "transport/detail.hpp"
+#include "transport/libfabric/shm_region.hpp"
 
 namespace objdirect::transport::libfabric {
 namespace {
@@ -55,6 +57,9 @@ constexpr std::uint64_t rma_caps =
 // copied it out. Every larger write completes only after the bytes are in the target's memory
 // (see LibfabricTransport::shm_fast_write_).
 constexpr std::size_t shm_inject_bytes = 4096;
+
+// How long progress() sleeps when it finds its own shm region locked by a peer's copy.
+constexpr auto shm_held_lock_pause = std::chrono::microseconds(50);
 
 // Ordering bits whose presence in tx_attr->msg_order turns libfabric shm's fast RMA path off.
 constexpr std::uint64_t rma_order_bits = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
@@ -144,7 +149,7 @@ class FabricRegion final : public MemoryRegion {
 class LibfabricTransport final : public Transport {
  public:
   LibfabricTransport(std::shared_ptr<Core> core, Capabilities caps, std::string local_address,
-                     const Config& config, std::size_t av_count)
+                     const Config& config, std::size_t av_count, const int* own_region_lock)
       : core_(std::move(core)),
         caps_(std::move(caps)),
         local_address_(std::move(local_address)),
@@ -153,7 +158,8 @@ class LibfabricTransport final : public Transport {
         shm_fast_write_(caps_.provider == "shm" &&
                         (core_->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0 &&
                         (core_->info->tx_attr->msg_order & rma_order_bits) == 0),
-        av_count_(av_count) {
+        av_count_(av_count),
+        own_region_lock_(own_region_lock) {
     if (config.progress_thread) {
       progress_thread_ = std::make_unique<detail::ProgressThread>(
           [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll);
@@ -276,6 +282,15 @@ class LibfabricTransport final : public Transport {
   }
 
   bool progress() override {
+    // While a peer holds our shm region's lock (it is copying into our memory, see
+    // own_region_lock_), polling would only spin on that lock until the copy ends.
+    // Sleep rather than return at once: the copy under the lock takes hundreds of microseconds
+    // (4 MiB chunks), and the caller's back-off would otherwise spend its first 64 rounds on
+    // sched_yield for every chunk.
+    if (own_region_lock_ != nullptr && region_lock_held(own_region_lock_)) {
+      std::this_thread::sleep_for(shm_held_lock_pause);
+      return false;
+    }
     std::lock_guard lock(core_->mu);
     return poll_locked();
   }
@@ -562,6 +577,13 @@ class LibfabricTransport final : public Transport {
   // inline/inject protocol (<= shm_inject_bytes) completes early, so small writes keep the flag.
   bool shm_fast_write_ = false;
   std::size_t av_count_ = 0;
+  // libfabric 1.17 shm only (null elsewhere): the lock word of this endpoint's own region. shm's
+  // fast write (above) holds the *target's* region lock for the whole process_vm_writev, and
+  // every poll of the target (fi_cq_read -> shm progress) takes that same lock: a client whose
+  // progress thread polled during a GET spun in pthread_spin_lock until each copy ended (perf,
+  // docs/BENCHMARKS.md "Who copies a GET under shm"). progress() reads the word first and skips
+  // the poll while it is held; a read never takes or alters the lock.
+  const int* own_region_lock_ = nullptr;
   std::unordered_map<std::string, fi_addr_t> parked_;
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
   std::deque<OpId> backlog_;  // ops with parts the transmit queue could not take yet
@@ -655,6 +677,7 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   if (rc != 0) return fail("fi_ep_bind(cq)", rc);
   rc = fi_ep_bind(core->ep, &core->av->fid, 0);
   if (rc != 0) return fail("fi_ep_bind(av)", rc);
+  std::string region_name;
   if (provider == "shm") {
     reclaim_dead_shm_regions();
     // shm names its region in /dev/shm after the pid ("<pid>:0:0"). A process killed with
@@ -666,6 +689,7 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
                   static_cast<int>(::getpid()), rd(), rd());
     rc = fi_setname(&core->ep->fid, name, std::strlen(name) + 1);
     if (rc != 0) return fail("fi_setname", rc);
+    region_name = name + std::strlen("fi_shm://");
   }
   rc = fi_enable(core->ep);
   if (rc != 0) return fail("fi_enable", rc);
@@ -693,8 +717,10 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   caps.can_read = (info->caps & FI_READ) != 0;
   caps.host_memory = true;
   caps.cuda_memory = (info->caps & FI_HMEM) != 0;
+  const int* own_region_lock =
+      region_name.empty() ? nullptr : find_region_lock(region_name, static_cast<int>(::getpid()));
   return std::unique_ptr<Transport>(std::make_unique<LibfabricTransport>(
-      std::move(core), std::move(caps), std::move(address), config, av_count));
+      std::move(core), std::move(caps), std::move(address), config, av_count, own_region_lock));
 }
 
 }  // namespace objdirect::transport::libfabric
