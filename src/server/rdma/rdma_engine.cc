@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "transport/libfabric/libfabric_transport.hpp"
+
 namespace objdirect::rdma {
 
 namespace {
@@ -717,8 +719,15 @@ Status RdmaEngine::receive(const token::Token& t,
 }
 
 RdmaStats RdmaEngine::stats() const {
-  std::lock_guard lock(mu_);
-  return stats_;
+  RdmaStats s;
+  {
+    std::lock_guard lock(mu_);
+    s = stats_;
+  }
+  const auto shm = transport::libfabric::shm_lock_recovery_stats();
+  s.shm_dead_peer_lock_releases = shm.lock_releases;
+  s.shm_dead_peer_locks_left_alone = shm.left_alone;
+  return s;
 }
 
 }  // namespace objdirect::rdma

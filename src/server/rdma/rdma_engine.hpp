@@ -95,7 +95,11 @@ struct RdmaStats {
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
   std::uint64_t admissions_refused = 0;
-  std::uint64_t transport_resets = 0;      // transports replaced after a dead peer stalled them
+  std::uint64_t transport_resets = 0;  // transports replaced after a dead peer stalled them
+  // libfabric shm posts stuck on a dead client's region lock: locks released / left alone
+  // (process-wide, transport::libfabric::shm_lock_recovery_stats()).
+  std::uint64_t shm_dead_peer_lock_releases = 0;
+  std::uint64_t shm_dead_peer_locks_left_alone = 0;
   std::uint64_t bytes_written = 0;         // GET: server -> client
   std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
   std::uint64_t bytes_read = 0;            // PUT: client -> server
