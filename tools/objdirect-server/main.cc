@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool staged_get = false;
   app.add_flag("--rdma-staged-get", staged_get,
-               "GET over libfabric tcp copies through staging buffers instead of writing "
+               "GET over libfabric tcp/shm copies through staging buffers instead of writing "
                "from a mapping of the object's files")
       ->envname("OBJDIRECT_RDMA_STAGED_GET");
   app.add_option("--rdma-inflight-bytes-max", ropts.inflight_bytes_max,
