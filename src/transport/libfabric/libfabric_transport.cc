@@ -69,6 +69,8 @@ using Clock = std::chrono::steady_clock;
 //  - libfabric is 1.17 at compile time and at run time (fi_version()), and byte 0 of the region is
 //    1.17's region version: the layout below is that release's;
 //  - the lock word is not the unlocked value.
+// fi_cq_read is watched too: its progress returns inject/SAR buffers to the peer's pool under the
+// peer's lock (smr_release_txbuf), and a stuck read gets every dead mapped region's lock released.
 // Why it is safe: the region belongs to the dead process; the only other users of its lock are
 // initiators posting to that peer (this server; another server the client also used), which
 // write commands into a queue that nobody will ever read again, and whose own completions for
@@ -200,13 +202,10 @@ enum class LockRecovery { released, peer_alive, not_held, left_alone };
 
 // One attempt to release the region lock of the dead shm peer `address` (see the block comment
 // above). `why` says what was found, for the log.
-LockRecovery release_dead_peer_lock(const std::string& address, std::string& why) {
-  std::string region;
-  pid_t pid = 0;
-  if (!parse_shm_peer(address, region, pid)) {
-    why = "peer address is not an ObjDirect shm name";
-    return LockRecovery::left_alone;
-  }
+// `provider_mapping_ok`: whether the provider's mapping may be used when it is the only one (see
+// below); only when the stuck call is a post to this very peer.
+LockRecovery release_region_lock(const std::string& region, pid_t pid, bool provider_mapping_ok,
+                                 std::string& why) {
   if (!process_gone(pid)) {
     why = "peer pid " + std::to_string(pid) + " is alive";
     return LockRecovery::peer_alive;
@@ -234,7 +233,9 @@ LockRecovery release_dead_peer_lock(const std::string& address, std::string& why
     if (view == MAP_FAILED) view = nullptr;
     base = static_cast<char*>(view);
   }
-  if (base == nullptr && maps.size() == 1) base = reinterpret_cast<char*>(maps.front().start);
+  if (base == nullptr && provider_mapping_ok && maps.size() == 1) {
+    base = reinterpret_cast<char*>(maps.front().start);
+  }
   if (base == nullptr) {
     why = "cannot open /dev/shm/" + region + " and it is mapped " + std::to_string(maps.size()) +
           " times";
@@ -267,6 +268,56 @@ LockRecovery release_dead_peer_lock(const std::string& address, std::string& why
     result = LockRecovery::not_held;
   }
   if (view != nullptr) ::munmap(view, static_cast<std::size_t>(page));
+  return result;
+}
+
+// A post stuck on the peer `address`.
+LockRecovery release_dead_peer_lock(const std::string& address, std::string& why) {
+  std::string region;
+  pid_t pid = 0;
+  if (!parse_shm_peer(address, region, pid)) {
+    why = "peer address is not an ObjDirect shm name";
+    return LockRecovery::left_alone;
+  }
+  return release_region_lock(region, pid, true, why);
+}
+
+// A stuck fi_cq_read: its progress can take a peer's lock too (libfabric 1.17's
+// smr_progress_resp_entry returns an inject or SAR buffer to the peer's pool under the peer's
+// lock), and it does not say which peer. Every region of a gone process mapped here is a
+// candidate; the same checks apply to each, through our own view only.
+LockRecovery release_any_dead_peer_lock(std::string& why) {
+  std::vector<std::string> regions;
+  {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      auto at = line.find("/dev/shm/objdirect-");
+      if (at == std::string::npos) continue;
+      std::string name = line.substr(at + 9);
+      if (auto sp = name.find(' '); sp != std::string::npos) name.resize(sp);
+      if (std::find(regions.begin(), regions.end(), name) == regions.end()) {
+        regions.push_back(name);
+      }
+    }
+  }
+  LockRecovery result = LockRecovery::not_held;
+  why = "no mapped region of a gone process has its lock held";
+  for (const std::string& region : regions) {
+    std::string r;
+    pid_t pid = 0;
+    if (!parse_shm_peer("fi_shm://" + region, r, pid) || pid == ::getpid() || !process_gone(pid)) {
+      continue;
+    }
+    std::string one;
+    const LockRecovery got = release_region_lock(region, pid, false, one);
+    if (got == LockRecovery::released ||
+        (got == LockRecovery::left_alone && result != LockRecovery::released)) {
+      result = got;
+      why = one;
+    }
+    if (got == LockRecovery::released) break;
+  }
   return result;
 }
 
@@ -539,7 +590,10 @@ class LibfabricTransport final : public Transport {
 
   bool read_cq_locked() {
     fi_cq_entry entries[16];
+    const bool stamped = watchdog_.joinable();
+    if (stamped) stamp_.cq_since_ns.store(now_ns(), std::memory_order_release);
     ssize_t n = fi_cq_read(core_->cq, entries, 16);
+    if (stamped) stamp_.cq_since_ns.store(0, std::memory_order_release);
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         settle(static_cast<SubOp*>(entries[i].op_context), Status::Ok());
@@ -617,6 +671,11 @@ class LibfabricTransport final : public Transport {
     return Status::Ok();
   }
 
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+
   // Marks the start of a provider post to `peer` for the watchdog. mu held (posts are serial).
   void stamp_post(const std::string& peer) {
     {
@@ -624,58 +683,69 @@ class LibfabricTransport final : public Transport {
       if (stamp_.peer != peer) stamp_.peer = peer;
       ++stamp_.seq;
     }
-    stamp_.since_ns.store(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-            .count(),
-        std::memory_order_release);
+    stamp_.since_ns.store(now_ns(), std::memory_order_release);
   }
 
   // shm only: every shm_watchdog_period, looks at the post in progress (never taking Core::mu,
   // which the stuck post holds) and releases a dead peer's region lock it is stuck on (see
   // release_dead_peer_lock). One release (or one decision to leave it) per post.
   void watchdog_loop() {
-    std::uint64_t handled = 0;  // the post last released or left alone
-    std::uint64_t logged_alive = 0;
+    std::uint64_t handled_post = 0;     // the post last released or left alone
+    std::int64_t handled_cq = 0;        // the CQ read (its stamp) last released or left alone
+    std::int64_t logged_untouched = 0;  // the stamp of the call last logged as not touched
     std::unique_lock wlock(watchdog_mu_);
     while (!watchdog_cv_.wait_for(wlock, shm_watchdog_period, [this] { return watchdog_stop_; })) {
-      const std::int64_t since = stamp_.since_ns.load(std::memory_order_acquire);
-      if (since == 0) continue;
-      const std::int64_t now =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-              .count();
-      const auto stuck = std::chrono::nanoseconds(now - since);
-      if (stuck < shm_stuck_post) continue;
+      const std::int64_t now = now_ns();
+      std::int64_t since = stamp_.since_ns.load(std::memory_order_acquire);
       std::uint64_t seq = 0;
       std::string peer;
-      {
-        std::lock_guard lock(stamp_.mu);
-        seq = stamp_.seq;
-        peer = stamp_.peer;
+      if (since != 0 && std::chrono::nanoseconds(now - since) >= shm_stuck_post) {
+        {
+          std::lock_guard lock(stamp_.mu);
+          seq = stamp_.seq;
+          peer = stamp_.peer;
+        }
+        // Still the same post: its stamp never went back to 0 in between (stamps are unique).
+        if (stamp_.since_ns.load(std::memory_order_acquire) != since || seq == handled_post) {
+          continue;
+        }
+      } else {
+        since = stamp_.cq_since_ns.load(std::memory_order_acquire);
+        if (since == 0 || since == handled_cq ||
+            std::chrono::nanoseconds(now - since) < shm_stuck_post) {
+          continue;
+        }
       }
-      // Still the same post: its stamp never went back to 0 in between (stamps are unique).
-      if (stamp_.since_ns.load(std::memory_order_acquire) != since || seq == handled) continue;
+      const bool post = !peer.empty();
       std::string why;
-      const LockRecovery r = release_dead_peer_lock(peer, why);
-      const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(stuck).count();
+      const LockRecovery r =
+          post ? release_dead_peer_lock(peer, why) : release_any_dead_peer_lock(why);
+      const long long ms = (now - since) / 1'000'000;
+      const char* what = post ? "post" : "CQ read";
       switch (r) {
         case LockRecovery::released:
-          handled = seq;
-          g_shm_lock_releases.fetch_add(1, std::memory_order_relaxed);
-          std::fprintf(stderr, "objdirect: %s: post stuck %lld ms: %s\n", caps_.name.c_str(), ms,
-                       why.c_str());
-          break;
         case LockRecovery::left_alone:
-          handled = seq;
-          g_shm_locks_left_alone.fetch_add(1, std::memory_order_relaxed);
-          std::fprintf(stderr, "objdirect: %s: post stuck %lld ms, lock left alone: %s\n",
-                       caps_.name.c_str(), ms, why.c_str());
+          if (post) {
+            handled_post = seq;
+          } else {
+            handled_cq = since;
+          }
+          if (r == LockRecovery::released) {
+            g_shm_lock_releases.fetch_add(1, std::memory_order_relaxed);
+            std::fprintf(stderr, "objdirect: %s: %s stuck %lld ms: %s\n", caps_.name.c_str(), what,
+                         ms, why.c_str());
+          } else {
+            g_shm_locks_left_alone.fetch_add(1, std::memory_order_relaxed);
+            std::fprintf(stderr, "objdirect: %s: %s stuck %lld ms, lock left alone: %s\n",
+                         caps_.name.c_str(), what, ms, why.c_str());
+          }
           break;
         case LockRecovery::peer_alive:
         case LockRecovery::not_held:
-          if (logged_alive != seq) {  // retried every period: the peer may still die
-            logged_alive = seq;
-            std::fprintf(stderr, "objdirect: %s: post stuck %lld ms, not touched: %s\n",
-                         caps_.name.c_str(), ms, why.c_str());
+          if (logged_untouched != since) {  // retried every period: the peer may still die
+            logged_untouched = since;
+            std::fprintf(stderr, "objdirect: %s: %s stuck %lld ms, not touched: %s\n",
+                         caps_.name.c_str(), what, ms, why.c_str());
           }
           break;
       }
@@ -833,11 +903,12 @@ class LibfabricTransport final : public Transport {
   std::deque<OpId> backlog_;  // ops with parts the transmit queue could not take yet
   OpId next_op_ = 1;
   std::unique_ptr<detail::ProgressThread> progress_thread_;
-  // shm only: the provider post in progress, read by the watchdog without Core::mu.
+  // shm only: the provider post or CQ read in progress, read by the watchdog without Core::mu.
   struct PostStamp {
-    std::atomic<std::int64_t> since_ns{0};  // steady-clock ns when it began; 0: none
-    std::mutex mu;                          // guards seq and peer; never held across a post
-    std::uint64_t seq = 0;                  // which post
+    std::atomic<std::int64_t> since_ns{0};     // steady-clock ns when the post began; 0: none
+    std::atomic<std::int64_t> cq_since_ns{0};  // the same for an fi_cq_read
+    std::mutex mu;                             // guards seq and peer; never held across a post
+    std::uint64_t seq = 0;                     // which post
     std::string peer;
   };
   PostStamp stamp_;
