@@ -17,12 +17,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "transport/libfabric/libfabric_transport.hpp"
 #include "transport/libfabric/shm_region.hpp"
 
 extern char** environ;
@@ -177,6 +179,24 @@ int run_child(const char* spec) {
       }
       (*mr)->synchronize();
       reply(result);
+    } else if (op == "LOCKDIE") {
+      // libfabric shm: takes this endpoint's own region spinlock (offset 0x18 of libfabric
+      // 1.17's struct smr_region, the lock its progress takes) and dies with it held, as a client
+      // SIGKILLed inside its progress does.
+      std::string name = tok.endpoint.c_str();
+      constexpr std::string_view scheme = "fi_shm://";
+      if (!name.starts_with(scheme)) return 0;
+      const std::string path = "/dev/shm/" + name.substr(scheme.size());
+      std::ifstream maps("/proc/self/maps");
+      std::string line;
+      while (std::getline(maps, line)) {
+        if (!line.ends_with(" " + path)) continue;
+        unsigned long start = std::stoul(line.substr(0, line.find('-')), nullptr, 16);
+        auto* lock = reinterpret_cast<pthread_spinlock_t*>(start + 0x18);
+        pthread_spin_lock(lock);
+        ::raise(SIGKILL);
+      }
+      reply("BAD region not mapped");
     } else {
       return 0;  // EXIT or the parent went away
     }
@@ -283,6 +303,11 @@ class Child {
 
   void kill_now() {
     ::kill(pid_, SIGKILL);
+    reap_killed();
+  }
+
+  // After the child killed itself: reaps it and removes its shm region file.
+  void reap_killed() {
     ::waitpid(pid_, nullptr, 0);
     killed_ = true;
     // SIGKILL leaves libfabric shm's region file behind; remove it as the provider would have.
@@ -677,6 +702,58 @@ TEST_P(TransportTest, TimedOutPeerIsTornDownAndItsOperationSettles) {
   Status st2 = t->wait(*op2, wait_timeout);
   ASSERT_TRUE(st2.ok()) << st2.to_string();
   EXPECT_EQ(child->command("CHECK", 8, len, tail), "OK");
+}
+
+// A client SIGKILLed while its own progress holds its shm region's spinlock: libfabric 1.17's
+// fi_writemsg to it spins in pthread_spin_lock for ever (docs/RELIABILITY.md section 6). The
+// transport's watchdog must release the dead peer's lock, so the post returns and the operation
+// fails instead of wedging the transport; the next transfer to a live peer must work.
+TEST_P(TransportTest, ShmPostToAPeerThatDiedHoldingItsLockReturns) {
+  if (GetParam().fabric != "libfabric:shm") GTEST_SKIP() << "libfabric shm only";
+  auto child = spawn(1 << 20);
+  SKIP_IF_UNAVAILABLE(child);
+  std::vector<char> local(1 << 20, 'd');
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
+  ASSERT_TRUE(mr.ok());
+  LocalSegment ls{mr->get(), 0, local.size()};
+  RemoteSegment rs = child->segment(0, local.size());
+  auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
+  ASSERT_TRUE(op.ok());
+  ASSERT_TRUE(t->wait(*op, wait_timeout).ok());  // connected
+
+  EXPECT_EQ(child->command("LOCKDIE", 0, 0, 0), "no reply");
+  child->reap_killed();  // also unlinks the region file: the server maps it "(deleted)"
+  const auto before = libfabric::shm_lock_recovery_stats();
+  const auto start = std::chrono::steady_clock::now();
+  Status st;
+  auto op2 = t->post_write(child->address(), {&ls, 1}, {&rs, 1});  // spun for ever before
+  const auto posted = std::chrono::steady_clock::now() - start;
+  st = op2.ok() ? t->wait(*op2, 2000ms) : op2.status();
+  const auto after = libfabric::shm_lock_recovery_stats();
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(after.lock_releases, before.lock_releases + 1);
+  EXPECT_EQ(after.left_alone, before.left_alone);
+  // The watchdog acts after shm_stuck_post (200 ms), checking every 100 ms; slack for load.
+  EXPECT_LT(posted, 10s);
+  std::printf(
+      "[ dead lock] post returned after %lld ms: %s\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(posted).count()),
+      st.to_string().c_str());
+
+  // The transport still serves a live peer.
+  auto live = spawn(1 << 20);
+  ASSERT_TRUE(live->ok()) << live->error();
+  RemoteSegment rs2 = live->segment(0, local.size());
+  fill(local.data(), local.size(), 3, 0);
+  auto op3 = t->post_write(live->address(), {&ls, 1}, {&rs2, 1});
+  ASSERT_TRUE(op3.ok()) << op3.status().to_string();
+  Status st3 = t->wait(*op3, wait_timeout);
+  EXPECT_TRUE(st3.ok()) << st3.to_string();
+  if (st3.ok()) {
+    EXPECT_EQ(live->command("CHECK", 3, 0, local.size()), "OK");
+  }
 }
 
 // libfabric shm's fast RMA path: the initiator copies a large write itself (process_vm_writev),

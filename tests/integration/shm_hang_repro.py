@@ -7,10 +7,18 @@ A --fabric libfabric:tcp,libfabric:shm,ucx server (test_retired_buffers.start_se
 30 times). When RDMA transfers stay active 6 s after a kill, it writes every thread's stack and
 the rdi register of each (gdb) to /tmp/shm-hang-gdb.txt and the server's /proc/PID/maps to
 /tmp/shm-hang-maps.txt: the spinning thread's rdi lies in the killed client's
-/dev/shm/objdirect-<pid>-* region.
+/dev/shm/objdirect-<pid>-* region. Since the transport's watchdog releases a dead peer's lock
+(objdirect_rdma_shm_dead_peer_lock_releases_total, printed after each kill), no kill should stick.
 
 Usage: cd tests/integration && OBJDIRECT_BIN_DIR=../../build/bin python3 shm_hang_repro.py
 """
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_retired_buffers as T
 root = pathlib.Path(tempfile.mkdtemp(prefix="relhang"))
@@ -26,7 +34,8 @@ for k in range(30):
         m = T.metrics(srv)
         if m["objdirect_rdma_transfers_active"] == 0: idle = True; break
         time.sleep(0.1)
-    print(k, "idle" if idle else "STUCK", m["objdirect_rdma_transfers_active"], flush=True)
+    print(k, "idle" if idle else "STUCK", m["objdirect_rdma_transfers_active"],
+          "lock releases", m.get("objdirect_rdma_shm_dead_peer_lock_releases_total"), flush=True)
     if not idle:
         pid = srv.proc.pid
         print("server pid", pid, flush=True)

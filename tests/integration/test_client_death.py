@@ -33,16 +33,10 @@ RECOVER_S = float(os.environ.get("RECOVER_S", "10"))
 # completions in order and the dead peer's never comes): the engine replaces the shm transport
 # after a failed transfer, counted in objdirect_rdma_transport_resets_total.
 FABRICS = ["libfabric:tcp", "libfabric:shm", "ucx"]
-# KNOWN FAILURE, skipped so that it cannot wedge the rest of the module: a client SIGKILLed while
-# the server posts to it over libfabric 1.17 shm can leave the server's fi_writemsg/fi_readmsg
-# spinning forever in the provider (pthread_spin_lock, gdb stacks in docs/RELIABILITY.md section
-# 6): every RDMA worker then waits on that transport and SIGTERM is ignored. Seen in 3 of 5 runs
-# with the zero-copy GET on shm and 1 of 3 without. Run it anyway with OBJDIRECT_TEST_SHM_DEATH=1.
-SHM_DEATH_SKIP = pytest.mark.skipif(
-    os.environ.get("OBJDIRECT_TEST_SHM_DEATH") != "1",
-    reason="known libfabric 1.17 shm hang after a SIGKILLed peer (docs/RELIABILITY.md section 6)")
-FABRIC_PARAMS = [f if f != "libfabric:shm" else pytest.param(f, marks=SHM_DEATH_SKIP)
-                 for f in FABRICS]
+# A client SIGKILLed while its own progress holds its libfabric 1.17 shm region lock used to leave
+# the server's next post to it spinning for ever (docs/RELIABILITY.md section 6); the transport's
+# watchdog now releases a dead peer's lock (objdirect_rdma_shm_dead_peer_lock_releases_total).
+FABRIC_PARAMS = FABRICS
 
 
 def metrics(srv):
@@ -156,7 +150,8 @@ def test_client_killed_mid_transfer(rdma_server, fabric, direction):
           f"failed transfers {before['objdirect_rdma_transfers_failed_total']:.0f} -> "
           f"{after['objdirect_rdma_transfers_failed_total']:.0f}, retired buffers "
           f"{after['objdirect_rdma_buffers_retired_total']:.0f}, transport resets "
-          f"{after.get('objdirect_rdma_transport_resets_total', 0):.0f}")
+          f"{after['objdirect_rdma_transport_resets_total']:.0f}, dead-peer lock releases "
+          f"{after['objdirect_rdma_shm_dead_peer_lock_releases_total']:.0f}")
     failed = after["objdirect_rdma_transfers_failed_total"] > before["objdirect_rdma_transfers_failed_total"]
     if fabric == "libfabric:shm" and failed:  # (the kill can also land after the last write completed)
         assert after["objdirect_rdma_transport_resets_total"] > before["objdirect_rdma_transport_resets_total"]

@@ -327,59 +327,64 @@ TEST_F(RdmaServerTest, MultipartMixesRdmaAndHttpParts) {
 
 // GET from the mapped blob files: an object of several parts (several files), a range across
 // their boundary, an overwrite (a new file) read right after; and the staged path when disabled.
+// Over libfabric tcp and shm.
 TEST(RdmaServerZeroCopy, GetSpansPartFilesFollowsOverwritesAndCanBeTurnedOff) {
-  for (bool staged : {false, true}) {
-    std::vector<std::string> args = {"--fabric", "libfabric:tcp", "--rdma-op-timeout-ms", "3000"};
-    if (staged) args.push_back("--rdma-staged-get");
-    ServerProcess server(args);
-    ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
-    ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
-    constexpr std::size_t part = 5 << 20;
-    auto p1 = pattern(part, 21), p2 = pattern(1000, 22);
-    auto r = request(server, "POST", "/bkt/mp?uploads");
-    ASSERT_EQ(r.status, 200) << r.body;
-    const std::string id = xml_value(r.body, "UploadId");
-    std::string xml = "<CompleteMultipartUpload>";
-    int n = 0;
-    for (const auto* p : {&p1, &p2}) {
-      ++n;
-      r = request(server, "PUT", "/bkt/mp?partNumber=" + std::to_string(n) + "&uploadId=" + id, {},
-                  *p);
+  for (const std::string fabric : {"libfabric:tcp", "libfabric:shm"}) {
+    for (bool staged : {false, true}) {
+      SCOPED_TRACE(fabric);
+      std::vector<std::string> args = {"--fabric", fabric, "--rdma-op-timeout-ms", "3000"};
+      if (staged) args.push_back("--rdma-staged-get");
+      ServerProcess server(args);
+      ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
+      ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
+      constexpr std::size_t part = 5 << 20;
+      auto p1 = pattern(part, 21), p2 = pattern(1000, 22);
+      auto r = request(server, "POST", "/bkt/mp?uploads");
       ASSERT_EQ(r.status, 200) << r.body;
-      xml += "<Part><PartNumber>" + std::to_string(n) + "</PartNumber><ETag>" + header(r, "etag") +
-             "</ETag></Part>";
-    }
-    xml += "</CompleteMultipartUpload>";
-    r = request(server, "POST", "/bkt/mp?uploadId=" + id, {},
-                std::span(reinterpret_cast<const std::byte*>(xml.data()), xml.size()));
-    ASSERT_EQ(r.status, 200) << r.body;
+      const std::string id = xml_value(r.body, "UploadId");
+      std::string xml = "<CompleteMultipartUpload>";
+      int n = 0;
+      for (const auto* p : {&p1, &p2}) {
+        ++n;
+        r = request(server, "PUT", "/bkt/mp?partNumber=" + std::to_string(n) + "&uploadId=" + id,
+                    {}, *p);
+        ASSERT_EQ(r.status, 200) << r.body;
+        xml += "<Part><PartNumber>" + std::to_string(n) + "</PartNumber><ETag>" +
+               header(r, "etag") + "</ETag></Part>";
+      }
+      xml += "</CompleteMultipartUpload>";
+      r = request(server, "POST", "/bkt/mp?uploadId=" + id, {},
+                  std::span(reinterpret_cast<const std::byte*>(xml.data()), xml.size()));
+      ASSERT_EQ(r.status, 200) << r.body;
 
-    const std::size_t total = part + p2.size();
-    auto c = ClientSide::open("libfabric:tcp", total);
-    if (!c) GTEST_SKIP() << "libfabric:tcp unavailable";
-    r = request(server, "GET", "/bkt/mp", {{"x-amz-rdma-token", c->token(total)}});
-    ASSERT_EQ(r.status, 200) << r.body;
-    EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
-    EXPECT_TRUE(std::equal(p1.begin(), p1.end(), c->buf.begin()));
-    EXPECT_TRUE(std::equal(p2.begin(), p2.end(), c->buf.begin() + part));
-    // 200 bytes across the boundary of the two part files.
-    std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
-    r = request(server, "GET", "/bkt/mp",
-                {{"range", "bytes=" + std::to_string(part - 100) + "-" + std::to_string(part + 99)},
-                 {"x-amz-rdma-token", c->token(0, 200, now_s() + 60)}});
-    ASSERT_EQ(r.status, 206) << r.body;
-    EXPECT_TRUE(std::equal(p1.end() - 100, p1.end(), c->buf.begin()));
-    EXPECT_TRUE(std::equal(p2.begin(), p2.begin() + 100, c->buf.begin() + 100));
-    // Overwritten: the next GET maps the new file.
-    auto p3 = pattern(total, 23);
-    ASSERT_EQ(request(server, "PUT", "/bkt/mp", {}, p3).status, 200);
-    r = request(server, "GET", "/bkt/mp", {{"x-amz-rdma-token", c->token(total)}});
-    ASSERT_EQ(r.status, 200) << r.body;
-    EXPECT_TRUE(std::equal(p3.begin(), p3.end(), c->buf.begin()));
-    EXPECT_EQ(server.metric("objdirect_rdma_get_bytes_mapped_total"),
-              staged ? 0.0 : static_cast<double>(2 * total + 200))
-        << (staged ? "--rdma-staged-get" : "default");
-    EXPECT_EQ(server.metric("objdirect_rdma_buffers_in_use"), 0);
+      const std::size_t total = part + p2.size();
+      auto c = ClientSide::open(fabric, total);
+      if (!c) GTEST_SKIP() << fabric << " unavailable";
+      r = request(server, "GET", "/bkt/mp", {{"x-amz-rdma-token", c->token(total)}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+      EXPECT_TRUE(std::equal(p1.begin(), p1.end(), c->buf.begin()));
+      EXPECT_TRUE(std::equal(p2.begin(), p2.end(), c->buf.begin() + part));
+      // 200 bytes across the boundary of the two part files.
+      std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
+      r = request(
+          server, "GET", "/bkt/mp",
+          {{"range", "bytes=" + std::to_string(part - 100) + "-" + std::to_string(part + 99)},
+           {"x-amz-rdma-token", c->token(0, 200, now_s() + 60)}});
+      ASSERT_EQ(r.status, 206) << r.body;
+      EXPECT_TRUE(std::equal(p1.end() - 100, p1.end(), c->buf.begin()));
+      EXPECT_TRUE(std::equal(p2.begin(), p2.begin() + 100, c->buf.begin() + 100));
+      // Overwritten: the next GET maps the new file.
+      auto p3 = pattern(total, 23);
+      ASSERT_EQ(request(server, "PUT", "/bkt/mp", {}, p3).status, 200);
+      r = request(server, "GET", "/bkt/mp", {{"x-amz-rdma-token", c->token(total)}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_TRUE(std::equal(p3.begin(), p3.end(), c->buf.begin()));
+      EXPECT_EQ(server.metric("objdirect_rdma_get_bytes_mapped_total"),
+                staged ? 0.0 : static_cast<double>(2 * total + 200))
+          << (staged ? "--rdma-staged-get" : "default");
+      EXPECT_EQ(server.metric("objdirect_rdma_buffers_in_use"), 0);
+    }
   }
 }
 

@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool staged_get = false;
   app.add_flag("--rdma-staged-get", staged_get,
-               "GET over libfabric tcp copies through staging buffers instead of writing "
+               "GET over libfabric tcp/shm copies through staging buffers instead of writing "
                "from a mapping of the object's files")
       ->envname("OBJDIRECT_RDMA_STAGED_GET");
   app.add_option("--rdma-inflight-bytes-max", ropts.inflight_bytes_max,
@@ -432,6 +432,16 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::bytes_written_mapped));
     m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
                 stat(&rdma::RdmaStats::admissions_refused));
+    m.add_gauge("objdirect_rdma_transport_resets_total",
+                "Transports replaced after a dead peer stalled them (libfabric shm).",
+                stat(&rdma::RdmaStats::transport_resets));
+    m.add_gauge("objdirect_rdma_shm_dead_peer_lock_releases_total",
+                "libfabric shm posts freed by releasing the region lock of a dead client.",
+                stat(&rdma::RdmaStats::shm_dead_peer_lock_releases));
+    m.add_gauge("objdirect_rdma_shm_dead_peer_locks_left_alone_total",
+                "libfabric shm posts stuck on a dead client's lock that was not released "
+                "(libfabric other than 1.17, region not readable).",
+                stat(&rdma::RdmaStats::shm_dead_peer_locks_left_alone));
     if (cache) {
       using storage::cache::CacheStats;
       auto cstat = [cache](std::uint64_t CacheStats::*field) {

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "transport/libfabric/libfabric_transport.hpp"
+
 namespace objdirect::rdma {
 
 namespace {
@@ -467,12 +469,11 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
     std::uint64_t length) {
   std::vector<std::shared_ptr<Mapping>> maps;
   const std::string& name = tr.caps().name;
-  // Registration pins nothing on tcp; on verbs/efa it would pin page-cache pages. Not on shm: with
-  // a mapped source, a client SIGKILLed mid-GET left the server's next fi_writemsg spinning
-  // forever inside libfabric 1.17's shm provider (holding the transport lock: every RDMA thread
-  // stuck, SIGTERM ignored; integration_client_death). Staging makes that rarer, not impossible
-  // (docs/RELIABILITY.md section 6).
-  if (!opts_.zero_copy_get || name != "libfabric:tcp") return maps;
+  // Registration pins nothing on tcp and shm; on verbs/efa it would pin page-cache pages. (On shm
+  // it was withdrawn once: a client SIGKILLed while holding its region lock left the server's next
+  // fi_writemsg spinning for ever, with a mapped source or not; the shm transport's watchdog now
+  // releases a dead peer's lock, docs/RELIABILITY.md section 6.)
+  if (!opts_.zero_copy_get || (name != "libfabric:tcp" && name != "libfabric:shm")) return maps;
   auto extents = reader.extents(offset, length);
   if (!extents.ok() || extents->empty()) return maps;
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -758,8 +759,15 @@ Status RdmaEngine::receive(const token::Token& t,
 }
 
 RdmaStats RdmaEngine::stats() const {
-  std::lock_guard lock(mu_);
-  return stats_;
+  RdmaStats s;
+  {
+    std::lock_guard lock(mu_);
+    s = stats_;
+  }
+  const auto shm = transport::libfabric::shm_lock_recovery_stats();
+  s.shm_dead_peer_lock_releases = shm.lock_releases;
+  s.shm_dead_peer_locks_left_alone = shm.left_alone;
+  return s;
 }
 
 }  // namespace objdirect::rdma

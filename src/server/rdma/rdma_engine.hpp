@@ -105,6 +105,10 @@ struct RdmaStats {
   // Failed transfers answered while the provider still held some of their operations (the
   // await_settled bound, one op_timeout, expired first).
   std::uint64_t failures_answered_unsettled = 0;
+  // libfabric shm posts stuck on a dead client's region lock: locks released / left alone
+  // (process-wide, transport::libfabric::shm_lock_recovery_stats()).
+  std::uint64_t shm_dead_peer_lock_releases = 0;
+  std::uint64_t shm_dead_peer_locks_left_alone = 0;
   std::uint64_t bytes_written = 0;         // GET: server -> client
   std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
   std::uint64_t bytes_read = 0;            // PUT: client -> server

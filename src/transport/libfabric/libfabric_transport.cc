@@ -1,6 +1,8 @@
 #include "transport/libfabric/libfabric_transport.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -8,16 +10,20 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -48,6 +54,273 @@ void reclaim_dead_shm_regions() {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// ---- Dead-peer lock recovery on shm (docs/RELIABILITY.md section 6) ----------------------------
+//
+// libfabric 1.17's shm provider keeps a pthread spinlock in every endpoint's shared-memory region
+// (struct smr_region::lock). The owner takes its own region's lock in its progress; an initiator
+// takes the *peer's* region lock in fi_writemsg/fi_readmsg (smr_generic_rma). A client SIGKILLed
+// while its progress held its own lock leaves that lock held for ever, and the server's next post
+// to it spins in pthread_spin_lock, under Core::mu, for ever. The watchdog below releases such a
+// lock, and nothing else, when all of these hold:
+//  - a provider call of this transport has been in progress longer than shm_stuck_post;
+//  - the peer's process is gone (kill(pid, 0) == ESRCH, or a zombie that cannot run again), with
+//    the pid taken from the peer's region name (objdirect-<pid>-<random>, our fi_setname) and read
+//    from the region itself (smr_region::pid), and the two agree;
+//  - libfabric is 1.17 at compile time and at run time (fi_version()), and byte 0 of the region is
+//    1.17's region version: the layout below is that release's;
+//  - the lock word is not the unlocked value.
+// fi_cq_read is watched too: its progress returns inject/SAR buffers to the peer's pool under the
+// peer's lock (smr_release_txbuf), and a stuck read gets every dead mapped region's lock released.
+// Why it is safe: the region belongs to the dead process; the only other users of its lock are
+// initiators posting to that peer (this server; another server the client also used), which
+// write commands into a queue that nobody will ever read again, and whose own completions for
+// that peer fail (CMA to a dead pid fails with ESRCH) or never come (the op timeout; the engine
+// then replaces the shm endpoint). The stuck post proceeds against a dead pid, fails, and the
+// engine treats it as any failed transfer. Limits: a lock is released once per post; a peer
+// whose pid was reused by a new process reads as alive (the post stays stuck, as before); a
+// region this process cannot find or read is left alone (counted).
+std::atomic<std::uint64_t> g_shm_lock_releases{0};
+std::atomic<std::uint64_t> g_shm_locks_left_alone{0};
+
+// libfabric 1.17 (prov/shm/src/smr.h): struct smr_region { uint8_t version; uint8_t resv;
+// uint16_t flags; int pid; uint8_t cma_cap_peer; uint8_t cma_cap_self; uint32_t
+// max_sar_buf_per_peer; void* base_addr; pthread_spinlock_t lock; ... }.
+constexpr std::size_t smr_pid_offset = 4;
+constexpr std::size_t smr_lock_offset = 0x18;
+constexpr std::size_t smr_header_bytes = smr_lock_offset + sizeof(pthread_spinlock_t);
+// Byte 0 of a region created by libfabric 1.17 (read from a live region: 04 00 01 00 <pid>).
+constexpr std::uint8_t smr_region_version_1_17 = 4;
+constexpr bool built_against_1_17 = FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION == 17;
+static_assert(sizeof(pthread_spinlock_t) == sizeof(int), "a spinlock is one int here");
+
+// The word pthread_spin_unlock leaves: 1 with glibc on x86-64 (its lock decrements it to 0 and
+// spinners read <= 0 as held), 0 with the generic implementation. Read, never assumed.
+int spin_unlocked_word() {
+  static const int word = [] {
+    pthread_spinlock_t l;
+    pthread_spin_init(&l, PTHREAD_PROCESS_SHARED);
+    pthread_spin_lock(&l);
+    pthread_spin_unlock(&l);
+    const int w = l;  // pthread_spinlock_t is a volatile int
+    pthread_spin_destroy(&l);
+    return w;
+  }();
+  return word;
+}
+
+// Whether process `pid` can never run again: it does not exist, or it is a zombie.
+bool process_gone(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // exited between the two looks
+  auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+// "objdirect-<pid>-<hex>" from a peer address "fi_shm://objdirect-<pid>-<hex>" (FI_ADDR_STR,
+// maybe NUL-terminated); false for any other name.
+bool parse_shm_peer(const std::string& address, std::string& region, pid_t& pid) {
+  constexpr std::string_view scheme = "fi_shm://";
+  constexpr std::string_view prefix = "objdirect-";
+  std::string_view a(address.c_str());
+  if (!a.starts_with(scheme)) return false;
+  a.remove_prefix(scheme.size());
+  if (!a.starts_with(prefix) || a.size() > 64) return false;
+  std::string_view rest = a.substr(prefix.size());
+  long long p = 0;
+  std::size_t i = 0;
+  for (; i < rest.size() && rest[i] >= '0' && rest[i] <= '9' && i < 8; ++i)
+    p = p * 10 + (rest[i] - '0');
+  if (i == 0 || i >= rest.size() || rest[i] != '-' || p <= 0 || p > 4'194'304) return false;
+  std::string_view hex = rest.substr(i + 1);
+  if (hex.empty() || !std::all_of(hex.begin(), hex.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      })) {
+    return false;
+  }
+  region = std::string(a);
+  pid = static_cast<pid_t>(p);
+  return true;
+}
+
+struct RegionMapping {
+  std::uintptr_t start = 0, end = 0;
+  unsigned long long inode = 0;
+  bool deleted = false;
+};
+
+// This process's shared, writable mappings of /dev/shm/<region> from offset 0.
+std::vector<RegionMapping> find_region_mappings(const std::string& region) {
+  std::vector<RegionMapping> out;
+  std::ifstream maps("/proc/self/maps");
+  const std::string path = "/dev/shm/" + region;
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long start = 0, end = 0, off = 0;
+    unsigned long long inode = 0;
+    char perms[8] = {};
+    int pos = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %*s %llu %n", &start, &end, perms, &off, &inode,
+                    &pos) != 5 ||
+        pos <= 0) {
+      continue;
+    }
+    std::string_view name(line.c_str() + pos);
+    const bool deleted = name == path + " (deleted)";
+    if (!deleted && name != path) continue;
+    if (off != 0 || std::strncmp(perms, "rw", 2) != 0 || perms[3] != 's' ||
+        end - start < smr_header_bytes) {
+      continue;
+    }
+    out.push_back(RegionMapping{start, end, inode, deleted});
+  }
+  return out;
+}
+
+// Opens the file behind `m` (through /proc/self/map_files, which works for a deleted file but
+// needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, else by its name) and checks it is that inode.
+int open_region(const std::string& region, const RegionMapping& m) {
+  char path[96];
+  std::snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx",
+                static_cast<unsigned long>(m.start), static_cast<unsigned long>(m.end));
+  int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0 && !m.deleted) fd = ::open(("/dev/shm/" + region).c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0 || static_cast<unsigned long long>(sb.st_ino) != m.inode ||
+      static_cast<std::uint64_t>(sb.st_size) < smr_header_bytes) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+enum class LockRecovery { released, peer_alive, not_held, left_alone };
+
+// One attempt to release the region lock of the dead shm peer `address` (see the block comment
+// above). `why` says what was found, for the log.
+// `provider_mapping_ok`: whether the provider's mapping may be used when it is the only one (see
+// below); only when the stuck call is a post to this very peer.
+LockRecovery release_region_lock(const std::string& region, pid_t pid, bool provider_mapping_ok,
+                                 std::string& why) {
+  if (!process_gone(pid)) {
+    why = "peer pid " + std::to_string(pid) + " is alive";
+    return LockRecovery::peer_alive;
+  }
+  if (!built_against_1_17 || fi_version() != FI_VERSION(1, 17)) {
+    why = "libfabric " + std::to_string(FI_MAJOR(fi_version())) + "." +
+          std::to_string(FI_MINOR(fi_version())) + " (the region layout is known for 1.17 only)";
+    return LockRecovery::left_alone;
+  }
+  auto maps = find_region_mappings(region);
+  if (maps.empty()) {
+    why = "no mapping of /dev/shm/" + region + " in this process";
+    return LockRecovery::left_alone;
+  }
+  // Our own view of the region, which nothing else can unmap. Without one (no capability to open
+  // a deleted file), the provider's mapping, but only when it is the only one: then it belongs to
+  // the stuck transport, which unmaps peers only under the lock its stuck call holds.
+  void* view = nullptr;
+  char* base = nullptr;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (int fd = open_region(region, maps.front()); fd >= 0) {
+    view =
+        ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (view == MAP_FAILED) view = nullptr;
+    base = static_cast<char*>(view);
+  }
+  if (base == nullptr && provider_mapping_ok && maps.size() == 1) {
+    base = reinterpret_cast<char*>(maps.front().start);
+  }
+  if (base == nullptr) {
+    why = "cannot open /dev/shm/" + region + " and it is mapped " + std::to_string(maps.size()) +
+          " times";
+    return LockRecovery::left_alone;
+  }
+  LockRecovery result = LockRecovery::left_alone;
+  const std::uint8_t version = *reinterpret_cast<volatile std::uint8_t*>(base);
+  int region_pid = 0;
+  std::memcpy(&region_pid, base + smr_pid_offset, sizeof(region_pid));
+  int* lock = reinterpret_cast<int*>(base + smr_lock_offset);
+  const int unlocked = spin_unlocked_word();
+  int word = __atomic_load_n(lock, __ATOMIC_ACQUIRE);
+  if (version != smr_region_version_1_17) {
+    why = "region version " + std::to_string(version) + ", expected " +
+          std::to_string(smr_region_version_1_17);
+  } else if (region_pid != pid) {
+    why = "region pid " + std::to_string(region_pid) + " differs from its name's " +
+          std::to_string(pid);
+  } else if (word == unlocked) {
+    why = "the region lock is free";
+    result = LockRecovery::not_held;
+  } else if (__atomic_compare_exchange_n(lock, &word, unlocked, false, __ATOMIC_RELEASE,
+                                         __ATOMIC_RELAXED)) {
+    why = "released the region lock of dead pid " + std::to_string(pid) + " (word " +
+          std::to_string(word) + " -> " + std::to_string(unlocked) + ", /dev/shm/" + region +
+          (maps.front().deleted ? " (deleted)" : "") + ")";
+    result = LockRecovery::released;
+  } else {
+    why = "the region lock changed under the watchdog";
+    result = LockRecovery::not_held;
+  }
+  if (view != nullptr) ::munmap(view, static_cast<std::size_t>(page));
+  return result;
+}
+
+// A post stuck on the peer `address`.
+LockRecovery release_dead_peer_lock(const std::string& address, std::string& why) {
+  std::string region;
+  pid_t pid = 0;
+  if (!parse_shm_peer(address, region, pid)) {
+    why = "peer address is not an ObjDirect shm name";
+    return LockRecovery::left_alone;
+  }
+  return release_region_lock(region, pid, true, why);
+}
+
+// A stuck fi_cq_read: its progress can take a peer's lock too (libfabric 1.17's
+// smr_progress_resp_entry returns an inject or SAR buffer to the peer's pool under the peer's
+// lock), and it does not say which peer. Every region of a gone process mapped here is a
+// candidate; the same checks apply to each, through our own view only.
+LockRecovery release_any_dead_peer_lock(std::string& why) {
+  std::vector<std::string> regions;
+  {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      auto at = line.find("/dev/shm/objdirect-");
+      if (at == std::string::npos) continue;
+      std::string name = line.substr(at + 9);
+      if (auto sp = name.find(' '); sp != std::string::npos) name.resize(sp);
+      if (std::find(regions.begin(), regions.end(), name) == regions.end()) {
+        regions.push_back(name);
+      }
+    }
+  }
+  LockRecovery result = LockRecovery::not_held;
+  why = "no mapped region of a gone process has its lock held";
+  for (const std::string& region : regions) {
+    std::string r;
+    pid_t pid = 0;
+    if (!parse_shm_peer("fi_shm://" + region, r, pid) || pid == ::getpid() || !process_gone(pid)) {
+      continue;
+    }
+    std::string one;
+    const LockRecovery got = release_region_lock(region, pid, false, one);
+    if (got == LockRecovery::released ||
+        (got == LockRecovery::left_alone && result != LockRecovery::released)) {
+      result = got;
+      why = one;
+    }
+    if (got == LockRecovery::released) break;
+  }
+  return result;
+}
 
 constexpr std::uint64_t rma_caps =
     FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG;
@@ -164,9 +437,18 @@ class LibfabricTransport final : public Transport {
       progress_thread_ = std::make_unique<detail::ProgressThread>(
           [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll);
     }
+    if (caps_.provider == "shm") watchdog_ = std::thread([this] { watchdog_loop(); });
   }
 
   ~LibfabricTransport() override {
+    if (watchdog_.joinable()) {
+      {
+        std::lock_guard lock(watchdog_mu_);
+        watchdog_stop_ = true;
+      }
+      watchdog_cv_.notify_all();
+      watchdog_.join();
+    }
     progress_thread_.reset();
     std::lock_guard lock(core_->mu);
     // Closing the endpoint first cancels what is still in flight, so no completion can name an
@@ -324,7 +606,10 @@ class LibfabricTransport final : public Transport {
 
   bool read_cq_locked() {
     fi_cq_entry entries[16];
+    const bool stamped = watchdog_.joinable();
+    if (stamped) stamp_.cq_since_ns.store(now_ns(), std::memory_order_release);
     ssize_t n = fi_cq_read(core_->cq, entries, 16);
+    if (stamped) stamp_.cq_since_ns.store(0, std::memory_order_release);
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         settle(static_cast<SubOp*>(entries[i].op_context), Status::Ok());
@@ -385,8 +670,11 @@ class LibfabricTransport final : public Transport {
       if (shm_fast_write_ && sub.rma.size() == 1 && sub.rma[0].len > shm_inject_bytes) {
         write_flags = FI_COMPLETION;
       }
+      const bool stamped = watchdog_.joinable();
+      if (stamped) stamp_post(op->peer);
       ssize_t rc = op->write ? fi_writemsg(core_->ep, &msg, write_flags)
                              : fi_readmsg(core_->ep, &msg, FI_COMPLETION);
+      if (stamped) stamp_.since_ns.store(0, std::memory_order_release);
       if (rc == -FI_EAGAIN) return Status::Ok();
       if (rc != 0) {
         op->n_subs = op->next_post;
@@ -397,6 +685,87 @@ class LibfabricTransport final : public Transport {
       ++op->pending;
     }
     return Status::Ok();
+  }
+
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Marks the start of a provider post to `peer` for the watchdog. mu held (posts are serial).
+  void stamp_post(const std::string& peer) {
+    {
+      std::lock_guard lock(stamp_.mu);
+      if (stamp_.peer != peer) stamp_.peer = peer;
+      ++stamp_.seq;
+    }
+    stamp_.since_ns.store(now_ns(), std::memory_order_release);
+  }
+
+  // shm only: every shm_watchdog_period, looks at the post in progress (never taking Core::mu,
+  // which the stuck post holds) and releases a dead peer's region lock it is stuck on (see
+  // release_dead_peer_lock). One release (or one decision to leave it) per post.
+  void watchdog_loop() {
+    std::uint64_t handled_post = 0;     // the post last released or left alone
+    std::int64_t handled_cq = 0;        // the CQ read (its stamp) last released or left alone
+    std::int64_t logged_untouched = 0;  // the stamp of the call last logged as not touched
+    std::unique_lock wlock(watchdog_mu_);
+    while (!watchdog_cv_.wait_for(wlock, shm_watchdog_period, [this] { return watchdog_stop_; })) {
+      const std::int64_t now = now_ns();
+      std::int64_t since = stamp_.since_ns.load(std::memory_order_acquire);
+      std::uint64_t seq = 0;
+      std::string peer;
+      if (since != 0 && std::chrono::nanoseconds(now - since) >= shm_stuck_post) {
+        {
+          std::lock_guard lock(stamp_.mu);
+          seq = stamp_.seq;
+          peer = stamp_.peer;
+        }
+        // Still the same post: its stamp never went back to 0 in between (stamps are unique).
+        if (stamp_.since_ns.load(std::memory_order_acquire) != since || seq == handled_post) {
+          continue;
+        }
+      } else {
+        since = stamp_.cq_since_ns.load(std::memory_order_acquire);
+        if (since == 0 || since == handled_cq ||
+            std::chrono::nanoseconds(now - since) < shm_stuck_post) {
+          continue;
+        }
+      }
+      const bool post = !peer.empty();
+      std::string why;
+      const LockRecovery r =
+          post ? release_dead_peer_lock(peer, why) : release_any_dead_peer_lock(why);
+      const long long ms = (now - since) / 1'000'000;
+      const char* what = post ? "post" : "CQ read";
+      switch (r) {
+        case LockRecovery::released:
+        case LockRecovery::left_alone:
+          if (post) {
+            handled_post = seq;
+          } else {
+            handled_cq = since;
+          }
+          if (r == LockRecovery::released) {
+            g_shm_lock_releases.fetch_add(1, std::memory_order_relaxed);
+            std::fprintf(stderr, "objdirect: %s: %s stuck %lld ms: %s\n", caps_.name.c_str(), what,
+                         ms, why.c_str());
+          } else {
+            g_shm_locks_left_alone.fetch_add(1, std::memory_order_relaxed);
+            std::fprintf(stderr, "objdirect: %s: %s stuck %lld ms, lock left alone: %s\n",
+                         caps_.name.c_str(), what, ms, why.c_str());
+          }
+          break;
+        case LockRecovery::peer_alive:
+        case LockRecovery::not_held:
+          if (logged_untouched != since) {  // retried every period: the peer may still die
+            logged_untouched = since;
+            std::fprintf(stderr, "objdirect: %s: %s stuck %lld ms, not touched: %s\n",
+                         caps_.name.c_str(), what, ms, why.c_str());
+          }
+          break;
+      }
+    }
   }
 
   // Posts what the backlog holds, oldest first, until the queue is full again. mu held.
@@ -589,6 +958,19 @@ class LibfabricTransport final : public Transport {
   std::deque<OpId> backlog_;  // ops with parts the transmit queue could not take yet
   OpId next_op_ = 1;
   std::unique_ptr<detail::ProgressThread> progress_thread_;
+  // shm only: the provider post or CQ read in progress, read by the watchdog without Core::mu.
+  struct PostStamp {
+    std::atomic<std::int64_t> since_ns{0};     // steady-clock ns when the post began; 0: none
+    std::atomic<std::int64_t> cq_since_ns{0};  // the same for an fi_cq_read
+    std::mutex mu;                             // guards seq and peer; never held across a post
+    std::uint64_t seq = 0;                     // which post
+    std::string peer;
+  };
+  PostStamp stamp_;
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;
+  std::thread watchdog_;  // last member: started last in the constructor
 };
 
 Result<fi_info*> get_info(const char* prov_name, std::uint64_t caps) {
@@ -612,6 +994,11 @@ Result<fi_info*> get_info(const char* prov_name, std::uint64_t caps) {
 }
 
 }  // namespace
+
+ShmLockRecoveryStats shm_lock_recovery_stats() {
+  return ShmLockRecoveryStats{g_shm_lock_releases.load(std::memory_order_relaxed),
+                              g_shm_locks_left_alone.load(std::memory_order_relaxed)};
+}
 
 Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& config,
                                                               std::string_view provider) {
