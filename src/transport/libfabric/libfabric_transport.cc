@@ -83,32 +83,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<std::uint64_t> g_shm_lock_releases{0};
 std::atomic<std::uint64_t> g_shm_locks_left_alone{0};
 
-// libfabric 1.17 (prov/shm/src/smr.h): struct smr_region { uint8_t version; uint8_t resv;
-// uint16_t flags; int pid; uint8_t cma_cap_peer; uint8_t cma_cap_self; uint32_t
-// max_sar_buf_per_peer; void* base_addr; pthread_spinlock_t lock; ... }.
-constexpr std::size_t smr_pid_offset = 4;
-constexpr std::size_t smr_lock_offset = 0x18;
-constexpr std::size_t smr_header_bytes = smr_lock_offset + sizeof(pthread_spinlock_t);
-// Byte 0 of a region created by libfabric 1.17 (read from a live region: 04 00 01 00 <pid>).
-constexpr std::uint8_t smr_region_version_1_17 = 4;
-constexpr bool built_against_1_17 = FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION == 17;
-static_assert(sizeof(pthread_spinlock_t) == sizeof(int), "a spinlock is one int here");
-
-// The word pthread_spin_unlock leaves: 1 with glibc on x86-64 (its lock decrements it to 0 and
-// spinners read <= 0 as held), 0 with the generic implementation. Read, never assumed.
-int spin_unlocked_word() {
-  static const int word = [] {
-    pthread_spinlock_t l;
-    pthread_spin_init(&l, PTHREAD_PROCESS_SHARED);
-    pthread_spin_lock(&l);
-    pthread_spin_unlock(&l);
-    const int w = l;  // pthread_spinlock_t is a volatile int
-    pthread_spin_destroy(&l);
-    return w;
-  }();
-  return word;
-}
-
 // Whether process `pid` can never run again: it does not exist, or it is a zombie.
 bool process_gone(pid_t pid) {
   if (pid <= 0) return false;
@@ -147,40 +121,6 @@ bool parse_shm_peer(const std::string& address, std::string& region, pid_t& pid)
   return true;
 }
 
-struct RegionMapping {
-  std::uintptr_t start = 0, end = 0;
-  unsigned long long inode = 0;
-  bool deleted = false;
-};
-
-// This process's shared, writable mappings of /dev/shm/<region> from offset 0.
-std::vector<RegionMapping> find_region_mappings(const std::string& region) {
-  std::vector<RegionMapping> out;
-  std::ifstream maps("/proc/self/maps");
-  const std::string path = "/dev/shm/" + region;
-  std::string line;
-  while (std::getline(maps, line)) {
-    unsigned long start = 0, end = 0, off = 0;
-    unsigned long long inode = 0;
-    char perms[8] = {};
-    int pos = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %7s %lx %*s %llu %n", &start, &end, perms, &off, &inode,
-                    &pos) != 5 ||
-        pos <= 0) {
-      continue;
-    }
-    std::string_view name(line.c_str() + pos);
-    const bool deleted = name == path + " (deleted)";
-    if (!deleted && name != path) continue;
-    if (off != 0 || std::strncmp(perms, "rw", 2) != 0 || perms[3] != 's' ||
-        end - start < smr_header_bytes) {
-      continue;
-    }
-    out.push_back(RegionMapping{start, end, inode, deleted});
-  }
-  return out;
-}
-
 // Opens the file behind `m` (through /proc/self/map_files, which works for a deleted file but
 // needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, else by its name) and checks it is that inode.
 int open_region(const std::string& region, const RegionMapping& m) {
@@ -192,7 +132,7 @@ int open_region(const std::string& region, const RegionMapping& m) {
   if (fd < 0) return -1;
   struct stat sb {};
   if (::fstat(fd, &sb) != 0 || static_cast<unsigned long long>(sb.st_ino) != m.inode ||
-      static_cast<std::uint64_t>(sb.st_size) < smr_header_bytes) {
+      static_cast<std::uint64_t>(sb.st_size) < smr_region_header_bytes) {
     ::close(fd);
     return -1;
   }
@@ -211,7 +151,7 @@ LockRecovery release_region_lock(const std::string& region, pid_t pid, bool prov
     why = "peer pid " + std::to_string(pid) + " is alive";
     return LockRecovery::peer_alive;
   }
-  if (!built_against_1_17 || fi_version() != FI_VERSION(1, 17)) {
+  if (!smr_layout_known()) {
     why = "libfabric " + std::to_string(FI_MAJOR(fi_version())) + "." +
           std::to_string(FI_MINOR(fi_version())) + " (the region layout is known for 1.17 only)";
     return LockRecovery::left_alone;
@@ -245,9 +185,9 @@ LockRecovery release_region_lock(const std::string& region, pid_t pid, bool prov
   LockRecovery result = LockRecovery::left_alone;
   const std::uint8_t version = *reinterpret_cast<volatile std::uint8_t*>(base);
   int region_pid = 0;
-  std::memcpy(&region_pid, base + smr_pid_offset, sizeof(region_pid));
-  int* lock = reinterpret_cast<int*>(base + smr_lock_offset);
-  const int unlocked = spin_unlocked_word();
+  std::memcpy(&region_pid, base + smr_region_pid_offset, sizeof(region_pid));
+  int* lock = reinterpret_cast<int*>(base + smr_region_lock_offset);
+  const int unlocked = spinlock_unlocked_value();
   int word = __atomic_load_n(lock, __ATOMIC_ACQUIRE);
   if (version != smr_region_version_1_17) {
     why = "region version " + std::to_string(version) + ", expected " +

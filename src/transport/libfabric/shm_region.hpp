@@ -1,44 +1,58 @@
 // What ObjDirect knows of libfabric 1.17's shm region (struct smr_region, a file in /dev/shm
 // mapped by every process that talks to its owner), and how to find one in this process's maps.
-// Only facts checked against this one release are used, and only when the running library is
-// that release (see docs/transports.md, "libfabric shm region"). The layout is private to the
-// provider and changed in 1.18, so every caller must handle "not found" by doing nothing.
+// Two users: the client's progress skips polling while a peer copies into it under its own
+// region lock, and the shm watchdog releases the lock of a dead peer (libfabric README,
+// docs/RELIABILITY.md section 6). The layout is private to the provider and changed in 1.18, so
+// every caller must treat "not found" / "layout unknown" as "do nothing".
 //
 // Thread safety: free functions without shared state; safe from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace objdirect::transport::libfabric {
 
-// Offsets in libfabric 1.17's struct smr_region: uint8 version, uint8 resv, uint16 flags, int pid,
-// uint8 cma_cap_peer, uint8 cma_cap_self, void* base_addr, pthread_spinlock_t lock.
+// libfabric 1.17 (prov/shm/src/smr.h): struct smr_region { uint8_t version; uint8_t resv;
+// uint16_t flags; int pid; uint8_t cma_cap_peer; uint8_t cma_cap_self; uint32_t
+// max_sar_buf_per_peer; void* base_addr; pthread_spinlock_t lock; ... }.
 inline constexpr std::size_t smr_region_pid_offset = 4;
 inline constexpr std::size_t smr_region_lock_offset = 0x18;
+inline constexpr std::size_t smr_region_header_bytes = smr_region_lock_offset + sizeof(int);
+// Byte 0 of a region created by libfabric 1.17 (read from a live region: 04 00 01 00 <pid>).
+inline constexpr std::uint8_t smr_region_version_1_17 = 4;
 
 // True when both the headers this was compiled against and the library loaded at run time are
-// libfabric 1.17, the only release whose layout the offsets above describe.
+// libfabric 1.17, the only release whose layout the constants above describe.
 bool smr_layout_known();
 
-// The start of the mapping of /dev/shm/<region_name> in this process (offset 0 of the file,
-// "(deleted)" or not), if there is one. region_name is the endpoint name without "fi_shm://".
-std::optional<std::uintptr_t> find_mapped_region(std::string_view region_name);
-
-// The region's lock word, if region_name is mapped here, the layout is known and the pid field
-// holds expected_pid (a check that the offsets really describe this mapping).
-const int* find_region_lock(std::string_view region_name, int expected_pid);
-
-// The value of an unlocked pthread_spinlock_t word in this C library (glibc on x86-64 writes 1
-// and takes the lock by decrementing it; its generic version writes 0 and sets 1), read from a
-// lock initialised here. A lock word holding anything else is held.
+// The word pthread_spin_unlock leaves, read from a lock initialised by this C library: 1 with
+// glibc on x86-64 (its lock decrements the word, so a held lock reads 0 or below), 0 with the
+// generic implementation. A lock word holding anything else is held.
 int spinlock_unlocked_value();
 
-// Whether the lock word read now is held by someone (see spinlock_unlocked_value). A read
-// never takes or alters the lock.
+// Whether the lock word read now is held by someone. A read never takes or alters the lock.
 inline bool region_lock_held(const int* word) {
   return __atomic_load_n(word, __ATOMIC_RELAXED) != spinlock_unlocked_value();
 }
+
+struct RegionMapping {
+  std::uintptr_t start = 0, end = 0;
+  unsigned long long inode = 0;
+  bool deleted = false;  // the file was unlinked ("(deleted)" in the maps)
+};
+
+// This process's shared, writable mappings of /dev/shm/<region_name> from offset 0, at least
+// smr_region_header_bytes long. region_name is the endpoint name without "fi_shm://"; a name
+// with '/' or an empty one finds nothing.
+std::vector<RegionMapping> find_region_mappings(std::string_view region_name);
+
+// The region's lock word, if region_name is mapped here, the layout is known and the region's
+// version byte and pid field hold 1.17's version and expected_pid (a check that the offsets
+// really describe this mapping); else nullptr.
+const int* find_region_lock(std::string_view region_name, int expected_pid);
 
 }  // namespace objdirect::transport::libfabric
