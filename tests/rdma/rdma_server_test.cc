@@ -23,6 +23,7 @@
 
 #include "auth/sigv4.hpp"
 #include "client/http_client.hpp"
+#include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "token/token.hpp"
@@ -222,8 +223,17 @@ class RdmaServerTest : public ::testing::Test {
 
 TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   constexpr std::size_t n = (4 << 20) + 12345;
+  // The ETag is the MD5 of every byte, in order, although the server hashes each chunk on
+  // another thread while it receives (HTTP: 1 MiB chunks) or writes (RDMA: 4 MiB chunks).
+  auto md5_etag = [](const std::vector<std::byte>& bytes) {
+    Md5 md5;
+    md5.update(bytes.data(), bytes.size());
+    return "\"" + md5.hex() + "\"";
+  };
   auto data = pattern(n, 1);
-  ASSERT_EQ(request(*server_, "PUT", "/bkt/obj", {}, data).status, 200);
+  auto put = request(*server_, "PUT", "/bkt/obj", {}, data);
+  ASSERT_EQ(put.status, 200);
+  EXPECT_EQ(header(put, "etag"), md5_etag(data));
   auto c = ClientSide::open("libfabric:tcp", n);
   ASSERT_TRUE(c);
 
@@ -261,6 +271,7 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
               {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_EQ(header(r, "etag"), md5_etag(up));
   std::vector<std::byte> back(n);
   r = request(*server_, "GET", "/bkt/put", {}, {}, std::span(back));
   EXPECT_EQ(r.status, 200);
