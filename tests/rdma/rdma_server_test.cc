@@ -279,6 +279,39 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   EXPECT_EQ(server_->metric("objdirect_rdma_buffers_in_use"), 0);
 }
 
+// With --put-digest-threads the MD5 of the ETag is computed on a pool beside the thread that
+// receives (HTTP, 1 MiB chunks) or writes (RDMA, 4 MiB chunks): still every byte, in order.
+TEST(RdmaServerDigestThreads, PutEtagsAreTheMd5OfTheBytesOverHttpAndRdma) {
+  ServerProcess server(
+      {"--fabric", "libfabric:tcp", "--rdma-op-timeout-ms", "3000", "--put-digest-threads", "2"});
+  ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
+  ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
+  constexpr std::size_t n = (9 << 20) + 4321;  // three RDMA chunks, ten HTTP chunks
+  auto md5_etag = [](std::span<const std::byte> bytes) {
+    Md5 md5;
+    md5.update(bytes.data(), bytes.size());
+    return "\"" + md5.hex() + "\"";
+  };
+  auto data = pattern(n, 7);
+  auto r = request(server, "PUT", "/bkt/http", {}, data);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "etag"), md5_etag(data));
+
+  auto c = ClientSide::open("libfabric:tcp", n);
+  ASSERT_TRUE(c);
+  auto up = pattern(n, 8);
+  std::copy(up.begin(), up.end(), c->buf.begin());
+  r = request(server, "PUT", "/bkt/rdma",
+              {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_EQ(header(r, "etag"), md5_etag(up));
+  std::vector<std::byte> back(n);
+  r = request(server, "GET", "/bkt/rdma", {}, {}, std::span(back));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(back == up);
+}
+
 std::string xml_value(const std::string& body, const std::string& tag) {
   auto a = body.find("<" + tag + ">");
   auto b = body.find("</" + tag + ">");

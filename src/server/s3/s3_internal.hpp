@@ -74,7 +74,8 @@ struct S3Service::Impl {
   // Blocking RDMA transfers run here, off the HTTP event loop.
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
   // PUT bodies are hashed here (MD5 of the ETag, checksums) while the request's own thread
-  // receives and writes them (OverlappedDigest); one thread per core.
+  // receives and writes them (OverlappedDigest); null (hash inline) unless
+  // S3Options::put_digest_threads > 0.
   std::unique_ptr<boost::asio::thread_pool> digest_pool;
 
   Task<void> dispatch(Ctx& c);

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
+#include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "server/rdma/rdma_engine.hpp"
@@ -130,8 +130,10 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
     : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
   impl_->store = std::move(store);
-  impl_->digest_pool =
-      std::make_unique<boost::asio::thread_pool>(std::max(2u, std::thread::hardware_concurrency()));
+  if (impl_->opts.put_digest_threads > 0) {
+    impl_->digest_pool = std::make_unique<boost::asio::thread_pool>(
+        std::min(impl_->opts.put_digest_threads, limits::put_digest_threads_max));
+  }
   if (!impl_->opts.metrics) impl_->opts.metrics = std::make_shared<metrics::Registry>();
   if (impl_->opts.access_log == "-") {
     impl_->access_log = stderr;
