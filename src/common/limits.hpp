@@ -34,6 +34,8 @@ inline constexpr std::int64_t presign_expires_max_s = 7 * 24 * 3600;
 // --- aws-chunked ----------------------------------------------------------------------------------
 inline constexpr std::size_t chunk_header_bytes_max = 4096;  // "<hex-size>;chunk-signature=...\r\n"
 inline constexpr std::size_t trailer_bytes_max = 4096;
+// Threads that hash PUT bodies beside the I/O threads (objdirect-server --put-digest-threads).
+inline constexpr unsigned put_digest_threads_max = 256;
 
 // --- RDMA data plane ------------------------------------------------------------------------------
 inline constexpr std::size_t token_bytes_max = 4096;       // encoded x-amz-rdma-token header value

@@ -3,7 +3,9 @@
 import base64
 import concurrent.futures
 import hashlib
+import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -182,3 +184,27 @@ def test_connection_flood_stays_healthy(small_server):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+@pytest.mark.parametrize("threads, ok", [("256", True), ("257", False)])
+def test_put_digest_threads_max(tmp_path, threads, ok):
+    """--put-digest-threads is capped at limits::put_digest_threads_max (256)."""
+    if ok:
+        srv = objd.Server(str(tmp_path / "data"), str(tmp_path / "server.log"),
+                          ["--put-digest-threads", threads])
+        srv.start()
+        try:
+            body = os.urandom(3 * 1024 * 1024 + 5)
+            r = objd.request(srv, "PUT", objd.opath("digest-max"))
+            assert r.status == 200, r
+            r = objd.request(srv, "PUT", objd.opath("digest-max", "obj"), body=body)
+            assert r.status == 200 and r.header("etag") == f'"{hashlib.md5(body).hexdigest()}"', r
+        finally:
+            srv.stop()
+        return
+    cmd = [objd.server_binary(), "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"),
+           "--access-key", objd.ACCESS_KEY, "--secret-key", objd.SECRET_KEY,
+           "--put-digest-threads", threads]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    assert p.returncode != 0, (p.returncode, p.stderr)
+    assert "--put-digest-threads: Value 257 not in range" in p.stderr.decode(), p.stderr.decode()

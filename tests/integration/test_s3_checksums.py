@@ -274,3 +274,28 @@ def test_signed_streaming_trailer_wrong_checksum(server, bucket):
     r = _signed_trailer_put(server, bucket, "sig-trailer-sum", payload, checksum("crc32c", payload + b"!"))
     objd.assert_error(r, 400, "BadDigest")
     assert objd.request(server, "HEAD", objd.opath(bucket, "sig-trailer-sum")).status == 404
+
+
+# Several of the server's 1 MiB receive chunks: each is hashed on another thread while the next
+# one is received, so this checks that every byte is hashed once, in order.
+BIG = os.urandom(5 * 1024 * 1024 + 12345)
+
+
+def test_multi_chunk_body_is_hashed_whole_and_in_order(server, bucket):
+    md5 = hashlib.md5(BIG)
+    headers = {"x-amz-checksum-crc32c": checksum("crc32c", BIG),
+               "Content-MD5": base64.b64encode(md5.digest()).decode()}
+    r = objd.request(server, "PUT", objd.opath(bucket, "big"), headers=headers, body=BIG)
+    assert r.status == 200, r
+    assert r.header("etag") == f'"{md5.hexdigest()}"', r.headers
+    assert r.header("x-amz-checksum-crc32c") == headers["x-amz-checksum-crc32c"], r.headers
+    g = objd.request(server, "GET", objd.opath(bucket, "big"))
+    assert g.status == 200 and g.body == BIG
+    # One flipped bit in the first or the last chunk, or two chunks swapped: BadDigest, and
+    # nothing is stored.
+    mib = 1024 * 1024
+    swapped = BIG[mib:2 * mib] + BIG[:mib] + BIG[2 * mib:]
+    for i, body in enumerate([bytes([BIG[0] ^ 1]) + BIG[1:], BIG[:-1] + bytes([BIG[-1] ^ 1]), swapped]):
+        r = objd.request(server, "PUT", objd.opath(bucket, f"big-bad-{i}"), headers=headers, body=body)
+        objd.assert_error(r, 400, "BadDigest")
+        assert objd.request(server, "HEAD", objd.opath(bucket, f"big-bad-{i}")).status == 404

@@ -23,6 +23,7 @@
 
 #include "auth/sigv4.hpp"
 #include "client/http_client.hpp"
+#include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "token/token.hpp"
@@ -222,8 +223,17 @@ class RdmaServerTest : public ::testing::Test {
 
 TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   constexpr std::size_t n = (4 << 20) + 12345;
+  // The ETag is the MD5 of every byte, in order, although the server hashes each chunk on
+  // another thread while it receives (HTTP: 1 MiB chunks) or writes (RDMA: 4 MiB chunks).
+  auto md5_etag = [](const std::vector<std::byte>& bytes) {
+    Md5 md5;
+    md5.update(bytes.data(), bytes.size());
+    return "\"" + md5.hex() + "\"";
+  };
   auto data = pattern(n, 1);
-  ASSERT_EQ(request(*server_, "PUT", "/bkt/obj", {}, data).status, 200);
+  auto put = request(*server_, "PUT", "/bkt/obj", {}, data);
+  ASSERT_EQ(put.status, 200);
+  EXPECT_EQ(header(put, "etag"), md5_etag(data));
   auto c = ClientSide::open("libfabric:tcp", n);
   ASSERT_TRUE(c);
 
@@ -261,11 +271,45 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
               {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_EQ(header(r, "etag"), md5_etag(up));
   std::vector<std::byte> back(n);
   r = request(*server_, "GET", "/bkt/put", {}, {}, std::span(back));
   EXPECT_EQ(r.status, 200);
   EXPECT_TRUE(back == up);
   EXPECT_EQ(server_->metric("objdirect_rdma_buffers_in_use"), 0);
+}
+
+// With --put-digest-threads the MD5 of the ETag is computed on a pool beside the thread that
+// receives (HTTP, 1 MiB chunks) or writes (RDMA, 4 MiB chunks): still every byte, in order.
+TEST(RdmaServerDigestThreads, PutEtagsAreTheMd5OfTheBytesOverHttpAndRdma) {
+  ServerProcess server(
+      {"--fabric", "libfabric:tcp", "--rdma-op-timeout-ms", "3000", "--put-digest-threads", "2"});
+  ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
+  ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
+  constexpr std::size_t n = (9 << 20) + 4321;  // three RDMA chunks, ten HTTP chunks
+  auto md5_etag = [](std::span<const std::byte> bytes) {
+    Md5 md5;
+    md5.update(bytes.data(), bytes.size());
+    return "\"" + md5.hex() + "\"";
+  };
+  auto data = pattern(n, 7);
+  auto r = request(server, "PUT", "/bkt/http", {}, data);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "etag"), md5_etag(data));
+
+  auto c = ClientSide::open("libfabric:tcp", n);
+  ASSERT_TRUE(c);
+  auto up = pattern(n, 8);
+  std::copy(up.begin(), up.end(), c->buf.begin());
+  r = request(server, "PUT", "/bkt/rdma",
+              {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+  EXPECT_EQ(header(r, "etag"), md5_etag(up));
+  std::vector<std::byte> back(n);
+  r = request(server, "GET", "/bkt/rdma", {}, {}, std::span(back));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(back == up);
 }
 
 std::string xml_value(const std::string& body, const std::string& tag) {

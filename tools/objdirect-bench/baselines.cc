@@ -173,8 +173,9 @@ Result<Nginx> Nginx::start(const std::string& root, const std::string& work_dir)
   {
     std::ofstream f(conf);
     // Tuned as a fair static-file server: sendfile, keep-alive, as many workers as cores, logs
-    // off. `user` only matters when run as root (workers would otherwise drop to nobody and
-    // could not read a private temporary directory).
+    // off; WebDAV PUT enabled (http_dav_module, in Debian's nginx). `user` only matters when run as
+    // root (workers would otherwise drop to nobody and could not read a private temporary
+    // directory).
     f << (::geteuid() == 0 ? "user root;\n" : "") << "worker_processes auto;\n"
       << "pid " << work_dir << "/nginx.pid;\n"
       << "error_log " << work_dir << "/nginx-error.log warn;\n"
@@ -188,7 +189,11 @@ Result<Nginx> Nginx::start(const std::string& root, const std::string& work_dir)
       << "  fastcgi_temp_path " << work_dir << "/nginx-fastcgi;\n"
       << "  uwsgi_temp_path " << work_dir << "/nginx-uwsgi;\n"
       << "  scgi_temp_path " << work_dir << "/nginx-scgi;\n"
-      << "  server {\n    listen 127.0.0.1:" << n.port_ << ";\n    root " << root << ";\n"
+      << "  server {\n    listen 127.0.0.1:" << n.port_ << ";\n    root " << root
+      << ";\n"
+      // WebDAV PUT (and the DELETE a PUT worker sends at its end) for the PUT baseline: the
+      // body is received into client_body_temp_path (same file system) and renamed into place.
+      << "    dav_methods PUT DELETE;\n    client_max_body_size 0;\n"
       << "  }\n}\n";
   }
   SpawnOptions so;

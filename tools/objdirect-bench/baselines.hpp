@@ -30,7 +30,9 @@ double memcpy_gbps(std::uint64_t size, std::chrono::milliseconds duration);
 double tcp_loopback_gbps(std::uint64_t size, std::chrono::milliseconds duration);
 
 // nginx as a non-daemon child serving `root` on 127.0.0.1:<free port>, with a temporary
-// configuration, logs and pid file under `work_dir`.
+// configuration, logs and pid file under `work_dir`. It also accepts WebDAV PUT and DELETE of
+// files under `root` (`dav_methods PUT DELETE`, no body size limit, bodies received into a
+// temporary directory under `work_dir`).
 class Nginx {
  public:
   static Result<Nginx> start(const std::string& root, const std::string& work_dir);

@@ -1,8 +1,11 @@
 #include "bench.hpp"
 
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace objdirect::bench {
@@ -191,6 +194,126 @@ std::optional<WorkerResult> WorkerResult::decode(std::string_view line) {
   }
   if (!have_lat || !have_ops) return std::nullopt;
   return r;
+}
+
+namespace {
+
+std::string json_number(const std::optional<double>& v) {
+  if (!v || !std::isfinite(*v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.4f", *v);
+  return b;
+}
+
+}  // namespace
+
+std::string goals_json(const GoalInputs& in) {
+  auto find = [&](const std::string& sweep, const std::string& op, const std::string& path,
+                  std::uint64_t size, std::uint32_t procs,
+                  std::uint32_t threads) -> const GoalPoint* {
+    for (const auto& p : in.points) {
+      if (p.sweep == sweep && p.op == op && p.path == path && p.size == size && p.procs == procs &&
+          p.threads == threads) {
+        return &p;
+      }
+    }
+    return nullptr;
+  };
+  auto pick = [&](std::uint64_t want) {
+    // The requested size if measured, else the largest measured size below it.
+    std::uint64_t best = 0;
+    for (auto s : in.sizes) {
+      if (s <= want) best = std::max(best, s);
+    }
+    return best ? best : (in.sizes.empty() ? 0 : in.sizes.back());
+  };
+  // A point's GB/s, if it moved anything and, on an RDMA path, really went over RDMA.
+  auto gbps = [](const GoalPoint* r) -> std::optional<double> {
+    return r && r->ops > 0 && r->rdma_ops + (r->rdma_path ? 0 : r->ops) > 0
+               ? std::optional<double>(r->gbps)
+               : std::nullopt;
+  };
+  auto ratio = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
+    if (!a || !b || *b <= 0) return std::nullopt;
+    return *a / *b;
+  };
+  const std::uint64_t s256 = pick(256ull << 20), s1g = pick(1ull << 30);
+  std::optional<double> mc;
+  if (auto it = in.memcpy_gbps.find(s256); it != in.memcpy_gbps.end()) mc = it->second;
+
+  struct Figures {
+    std::optional<double> p1, p2, p3, p4, p6;
+    std::string p2_paths, p2_best = "none", p6_basis = "none";
+  };
+  // The same figures for one operation; `nginx_sweep` is the sweep holding the P4 pair.
+  auto figures = [&](const std::string& op, const std::string& nginx_sweep) {
+    Figures f;
+    const GoalPoint* shm = find("size", op, "lf-shm", s256, 1, 1);
+    const GoalPoint* tcp = find("size", op, "lf-tcp", s256, 1, 1);
+    const GoalPoint* http = find("size", op, "http", s256, 1, 1);
+    const GoalPoint* http1g = find(nginx_sweep, op, "http", s1g, 1, 1);
+    const GoalPoint* nginx1g = find(nginx_sweep, op, "nginx", s1g, 1, 1);
+    f.p1 = ratio(gbps(shm), mc);
+    f.p2 = ratio(shm && shm->rdma_ops ? shm->cli_cpu_gib : std::nullopt,
+                 http ? http->cli_cpu_gib : std::nullopt);
+    // P2 for every RDMA path that really went over RDMA, so that the path whose target pays
+    // least is named; P2 itself stays on lf-shm, the basis the goal was defined on.
+    std::ostringstream paths;
+    std::optional<double> best;
+    for (const char* path : {"lf-shm", "lf-tcp", "ucx-sm", "ucx-tcp"}) {
+      const GoalPoint* r = find("size", op, path, s256, 1, 1);
+      const auto v = ratio(r && r->rdma_ops ? r->cli_cpu_gib : std::nullopt,
+                           http ? http->cli_cpu_gib : std::nullopt);
+      paths << (paths.tellp() > 0 ? ", " : "") << "\"" << path << "\": " << json_number(v);
+      if (v && (!best || *v < *best)) {
+        best = v;
+        f.p2_best = path;
+      }
+    }
+    f.p2_paths = paths.str();
+    f.p3 = ratio(gbps(tcp), gbps(http));
+    f.p4 = ratio(gbps(http1g), gbps(nginx1g));
+    if (!in.procs.empty()) {
+      const std::uint32_t pmax = *std::max_element(in.procs.begin(), in.procs.end());
+      for (const char* path : {"lf-shm", "http"}) {
+        const GoalPoint* one = find("procs", op, path, in.procs_size, 1, in.total_concurrency);
+        const GoalPoint* many =
+            find("procs", op, path, in.procs_size, pmax, std::max(1u, in.total_concurrency / pmax));
+        if (one && many && pmax > 1) {
+          f.p6 = ratio(gbps(many), gbps(one));
+          std::string upper = op;
+          for (auto& ch : upper) ch = static_cast<char>(std::toupper(ch));
+          f.p6_basis = std::string(path) + " " + upper + " " + format_size(in.procs_size) + ", " +
+                       std::to_string(pmax) + " procs vs 1 at total concurrency " +
+                       std::to_string(in.total_concurrency);
+          break;
+        }
+      }
+    }
+    return f;
+  };
+  const Figures get = figures("get", "size");
+  const Figures put = figures("put", "single");
+  const std::string z256 = format_size(s256), z1g = format_size(s1g);
+
+  std::ostringstream j;
+  j << "{\"P1\": " << json_number(get.p1) << ", \"P2\": " << json_number(get.p2)
+    << ", \"P3\": " << json_number(get.p3) << ", \"P4\": " << json_number(get.p4)
+    << ", \"P5\": null, \"P6\": " << json_number(get.p6) << ", \"P2_by_path\": {" << get.p2_paths
+    << "}, \"P2_best\": \"" << get.p2_best << "\"";
+  j << ", \"P1_put\": " << json_number(put.p1) << ", \"P2_put\": " << json_number(put.p2)
+    << ", \"P3_put\": " << json_number(put.p3) << ", \"P4_put\": " << json_number(put.p4)
+    << ", \"P6_put\": " << json_number(put.p6) << ", \"P2_put_by_path\": {" << put.p2_paths
+    << "}, \"P2_put_best\": \"" << put.p2_best << "\"";
+  j << ", \"basis\": {\"P1\": \"lf-shm GET " << z256 << " / memcpy\", \"P2\": "
+    << "\"client CPU-s/GiB lf-shm GET / http GET " << z256 << "\", \"P3\": "
+    << "\"lf-tcp GET / http GET " << z256 << "\", \"P4\": \"http GET " << z1g
+    << " objdirect / nginx\", \"P6\": \"" << get.p6_basis << "\"";
+  j << ", \"P1_put\": \"lf-shm PUT " << z256 << " / memcpy\", \"P2_put\": "
+    << "\"client CPU-s/GiB lf-shm PUT / http PUT " << z256 << "\", \"P3_put\": "
+    << "\"lf-tcp PUT / http PUT " << z256 << "\", \"P4_put\": \"http PUT " << z1g
+    << " as one request, objdirect / nginx (WebDAV)\", \"P6_put\": \"" << put.p6_basis << "\"}}";
+  return j.str();
 }
 
 }  // namespace objdirect::bench

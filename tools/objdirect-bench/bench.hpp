@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +78,37 @@ struct WorkerResult {
   std::string encode() const;
   static std::optional<WorkerResult> decode(std::string_view line);
 };
+
+// One measured point as the P figures see it (only points that ran).
+struct GoalPoint {
+  std::string sweep;       // "size", "conc", "procs", "single"
+  std::string op;          // "get", "put"
+  std::string path;        // "http", "lf-shm", ..., "nginx"
+  bool rdma_path = false;  // the path's client fabric is not "none"
+  std::uint64_t size = 0;
+  std::uint32_t procs = 1;
+  std::uint32_t threads = 1;
+  double gbps = 0;
+  std::uint64_t ops = 0;
+  std::uint64_t rdma_ops = 0;
+  std::optional<double> cli_cpu_gib;
+};
+
+// Everything the P figures are computed from.
+struct GoalInputs {
+  std::vector<std::uint64_t> sizes;             // measured sizes, ascending, not empty
+  std::map<std::uint64_t, double> memcpy_gbps;  // baseline per size
+  std::vector<std::uint32_t> procs;             // the process sweep's process counts
+  std::uint32_t total_concurrency = 8;
+  std::uint64_t procs_size = 0;  // object size of the process sweep
+  std::vector<GoalPoint> points;
+};
+
+// The --json object: P1..P6 for GET (keys unchanged since they were defined) and the same
+// figures for PUT (P1_put, P2_put, P2_put_by_path, P2_put_best, P3_put, P4_put, P6_put), each
+// null where its points did not run or an RDMA point did not go over RDMA, plus "basis" naming
+// the points each figure used. See docs/BENCHMARKS.md for the definitions.
+std::string goals_json(const GoalInputs& in);
 
 // Worker mode entry point (argv after "--worker"); returns the process exit code.
 int worker_main(int argc, char** argv);

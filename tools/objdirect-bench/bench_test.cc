@@ -103,6 +103,127 @@ TEST(WorkerResult, EncodeDecodeRoundTrip) {
   EXPECT_FALSE(WorkerResult::decode("result ops=x lat=-"));
 }
 
+// A point of the goal computation.
+GoalPoint point(const std::string& sweep, const std::string& op, const std::string& path,
+                std::uint64_t size, double gbps, std::optional<double> cli_cpu_gib,
+                std::uint32_t procs = 1, std::uint32_t threads = 1) {
+  GoalPoint p;
+  p.sweep = sweep;
+  p.op = op;
+  p.path = path;
+  p.rdma_path = path != "http" && path != "nginx";
+  p.size = size;
+  p.procs = procs;
+  p.threads = threads;
+  p.gbps = gbps;
+  p.ops = 4;
+  p.rdma_ops = p.rdma_path ? 4 : 0;
+  p.cli_cpu_gib = cli_cpu_gib;
+  return p;
+}
+
+constexpr std::uint64_t k16M = 16ull << 20, k256M = 256ull << 20, k1G = 1ull << 30;
+
+// GET and PUT points with distinct figures, so that a PUT key reading a GET point (or the
+// reverse) gives a different number.
+GoalInputs full_inputs() {
+  GoalInputs in;
+  in.sizes = {k16M, k256M, k1G};
+  in.memcpy_gbps = {{k16M, 9.0}, {k256M, 10.0}, {k1G, 12.0}};
+  in.procs = {1, 2, 8};
+  in.total_concurrency = 8;
+  in.procs_size = k16M;
+  for (const char* op : {"get", "put"}) {
+    const double f = std::string(op) == "get" ? 1.0 : 0.1;  // PUT: a tenth of GET
+    in.points.push_back(point("size", op, "http", k256M, 2.0 * f, 0.4));
+    in.points.push_back(
+        point("size", op, "lf-shm", k256M, 5.0 * f, std::string(op) == "get" ? 0.2 : 0.3));
+    in.points.push_back(point("size", op, "lf-tcp", k256M, 1.0 * f, 0.5));
+    in.points.push_back(point("size", op, "ucx-sm", k256M, 3.0 * f, 0.1));
+    in.points.push_back(point("procs", op, "lf-shm", k16M, 4.0 * f, 0.2, 1, 8));
+    in.points.push_back(point("procs", op, "lf-shm", k16M, 3.0 * f, 0.2, 8, 1));
+    in.points.push_back(point("procs", op, "lf-shm", k16M, 9.9, 0.2, 2, 4));  // not 8 procs
+  }
+  in.points.push_back(point("size", "get", "http", k1G, 3.0, 0.4));
+  in.points.push_back(point("size", "get", "nginx", k1G, 4.0, 0.4));
+  // PUT against nginx is measured in the "single" sweep only; a size-sweep PUT pair must not
+  // be taken for it.
+  in.points.push_back(point("size", "put", "http", k1G, 7.0, 0.4));
+  in.points.push_back(point("single", "put", "http", k1G, 0.3, 0.4));
+  in.points.push_back(point("single", "put", "nginx", k1G, 0.6, 0.4));
+  return in;
+}
+
+TEST(GoalsJson, GetKeysKeepTheirDefinitionsAndFormat) {
+  const std::string j = goals_json(full_inputs());
+  EXPECT_EQ(j.rfind("{\"P1\": 0.5000, \"P2\": 0.5000, \"P3\": 0.5000, \"P4\": 0.7500, "
+                    "\"P5\": null, \"P6\": 0.7500, \"P2_by_path\": {\"lf-shm\": 0.5000, "
+                    "\"lf-tcp\": 1.2500, \"ucx-sm\": 0.2500, \"ucx-tcp\": null}, "
+                    "\"P2_best\": \"ucx-sm\"",
+                    0),
+            0u)
+      << j;
+  EXPECT_NE(j.find("\"P6\": \"lf-shm GET 16MiB, 8 procs vs 1 at total concurrency 8\""),
+            std::string::npos)
+      << j;
+}
+
+TEST(GoalsJson, PutKeysUseThePutPointsOnTheSameBases) {
+  const std::string j = goals_json(full_inputs());
+  // P1_put 0.5/10, P2_put 0.3/0.4, P3_put 0.1/0.2, P4_put 0.3/0.6 (single PUT, not the
+  // size-sweep 7.0), P6_put 0.3/0.4.
+  EXPECT_NE(j.find("\"P1_put\": 0.0500, \"P2_put\": 0.7500, \"P3_put\": 0.5000, "
+                   "\"P4_put\": 0.5000, \"P6_put\": 0.7500, \"P2_put_by_path\": "
+                   "{\"lf-shm\": 0.7500, \"lf-tcp\": 1.2500, \"ucx-sm\": 0.2500, "
+                   "\"ucx-tcp\": null}, \"P2_put_best\": \"ucx-sm\""),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"P4_put\": \"http PUT 1GiB as one request, objdirect / nginx (WebDAV)\""),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"P6_put\": \"lf-shm PUT 16MiB, 8 procs vs 1 at total concurrency 8\"}}"),
+            std::string::npos)
+      << j;
+}
+
+TEST(GoalsJson, UnmeasuredOrFallenBackPointsGiveNull) {
+  GoalInputs in = full_inputs();
+  // The PUT over lf-shm fell back to HTTP: no RDMA op, so P1_put/P2_put are not figures.
+  for (auto& p : in.points) {
+    if (p.op == "put" && p.path == "lf-shm" && p.sweep == "size") p.rdma_ops = 0;
+  }
+  // No nginx PUT and no PUT process sweep.
+  std::erase_if(in.points, [](const GoalPoint& p) {
+    return p.op == "put" && (p.path == "nginx" || p.sweep == "procs");
+  });
+  const std::string j = goals_json(in);
+  EXPECT_NE(j.find("\"P1_put\": null, \"P2_put\": null, \"P3_put\": 0.5000, "
+                   "\"P4_put\": null, \"P6_put\": null, \"P2_put_by_path\": "
+                   "{\"lf-shm\": null,"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"P6_put\": \"none\""), std::string::npos) << j;
+  // The GET figures do not move.
+  EXPECT_EQ(j.rfind("{\"P1\": 0.5000, \"P2\": 0.5000, \"P3\": 0.5000, \"P4\": 0.7500", 0), 0u);
+}
+
+TEST(GoalsJson, MissingSizesFallBackToTheLargestBelowAndSayWhich) {
+  GoalInputs in;
+  in.sizes = {64u << 10, k16M};
+  in.memcpy_gbps = {{k16M, 8.0}};
+  in.points.push_back(point("size", "put", "lf-shm", k16M, 2.0, 0.2));
+  in.points.push_back(point("size", "put", "http", k16M, 1.0, 0.4));
+  in.points.push_back(point("single", "put", "http", k16M, 1.0, 0.4));
+  in.points.push_back(point("single", "put", "nginx", k16M, 2.0, 0.4));
+  const std::string j = goals_json(in);
+  EXPECT_NE(j.find("\"P1_put\": 0.2500, \"P2_put\": 0.5000, \"P3_put\": null, "
+                   "\"P4_put\": 0.5000, \"P6_put\": null"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"P1_put\": \"lf-shm PUT 16MiB / memcpy\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"P1\": null, \"P2\": null"), std::string::npos) << j;
+}
+
 TEST(Process, LinesBothWaysAndExitStatus) {
   SpawnOptions so;
   so.argv = {"/bin/sh", "-c", "read x; echo \"got $x $BENCH_TEST_VAR\"; exit 3"};

@@ -2,14 +2,16 @@
 //
 // Paths (all through objdirect::Client): http (fabric none), lf-shm (libfabric:shm), lf-tcp
 // (libfabric:tcp, FI_TCP_IFACE=lo), ucx-sm (ucx, UCX_TLS=sm,self), ucx-tcp (ucx, UCX_TLS=tcp),
-// and nginx (the same HTTP client code against nginx serving the same bytes; GET only).
+// and nginx (the same HTTP client code against nginx serving the same bytes, and accepting
+// WebDAV PUT).
 // Baselines: one-thread memcpy and one loopback TCP connection, per size.
 // Sweeps: size (GET and PUT, 1 process x 1 thread), concurrency (GET, 1 process x N threads),
-// processes (GET, P processes x C/P threads at a fixed total concurrency C).
+// processes (GET and PUT, P processes x C/P threads at a fixed total concurrency C), single
+// (http and nginx PUT at the P4 size as one request: nginx has no multipart upload).
 //
 // Output: a Markdown table on stdout, --csv FILE, --plot FILE.png (gnuplot), and with --json a
-// last line holding {"P1".."P6"} (see docs/BENCHMARKS.md). Exit status: 0 when every point
-// ran without transfer errors, 1 otherwise, 2 on bad arguments.
+// last line holding {"P1".."P6", "P1_put".."P6_put"} (see docs/BENCHMARKS.md). Exit status: 0 when
+// every point ran without transfer errors, 1 otherwise, 2 on bad arguments.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,12 +81,13 @@ const std::vector<PathSpec>& all_paths() {
 }
 
 struct Point {
-  std::string sweep;  // "size", "conc", "procs"
+  std::string sweep;  // "size", "conc", "procs", "single" (a PUT as one request, for nginx)
   std::string op;     // "get", "put"
   const PathSpec* path = nullptr;
   std::uint64_t size = 0;
   std::uint32_t procs = 1;
   std::uint32_t threads = 1;
+  std::uint64_t part_size = 0;  // the client's part size; 0: its default (8 MiB)
 };
 
 struct Row {
@@ -129,10 +132,6 @@ std::string fmt(double v, int prec = 2) {
 }
 std::string fmt_opt(const std::optional<double>& v, int prec = 2) {
   return v ? fmt(*v, prec) : "";
-}
-std::string json_num(const std::optional<double>& v) {
-  if (!v || !std::isfinite(*v)) return "null";
-  return fmt(*v, 4);
 }
 
 // Progress bar on stderr: a line redrawn in place on a terminal, one line per step otherwise.
@@ -291,6 +290,10 @@ Row Bench::run_point(const Point& p) {
                std::to_string(o_.duration_ms),
                "--id",
                "p" + std::to_string(i)};
+    if (p.part_size > 0) {
+      so.argv.push_back("--part-size");
+      so.argv.push_back(std::to_string(p.part_size));
+    }
     so.env = p.path->env;
     so.env.emplace_back("UCX_WARN_UNUSED_ENV_VARS", "n");
     so.pipe_stdin = so.pipe_stdout = true;
@@ -374,8 +377,8 @@ void Bench::compute_ratios() {
     if (auto it = tcp_.find(r.p.size); it != tcp_.end() && it->second > 0) {
       r.x_tcp = r.gbps / it->second;
     }
-    if (r.p.op == "get" && !r.p.path->nginx) {
-      const Row* n = find(r.p.sweep, "get", "nginx", r.p.size, r.p.procs, r.p.threads);
+    if (!r.p.path->nginx) {
+      const Row* n = find(r.p.sweep, r.p.op, "nginx", r.p.size, r.p.procs, r.p.threads);
       if (n && n->gbps > 0) r.x_nginx = r.gbps / n->gbps;
     }
   }
@@ -469,77 +472,29 @@ void Bench::plot() const {
 }
 
 std::string Bench::json() const {
-  auto pick = [&](std::uint64_t want) {
-    // The requested size if measured, else the largest measured size below it.
-    std::uint64_t best = 0;
-    for (auto s : sizes_) {
-      if (s <= want) best = std::max(best, s);
-    }
-    return best ? best : sizes_.back();
-  };
-  auto gbps = [&](const Row* r) -> std::optional<double> {
-    return r && r->ops > 0 && r->rdma_ops + (r->p.path->fabric == "none" ? r->ops : 0) > 0
-               ? std::optional<double>(r->gbps)
-               : std::nullopt;
-  };
-  auto ratio = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
-    if (!a || !b || *b <= 0) return std::nullopt;
-    return *a / *b;
-  };
-  const std::uint64_t s256 = pick(256ull << 20), s1g = pick(1ull << 30);
-  const Row* shm = find("size", "get", "lf-shm", s256, 1, 1);
-  const Row* tcp = find("size", "get", "lf-tcp", s256, 1, 1);
-  const Row* http = find("size", "get", "http", s256, 1, 1);
-  const Row* http1g = find("size", "get", "http", s1g, 1, 1);
-  const Row* nginx1g = find("size", "get", "nginx", s1g, 1, 1);
-  std::optional<double> mc;
-  if (memcpy_.count(s256)) mc = memcpy_.at(s256);
-  const auto p1 = ratio(gbps(shm), mc);
-  const auto p2 = ratio(shm && shm->rdma_ops ? shm->cli_cpu_gib : std::nullopt,
-                        http ? http->cli_cpu_gib : std::nullopt);
-  // P2 for every RDMA path that really went over RDMA, so that the path whose target pays least
-  // is named; "P2" itself stays on lf-shm, the basis the goal was defined on.
-  std::ostringstream p2_paths;
-  std::string p2_best = "none";
-  std::optional<double> p2_best_value;
-  for (const char* path : {"lf-shm", "lf-tcp", "ucx-sm", "ucx-tcp"}) {
-    const Row* r = find("size", "get", path, s256, 1, 1);
-    const auto v = ratio(r && r->rdma_ops ? r->cli_cpu_gib : std::nullopt,
-                         http ? http->cli_cpu_gib : std::nullopt);
-    p2_paths << (p2_paths.tellp() > 0 ? ", " : "") << "\"" << path << "\": " << json_num(v);
-    if (v && (!p2_best_value || *v < *p2_best_value)) {
-      p2_best_value = v;
-      p2_best = path;
-    }
+  GoalInputs in;
+  in.sizes = sizes_;
+  in.memcpy_gbps = memcpy_;
+  in.procs = procs_;
+  in.total_concurrency = o_.total_concurrency;
+  in.procs_size = procs_size_;
+  for (const auto& r : rows_) {
+    if (!r.ran) continue;
+    GoalPoint g;
+    g.sweep = r.p.sweep;
+    g.op = r.p.op;
+    g.path = r.p.path->name;
+    g.rdma_path = r.p.path->fabric != "none";
+    g.size = r.p.size;
+    g.procs = r.p.procs;
+    g.threads = r.p.threads;
+    g.gbps = r.gbps;
+    g.ops = r.ops;
+    g.rdma_ops = r.rdma_ops;
+    g.cli_cpu_gib = r.cli_cpu_gib;
+    in.points.push_back(std::move(g));
   }
-  const auto p3 = ratio(gbps(tcp), gbps(http));
-  const auto p4 = ratio(gbps(http1g), gbps(nginx1g));
-  std::optional<double> p6;
-  std::string p6_basis = "none";
-  if (!procs_.empty()) {
-    const std::uint32_t pmax = *std::max_element(procs_.begin(), procs_.end());
-    for (const char* path : {"lf-shm", "http"}) {
-      const Row* one = find("procs", "get", path, procs_size_, 1, o_.total_concurrency);
-      const Row* many =
-          find("procs", "get", path, procs_size_, pmax, std::max(1u, o_.total_concurrency / pmax));
-      if (one && many && pmax > 1) {
-        p6 = ratio(gbps(many), gbps(one));
-        p6_basis = std::string(path) + " GET " + format_size(procs_size_) + ", " +
-                   std::to_string(pmax) + " procs vs 1 at total concurrency " +
-                   std::to_string(o_.total_concurrency);
-        break;
-      }
-    }
-  }
-  std::ostringstream j;
-  j << "{\"P1\": " << json_num(p1) << ", \"P2\": " << json_num(p2) << ", \"P3\": " << json_num(p3)
-    << ", \"P4\": " << json_num(p4) << ", \"P5\": null, \"P6\": " << json_num(p6)
-    << ", \"P2_by_path\": {" << p2_paths.str() << "}, \"P2_best\": \"" << p2_best << "\""
-    << ", \"basis\": {\"P1\": \"lf-shm GET " << format_size(s256) << " / memcpy\", \"P2\": "
-    << "\"client CPU-s/GiB lf-shm GET / http GET " << format_size(s256) << "\", \"P3\": "
-    << "\"lf-tcp GET / http GET " << format_size(s256) << "\", \"P4\": \"http GET "
-    << format_size(s1g) << " objdirect / nginx\", \"P6\": \"" << p6_basis << "\"}}";
-  return j.str();
+  return goals_json(in);
 }
 
 int Bench::run() {
@@ -676,12 +631,39 @@ int Bench::run() {
                         static_cast<std::uint32_t>(std::min<std::uint64_t>(c, fit))});
       }
     }
+  }
+  // The process sweep, for GET and PUT (P6, P6_put).
+  for (const auto& op : ops_) {
+    if (op != "get" && op != "put") continue;
     for (auto* path : paths_) {
       if (path->name != "http" && path->name != "lf-shm") continue;
       for (auto pr : procs_) {
         plan.push_back(
-            {"procs", "get", path, procs_size_, pr, std::max(1u, o_.total_concurrency / pr)});
+            {"procs", op, path, procs_size_, pr, std::max(1u, o_.total_concurrency / pr)});
       }
+    }
+  }
+  // nginx has no multipart upload, so its PUT is compared with ObjDirect's at the P4 size as
+  // one request each (the client's part size set to the object size): P4_put.
+  const bool has_put = std::find(ops_.begin(), ops_.end(), "put") != ops_.end();
+  const PathSpec* http_path = nullptr;
+  const PathSpec* nginx_path = nullptr;
+  for (auto* path : paths_) {
+    if (path->name == "http") http_path = path;
+    if (path->nginx) nginx_path = path;
+  }
+  if (has_put && http_path && nginx_path) {
+    std::uint64_t s1g = 0;
+    for (auto s : sizes_) {
+      if (s <= (1ull << 30)) s1g = s;
+    }
+    if (s1g == 0) s1g = sizes_.back();
+    // Above S3's single-PUT limit the client would fall back to a multipart upload.
+    for (const PathSpec* path : {http_path, nginx_path}) {
+      if (s1g > limits::put_bytes_max) break;
+      Point pt{"single", "put", path, s1g, 1, 1};
+      pt.part_size = std::max<std::uint64_t>(s1g, 8ull << 20);
+      plan.push_back(pt);
     }
   }
   std::set<std::uint64_t> get_sizes;

@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-fsync", no_fsync, "Skip fsync (benchmarks only: not crash-safe)")
       ->envname("OBJDIRECT_NO_FSYNC");
+  app.add_option("--put-digest-threads", s3opts.put_digest_threads,
+                 "Threads that hash PUT bodies (MD5, checksums) while the request's thread "
+                 "receives and writes them; 0 hashes inline")
+      ->envname("OBJDIRECT_PUT_DIGEST_THREADS")
+      ->check(CLI::Range(0u, objdirect::limits::put_digest_threads_max))
+      ->capture_default_str();
   std::uint64_t lmdb_map_bytes = storage::LocalStoreOptions{}.lmdb_map_size_bytes;
   app.add_option("--lmdb-map-bytes", lmdb_map_bytes,
                  "Largest size of the local backend's metadata (LMDB map, sparse); smaller for "

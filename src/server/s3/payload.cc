@@ -1,4 +1,5 @@
 // Streaming request bodies into the store, with every integrity check S3 defines.
+#include <boost/asio/post.hpp>
 #include <charconv>
 #include <memory>
 
@@ -121,9 +122,34 @@ Result<PayloadResult> PayloadDigest::finish(
   return out;
 }
 
+void OverlappedDigest::start(std::span<const std::byte> data) {
+  wait();
+  if (!pool_) {
+    digest_.update(data);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    busy_ = true;
+  }
+  boost::asio::post(*pool_, [this, data] {
+    digest_.update(data);
+    // Notified under the lock: once wait() sees busy_ == false this job touches nothing more.
+    std::lock_guard lock(mu_);
+    busy_ = false;
+    cv_.notify_all();
+  });
+}
+
+void OverlappedDigest::wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return !busy_; });
+}
+
 Task<Result<PayloadResult>> receive_payload(Ctx& c, std::size_t io_buffer_bytes,
                                             storage::BlobWriter& dst, std::uint64_t max_bytes,
-                                            std::optional<ChecksumAlgo> extra_algo) {
+                                            std::optional<ChecksumAlgo> extra_algo,
+                                            boost::asio::thread_pool* digest_pool) {
   const std::string& sha_mode = c.auth.payload_hash;
   const bool streaming = sha_mode.starts_with("STREAMING-");
   const bool verify_sha = is_hex_sha256(sha_mode);
@@ -191,14 +217,36 @@ Task<Result<PayloadResult>> receive_payload(Ctx& c, std::size_t io_buffer_bytes,
     return dst.append(data);
   };
 
-  ScratchBuffer buf(io_buffer_bytes);
-  for (;;) {
-    auto n = co_await c.ex.read_body(buf.span());
-    if (!n.ok()) co_return n.status();
-    if (*n == 0) break;
-    std::span<const std::byte> chunk(buf.data(), *n);
-    Status st = decoder ? decoder->feed(chunk, sink) : sink(chunk);
-    if (!st.ok()) co_return st;
+  if (decoder || !digest_pool) {
+    ScratchBuffer buf(io_buffer_bytes);
+    for (;;) {
+      auto n = co_await c.ex.read_body(buf.span());
+      if (!n.ok()) co_return n.status();
+      if (*n == 0) break;
+      std::span<const std::byte> chunk(buf.data(), *n);
+      Status st = decoder ? decoder->feed(chunk, sink) : sink(chunk);
+      if (!st.ok()) co_return st;
+    }
+  } else {
+    // Two buffers: chunk i is hashed on the pool while it is written here and chunk i+1 is
+    // received into the other buffer. `overlap` is declared after the buffers and the digest,
+    // so it is destroyed first and waits for its job on every return path.
+    ScratchBuffer bufs[2] = {ScratchBuffer(io_buffer_bytes), ScratchBuffer(io_buffer_bytes)};
+    OverlappedDigest overlap(digest, digest_pool);
+    for (int cur = 0;; cur ^= 1) {
+      auto n = co_await c.ex.read_body(bufs[cur].span());
+      if (!n.ok()) co_return n.status();
+      if (*n == 0) break;
+      std::span<const std::byte> chunk(bufs[cur].data(), *n);
+      received += chunk.size();
+      if (received > max_bytes || (declared && received > *declared)) {
+        co_return Status(Errc::invalid_request,
+                         "The request body is longer than its declared length");
+      }
+      overlap.start(chunk);  // waits for chunk i-1's hash: bufs[cur ^ 1] is free after this
+      if (Status st = dst.append(chunk); !st.ok()) co_return st;
+    }
+    overlap.wait();
   }
   if (decoder && !decoder->done()) {
     co_return Status(Errc::incomplete_body, "The aws-chunked body ended before its final chunk");

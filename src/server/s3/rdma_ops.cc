@@ -54,7 +54,8 @@ Task<Result<PayloadResult>> S3Service::Impl::receive(Ctx& c, storage::BlobWriter
                                                      std::uint64_t max_bytes,
                                                      std::optional<ChecksumAlgo> extra_algo) {
   if (c.header("x-amz-rdma-token")) co_return co_await rdma_receive(c, dst, max_bytes, extra_algo);
-  co_return co_await receive_payload(c, opts.io_buffer_bytes, dst, max_bytes, extra_algo);
+  co_return co_await receive_payload(c, opts.io_buffer_bytes, dst, max_bytes, extra_algo,
+                                     digest_pool.get());
 }
 
 Task<void> S3Service::Impl::send_put_error(Ctx& c, const Status& st) {
@@ -140,10 +141,15 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
   PayloadDigest digest(*declared, extra_algo, false);
   std::uint64_t received = 0;
   Status st = co_await on_pool(*rdma_pool, [&] {
+    // Each chunk is hashed on the digest pool while it is written here; the engine reuses the
+    // staging buffer only after the sink returns, so the sink waits for both.
+    OverlappedDigest overlap(digest, digest_pool.get());
     return rdma->receive(*tok, [&](std::span<const std::byte> data) -> Status {
       received += data.size();
-      digest.update(data);
-      return dst.append(data);
+      overlap.start(data);
+      Status written = dst.append(data);
+      overlap.wait();
+      return written;
     });
   });
   if (!st.ok()) {

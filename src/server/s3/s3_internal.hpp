@@ -4,6 +4,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -72,6 +73,10 @@ struct S3Service::Impl {
   Task<bool> serve_metrics(http::Exchange& ex);
   // Blocking RDMA transfers run here, off the HTTP event loop.
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
+  // PUT bodies are hashed here (MD5 of the ETag, checksums) while the request's own thread
+  // receives and writes them (OverlappedDigest); null (hash inline) unless
+  // S3Options::put_digest_threads > 0.
+  std::unique_ptr<boost::asio::thread_pool> digest_pool;
 
   Task<void> dispatch(Ctx& c);
   // Names the operation (metrics, access log) and runs it.
@@ -160,14 +165,43 @@ class PayloadDigest {
   std::vector<Checksummer> sums_;
 };
 
+// Runs PayloadDigest::update on a pool thread while the caller writes the same bytes to storage
+// (and, over HTTP, receives the next ones): at most one update in flight, so the digest sees
+// the bytes in order, once. Without a pool, start() updates inline. The bytes given to start()
+// must stay unchanged until wait() returns (reading them meanwhile is fine); the destructor
+// waits, so an early return never leaves a job touching freed memory.
+// Thread safety: one owner (the request); the pool thread touches only the digest and the bytes.
+class OverlappedDigest {
+ public:
+  OverlappedDigest(PayloadDigest& digest, boost::asio::thread_pool* pool)
+      : digest_(digest), pool_(pool) {}
+  ~OverlappedDigest() { wait(); }
+  OverlappedDigest(const OverlappedDigest&) = delete;
+  OverlappedDigest& operator=(const OverlappedDigest&) = delete;
+  // Waits for the previous update, then hands `data` to the pool.
+  void start(std::span<const std::byte> data);
+  // Blocks until the update in flight (if any) has finished.
+  void wait();
+
+ private:
+  PayloadDigest& digest_;
+  boost::asio::thread_pool* pool_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool busy_ = false;
+};
+
 // Reads the request body (plain, Transfer-Encoding: chunked, or aws-chunked in any of the
 // streaming SigV4 modes) into `dst`, computing MD5 and checksums, and verifies
 // x-amz-content-sha256, Content-MD5, chunk signatures and x-amz-checksum-* (header or trailer).
 // `extra_algo` adds a checksum to compute even if the client sent none (multipart uploads created
-// with an algorithm).
+// with an algorithm). With `digest_pool`, a plain body (not aws-chunked) is hashed there, one
+// io_buffer_bytes chunk behind the socket (OverlappedDigest), while the next chunk is received
+// and this one written.
 Task<Result<PayloadResult>> receive_payload(Ctx& c, std::size_t io_buffer_bytes,
                                             storage::BlobWriter& dst, std::uint64_t max_bytes,
-                                            std::optional<ChecksumAlgo> extra_algo);
+                                            std::optional<ChecksumAlgo> extra_algo,
+                                            boost::asio::thread_pool* digest_pool = nullptr);
 
 // Sends [offset, offset+length) of reader as the response body (sendfile where possible).
 Task<Status> send_object_body(Ctx& c, storage::ObjectReader& reader, std::uint64_t offset,

@@ -2,12 +2,14 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 
+#include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "server/rdma/rdma_engine.hpp"
@@ -128,6 +130,10 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
     : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
   impl_->store = std::move(store);
+  if (impl_->opts.put_digest_threads > 0) {
+    impl_->digest_pool = std::make_unique<boost::asio::thread_pool>(
+        std::min(impl_->opts.put_digest_threads, limits::put_digest_threads_max));
+  }
   if (!impl_->opts.metrics) impl_->opts.metrics = std::make_shared<metrics::Registry>();
   if (impl_->opts.access_log == "-") {
     impl_->access_log = stderr;
@@ -142,6 +148,7 @@ metrics::Registry& S3Service::metrics() {
 
 S3Service::~S3Service() {
   if (impl_->rdma_pool) impl_->rdma_pool->join();
+  if (impl_->digest_pool) impl_->digest_pool->join();
   if (impl_->access_log && impl_->access_log != stderr) std::fclose(impl_->access_log);
 }
 

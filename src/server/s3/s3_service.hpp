@@ -40,6 +40,11 @@ struct S3Options {
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).
   unsigned rdma_threads = 16;
+  // Threads that hash PUT bodies (MD5 of the ETag, checksums) while the request's own thread
+  // receives and writes the bytes (one chunk in flight per request). 0: hash inline, in the
+  // request's thread (the default: no gain measured on a loaded 2-core host, docs/BENCHMARKS.md).
+  // At most limits::put_digest_threads_max.
+  unsigned put_digest_threads = 0;
   // Counters for /metrics (created if null) and who may read them besides loopback.
   std::shared_ptr<metrics::Registry> metrics;
   std::string metrics_allow;
