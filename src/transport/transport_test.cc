@@ -860,6 +860,25 @@ TEST(ShmRegionLock, UnmappedOrMalformedNamesAreNotFound) {
   EXPECT_EQ(libfabric::find_region_lock("objdirect-no-such-region", ::getpid()), nullptr);
 }
 
+// The shm endpoint names the engine (retired buffers) and the watchdog (dead-peer locks) read
+// a pid from: only ObjDirect's own "fi_shm://objdirect-<pid>-<hex>", NUL-terminated or not.
+TEST(ShmRegionLock, EndpointNamesParseStrictly) {
+  using libfabric::parse_shm_endpoint;
+  auto ok = parse_shm_endpoint(std::string("fi_shm://objdirect-1234-00ab00cd00ef0011\0", 40));
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->pid, 1234);
+  EXPECT_EQ(ok->region, "objdirect-1234-00ab00cd00ef0011");
+  for (const char* bad :
+       {"", "fi_shm://", "fi_shm://objdirect-", "fi_shm://objdirect-12", "fi_shm://objdirect-12-",
+        "fi_shm://objdirect--12-ab", "fi_shm://objdirect-0-ab", "fi_shm://objdirect-99999999-ab",
+        "fi_shm://objdirect-12-XY", "fi_shm://other-12-ab", "fi_sockets://objdirect-12-ab",
+        "fi_shm://objdirect-12-ab/../x"}) {
+    EXPECT_FALSE(parse_shm_endpoint(bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(libfabric::process_gone(::getpid()));
+  EXPECT_FALSE(libfabric::process_gone(0));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
                          ::testing::Values(Backend{"libfabric:tcp", "", "libfabric_tcp"},
                                            Backend{"libfabric:shm", "", "libfabric_shm"},

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "transport/libfabric/libfabric_transport.hpp"
+#include "transport/libfabric/shm_region.hpp"
 
 namespace objdirect::rdma {
 
@@ -144,33 +145,6 @@ bool reset_after_failure(const std::string& fabric) {
   return fabric == "libfabric:shm";
 }
 
-// The client process behind a libfabric shm endpoint name. ObjDirect's transport names its shm
-// endpoints "fi_shm://objdirect-<pid>-<random>" (src/transport/libfabric); 0 for any other name.
-pid_t shm_peer_pid(std::string_view endpoint) {
-  constexpr std::string_view prefix = "fi_shm://objdirect-";
-  if (endpoint.substr(0, prefix.size()) != prefix) return 0;
-  pid_t pid = 0;
-  for (char ch : endpoint.substr(prefix.size())) {
-    if (ch == '-') return pid;
-    if (ch < '0' || ch > '9' || pid > 4'194'304) return 0;  // beyond Linux's pid_max
-    pid = pid * 10 + (ch - '0');
-  }
-  return 0;
-}
-
-// Whether process `pid` can no longer run: it does not exist, or it is a zombie. A reused pid
-// reads as alive, which only keeps a buffer retired longer (the safe direction).
-bool process_gone(pid_t pid) {
-  if (pid <= 0) return false;
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // exited between the two looks
-  auto paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() &&
-         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
-}
-
 }  // namespace
 
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) {
@@ -285,7 +259,7 @@ void RdmaEngine::reclaim_retired() {
   const auto young = std::chrono::steady_clock::now() - opts_.reap_interval;
   for (RetiredSet* r : sets) {
     if (r->since > young) continue;  // every set stays retired at least one reap_interval
-    if (r->live_peer_hold && process_gone(r->peer_pid)) {
+    if (r->live_peer_hold && transport::libfabric::process_gone(r->peer_pid)) {
       seen.push_back(std::move(r->live_peer_hold));  // destroyed below, outside mu_, if last
       r->live_peer_hold.reset();
     }
@@ -299,7 +273,7 @@ void RdmaEngine::reclaim_retired() {
     } else {
       // Destroyed: its endpoint is closed, so this process moves no data for it any more. On
       // shm the peer copies into our memory itself (CMA): it must be gone too.
-      safe = !r->peer_copies || process_gone(r->peer_pid);
+      safe = !r->peer_copies || transport::libfabric::process_gone(r->peer_pid);
     }
     if (safe) done.push_back(r);
   }
@@ -568,7 +542,7 @@ std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
   r->hot = tr->keep_progress_hot();
   r->peer_copies = tr->caps().name == "libfabric:shm";
   if (r->peer_copies) {
-    r->peer_pid = shm_peer_pid(t.endpoint);
+    if (auto shm = transport::libfabric::parse_shm_endpoint(t.endpoint)) r->peer_pid = shm->pid;
     r->live_peer_hold = tr;
   }
   return r;

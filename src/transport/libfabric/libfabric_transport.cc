@@ -83,44 +83,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<std::uint64_t> g_shm_lock_releases{0};
 std::atomic<std::uint64_t> g_shm_locks_left_alone{0};
 
-// Whether process `pid` can never run again: it does not exist, or it is a zombie.
-bool process_gone(pid_t pid) {
-  if (pid <= 0) return false;
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // exited between the two looks
-  auto paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() &&
-         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
-}
-
-// "objdirect-<pid>-<hex>" from a peer address "fi_shm://objdirect-<pid>-<hex>" (FI_ADDR_STR,
-// maybe NUL-terminated); false for any other name.
-bool parse_shm_peer(const std::string& address, std::string& region, pid_t& pid) {
-  constexpr std::string_view scheme = "fi_shm://";
-  constexpr std::string_view prefix = "objdirect-";
-  std::string_view a(address.c_str());
-  if (!a.starts_with(scheme)) return false;
-  a.remove_prefix(scheme.size());
-  if (!a.starts_with(prefix) || a.size() > 64) return false;
-  std::string_view rest = a.substr(prefix.size());
-  long long p = 0;
-  std::size_t i = 0;
-  for (; i < rest.size() && rest[i] >= '0' && rest[i] <= '9' && i < 8; ++i)
-    p = p * 10 + (rest[i] - '0');
-  if (i == 0 || i >= rest.size() || rest[i] != '-' || p <= 0 || p > 4'194'304) return false;
-  std::string_view hex = rest.substr(i + 1);
-  if (hex.empty() || !std::all_of(hex.begin(), hex.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-      })) {
-    return false;
-  }
-  region = std::string(a);
-  pid = static_cast<pid_t>(p);
-  return true;
-}
-
 // Opens the file behind `m` (through /proc/self/map_files, which works for a deleted file but
 // needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, else by its name) and checks it is that inode.
 int open_region(const std::string& region, const RegionMapping& m) {
@@ -214,13 +176,12 @@ LockRecovery release_region_lock(const std::string& region, pid_t pid, bool prov
 
 // A post stuck on the peer `address`.
 LockRecovery release_dead_peer_lock(const std::string& address, std::string& why) {
-  std::string region;
-  pid_t pid = 0;
-  if (!parse_shm_peer(address, region, pid)) {
+  const auto peer = parse_shm_endpoint(address);
+  if (!peer) {
     why = "peer address is not an ObjDirect shm name";
     return LockRecovery::left_alone;
   }
-  return release_region_lock(region, pid, true, why);
+  return release_region_lock(peer->region, peer->pid, true, why);
 }
 
 // A stuck fi_cq_read: its progress can take a peer's lock too (libfabric 1.17's
@@ -245,9 +206,9 @@ LockRecovery release_any_dead_peer_lock(std::string& why) {
   LockRecovery result = LockRecovery::not_held;
   why = "no mapped region of a gone process has its lock held";
   for (const std::string& region : regions) {
-    std::string r;
-    pid_t pid = 0;
-    if (!parse_shm_peer("fi_shm://" + region, r, pid) || pid == ::getpid() || !process_gone(pid)) {
+    const auto peer = parse_shm_endpoint("fi_shm://" + region);
+    const pid_t pid = peer ? peer->pid : 0;
+    if (!peer || pid == ::getpid() || !process_gone(pid)) {
       continue;
     }
     std::string one;

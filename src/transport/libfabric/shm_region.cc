@@ -2,7 +2,10 @@
 
 #include <pthread.h>
 #include <rdma/fabric.h>
+#include <signal.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -30,6 +33,39 @@ int spinlock_unlocked_value() {
     return v;
   }();
   return value;
+}
+
+std::optional<ShmEndpointName> parse_shm_endpoint(std::string_view address) {
+  constexpr std::string_view scheme = "fi_shm://";
+  constexpr std::string_view prefix = "objdirect-";
+  std::string_view a = address.substr(0, address.find('\0'));
+  if (!a.starts_with(scheme)) return std::nullopt;
+  a.remove_prefix(scheme.size());
+  if (!a.starts_with(prefix) || a.size() > 64) return std::nullopt;
+  std::string_view rest = a.substr(prefix.size());
+  long long p = 0;
+  std::size_t i = 0;
+  for (; i < rest.size() && rest[i] >= '0' && rest[i] <= '9' && i < 8; ++i)
+    p = p * 10 + (rest[i] - '0');
+  if (i == 0 || i >= rest.size() || rest[i] != '-' || p <= 0 || p > 4'194'304) return std::nullopt;
+  std::string_view hex = rest.substr(i + 1);
+  if (hex.empty() || !std::all_of(hex.begin(), hex.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      })) {
+    return std::nullopt;
+  }
+  return ShmEndpointName{std::string(a), static_cast<pid_t>(p)};
+}
+
+bool process_gone(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // exited between the two looks
+  auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
 }
 
 std::vector<RegionMapping> find_region_mappings(std::string_view region_name) {

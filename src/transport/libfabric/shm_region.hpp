@@ -8,8 +8,11 @@
 // Thread safety: free functions without shared state; safe from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +41,20 @@ int spinlock_unlocked_value();
 inline bool region_lock_held(const int* word) {
   return __atomic_load_n(word, __ATOMIC_RELAXED) != spinlock_unlocked_value();
 }
+
+// An ObjDirect shm endpoint address, "fi_shm://objdirect-<pid>-<hex>" (our fi_setname; maybe
+// NUL-terminated): the region's name in /dev/shm and the process that created it.
+struct ShmEndpointName {
+  std::string region;  // "objdirect-<pid>-<hex>"
+  pid_t pid = 0;
+};
+// nullopt for any other name (another provider's address, a foreign shm name, a pid beyond
+// Linux's pid_max, a name over 64 bytes).
+std::optional<ShmEndpointName> parse_shm_endpoint(std::string_view address);
+
+// Whether process `pid` can never run again: it does not exist, or it is a zombie. A reused pid
+// reads as alive.
+bool process_gone(pid_t pid);
 
 struct RegionMapping {
   std::uintptr_t start = 0, end = 0;
