@@ -21,8 +21,8 @@
 // Retry-After (the client retries briefly, then falls back to HTTP). Waiters block the S3
 // worker threads that call send()/receive(), so admission_waiters_max must stay below their
 // number (objdirect-server lowers it to half of --threads when needed). Nothing ever queues
-// without bound. Before waiting, 8 client processes each GETting 256 MiB fell back to HTTP on
-// 22 of 25 requests; with it, none do (docs/BENCHMARKS.md, optimisation 7).
+// without bound. Before waiting, one client with 8 GETs of 256 MiB in flight (4 fit its 64 MiB)
+// fell back to HTTP on most of them; with it, none do (docs/BENCHMARKS.md, optimisation 8).
 //
 // Failure: an operation that fails or times out (client died) fails the transfer with
 // rdma_transfer_failed. A buffer whose operation timed out may still be written by the provider,
