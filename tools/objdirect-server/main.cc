@@ -249,6 +249,20 @@ int main(int argc, char** argv) {
       ->envname("OBJDIRECT_RDMA_REAP_INTERVAL_MS")
       ->check(CLI::Range(1u, 3'600'000u))
       ->capture_default_str();
+  std::uint32_t rdma_admission_wait_ms =
+      static_cast<std::uint32_t>(ropts.admission_wait_max.count());
+  app.add_option("--rdma-admission-wait-ms", rdma_admission_wait_ms,
+                 "Longest an RDMA transfer waits (FIFO) for a staging buffer before it is refused "
+                 "with SlowDown (0: refuse at once)")
+      ->envname("OBJDIRECT_RDMA_ADMISSION_WAIT_MS")
+      ->check(CLI::Range(0u, 600'000u))
+      ->capture_default_str();
+  auto* waiters_opt =
+      app.add_option("--rdma-admission-waiters-max", ropts.admission_waiters_max,
+                     "RDMA transfers waiting for a staging buffer at most (each holds an I/O "
+                     "thread; past it, SlowDown at once); at most half of --threads")
+          ->envname("OBJDIRECT_RDMA_ADMISSION_WAITERS_MAX")
+          ->capture_default_str();
   app.add_option("--tls-cert", hopts.tls_cert_file, "PEM certificate chain: serve HTTPS")
       ->envname("OBJDIRECT_TLS_CERT");
   app.add_option("--tls-key", hopts.tls_key_file, "PEM private key for --tls-cert")
@@ -268,6 +282,7 @@ int main(int argc, char** argv) {
   hopts.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   ropts.op_timeout = std::chrono::milliseconds(rdma_op_timeout_ms);
   ropts.reap_interval = std::chrono::milliseconds(rdma_reap_interval_ms);
+  ropts.admission_wait_max = std::chrono::milliseconds(rdma_admission_wait_ms);
   ropts.zero_copy_get = !staged_get;
   hopts.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   hopts.request_timeout = std::chrono::milliseconds(request_timeout_ms);
@@ -390,6 +405,17 @@ int main(int argc, char** argv) {
       cache ? std::shared_ptr<storage::ObjectStore>(cache)
             : std::shared_ptr<storage::ObjectStore>(std::move(*store));
   auto service = std::make_shared<s3::S3Service>(s3opts, shared_store);
+  // Admission waiters block the I/O threads that run send()/receive(): keep at least half of
+  // them free for everything else (threads 0: the server picks at least 32, above the default).
+  if (hopts.threads != 0 && ropts.admission_waiters_max > hopts.threads / 2) {
+    if (waiters_opt->count() > 0) {
+      std::cerr << "objdirect-server: --rdma-admission-waiters-max must be at most half of "
+                   "--threads ("
+                << hopts.threads / 2 << ")\n";
+      return 2;
+    }
+    ropts.admission_waiters_max = hopts.threads / 2;
+  }
   auto engine = rdma::RdmaEngine::create(ropts);
   if (!engine.ok()) {
     std::cerr << "objdirect-server: --fabric " << ropts.fabrics << ": " << engine.status().message()
@@ -436,7 +462,8 @@ int main(int argc, char** argv) {
     m.add_gauge("objdirect_rdma_get_bytes_mapped_total",
                 "GET bytes RDMA-written straight from a mapping of the object's files.",
                 stat(&rdma::RdmaStats::bytes_written_mapped));
-    m.add_gauge("objdirect_rdma_admissions_refused_total", "RDMA transfers refused with SlowDown.",
+    m.add_gauge("objdirect_rdma_admissions_refused_total",
+                "RDMA transfers refused with SlowDown (at once or after waiting).",
                 stat(&rdma::RdmaStats::admissions_refused));
     m.add_gauge("objdirect_rdma_transport_resets_total",
                 "Transports replaced after a dead peer stalled them (libfabric shm).",
@@ -448,6 +475,18 @@ int main(int argc, char** argv) {
                 "libfabric shm posts stuck on a dead client's lock that was not released "
                 "(libfabric other than 1.17, region not readable).",
                 stat(&rdma::RdmaStats::shm_dead_peer_locks_left_alone));
+    m.add_gauge("objdirect_rdma_admissions_refused_after_wait_total",
+                "RDMA transfers refused with SlowDown after waiting --rdma-admission-wait-ms "
+                "(or woken by shutdown).",
+                stat(&rdma::RdmaStats::admissions_refused_after_wait));
+    m.add_gauge("objdirect_rdma_admissions_waited_total",
+                "RDMA transfers admitted after waiting for a staging buffer.",
+                stat(&rdma::RdmaStats::admissions_waited));
+    m.add_gauge("objdirect_rdma_admission_waiters", "RDMA transfers waiting for admission now.",
+                stat(&rdma::RdmaStats::admission_waiters));
+    m.add_gauge("objdirect_rdma_admission_wait_seconds_total",
+                "Time RDMA transfers spent waiting for admission (admitted or refused).",
+                [eng] { return static_cast<double>(eng->stats().admission_wait_ns_total) / 1e9; });
     if (cache) {
       using storage::cache::CacheStats;
       auto cstat = [cache](std::uint64_t CacheStats::*field) {
@@ -518,7 +557,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   boost::asio::signal_set signals(server.io_context(), SIGINT, SIGTERM);
-  signals.async_wait([&server](const boost::system::error_code&, int) { server.stop(); });
+  // Waiters for RDMA admission hold I/O threads: refuse them first so that stop() joins at once.
+  signals.async_wait([&server, eng = *engine](const boost::system::error_code&, int) {
+    eng->shutdown();
+    server.stop();
+  });
   std::string shown_host =
       hopts.host.find(':') != std::string::npos ? "[" + hopts.host + "]" : hopts.host;
   std::printf("objdirect-server listening on %s://%s:%u\n",

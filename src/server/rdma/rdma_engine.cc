@@ -216,6 +216,7 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
 }
 
 RdmaEngine::~RdmaEngine() {
+  shutdown();  // callers of send()/receive() hold the engine, so no waiter is left here
   if (reaper_.joinable()) {
     {
       std::lock_guard lock(reaper_mu_);
@@ -343,28 +344,82 @@ Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
   return Status(Errc::rdma_declined, "No enabled transport serves this token (" + why + ")");
 }
 
+// A transfer waiting for admission: lives on its thread's stack while queued in waiters_.
+struct RdmaEngine::Waiter {
+  std::string client;
+};
+
+std::uint64_t RdmaEngine::chunks_available(const std::string& endpoint, std::uint64_t want) const {
+  const std::uint64_t chunk = opts_.chunk_bytes;
+  auto it = per_client_.find(endpoint);
+  const std::uint64_t client_bytes = it == per_client_.end() ? 0 : it->second;
+  const std::uint64_t budget_server = opts_.inflight_bytes_max > stats_.inflight_bytes
+                                          ? opts_.inflight_bytes_max - stats_.inflight_bytes
+                                          : 0;
+  const std::uint64_t budget_client = opts_.per_client_inflight_bytes_max > client_bytes
+                                          ? opts_.per_client_inflight_bytes_max - client_bytes
+                                          : 0;
+  return std::min({want, static_cast<std::uint64_t>(free_.size()), budget_server / chunk,
+                   budget_client / chunk});
+}
+
+bool RdmaEngine::admissible(const Waiter& w) const {
+  if (chunks_available(w.client, 1) == 0) return false;
+  // The server-wide budget is the same for everyone, so a waiter ahead that cannot go now is
+  // held back by its own client's limit only: it must not block the queue (head-of-line).
+  for (const Waiter* o : waiters_) {
+    if (o == &w) return true;
+    if (chunks_available(o->client, 1) > 0) return false;
+  }
+  return true;  // not queued yet (a new arrival): it goes behind every waiter that could go
+}
+
 Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64_t bytes,
                                               std::size_t ti) {
   const std::uint64_t chunk = opts_.chunk_bytes;
   std::uint64_t want = std::min<std::uint64_t>(opts_.pipeline_depth, (bytes + chunk - 1) / chunk);
   want = std::max<std::uint64_t>(want, 1);
-  std::lock_guard lock(mu_);
-  std::uint64_t& client_bytes = per_client_[t.endpoint];
-  std::uint64_t budget_server = opts_.inflight_bytes_max > stats_.inflight_bytes
-                                    ? opts_.inflight_bytes_max - stats_.inflight_bytes
-                                    : 0;
-  std::uint64_t budget_client = opts_.per_client_inflight_bytes_max > client_bytes
-                                    ? opts_.per_client_inflight_bytes_max - client_bytes
-                                    : 0;
-  std::uint64_t n = std::min({want, static_cast<std::uint64_t>(free_.size()), budget_server / chunk,
-                              budget_client / chunk});
-  if (n == 0) {
-    if (client_bytes == 0) per_client_.erase(t.endpoint);
+  std::unique_lock lock(mu_);
+  auto refuse = [&](const std::string& why) -> Status {
     ++stats_.admissions_refused;
     return Status(Errc::slow_down, "RDMA staging buffers are exhausted (in flight " +
-                                       std::to_string(stats_.inflight_bytes) +
-                                       " bytes); retry later");
+                                       std::to_string(stats_.inflight_bytes) + " bytes; " + why +
+                                       "); retry later");
+  };
+  if (opts_.inflight_bytes_max < chunk || opts_.per_client_inflight_bytes_max < chunk) {
+    return refuse("the in-flight limits are below one chunk");  // waiting could never help
   }
+  Waiter me{t.endpoint};
+  bool waited = false;
+  if (!admissible(me)) {
+    if (closing_) return refuse("the server is shutting down");
+    if (opts_.admission_wait_max.count() <= 0) return refuse("no admission wait configured");
+    if (waiters_.size() >= opts_.admission_waiters_max) {
+      return refuse(std::to_string(waiters_.size()) +
+                    " transfers already waiting, admission_waiters_max");
+    }
+    auto pos = waiters_.insert(waiters_.end(), &me);
+    ++stats_.admission_waiters;
+    const auto began = std::chrono::steady_clock::now();
+    const bool admitted = admit_cv_.wait_until(lock, began + opts_.admission_wait_max, [&] {
+      return closing_ || admissible(me);
+    }) && !closing_;
+    waiters_.erase(pos);
+    --stats_.admission_waiters;
+    stats_.admission_wait_ns_total +=
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - began)
+                                       .count());
+    if (!admitted) {
+      ++stats_.admissions_refused_after_wait;
+      return refuse(closing_ ? "the server is shutting down"
+                             : "waited " + std::to_string(opts_.admission_wait_max.count()) +
+                                   " ms, admission_wait_max");
+    }
+    waited = true;
+    ++stats_.admissions_waited;
+  }
+  const std::uint64_t n = chunks_available(t.endpoint, want);  // >= 1: admissible
   Lease lease;
   lease.client = t.endpoint;
   lease.bytes = n * chunk;
@@ -374,11 +429,22 @@ Result<RdmaEngine::Lease> RdmaEngine::acquire(const token::Token& t, std::uint64
     lease.mrs.push_back(free_.back()->mrs[ti]);
     free_.pop_back();
   }
-  client_bytes += lease.bytes;
+  per_client_[t.endpoint] += lease.bytes;
   stats_.inflight_bytes += lease.bytes;
   stats_.buffers_in_use += n;
   ++stats_.transfers_active;
+  // A waiter that looked while this one was still ahead of it went back to sleep: if buffers
+  // remain, let the queue look again.
+  if (waited && !waiters_.empty() && !free_.empty()) admit_cv_.notify_all();
   return lease;
+}
+
+void RdmaEngine::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+  }
+  admit_cv_.notify_all();
 }
 
 void RdmaEngine::release(Lease& lease, std::unique_ptr<RetiredSet> retired) {
@@ -436,6 +502,7 @@ void RdmaEngine::release(Lease& lease, std::unique_ptr<RetiredSet> retired) {
   lease.mrs.clear();
   lease.transport.reset();
   lease.bytes = 0;
+  if (!waiters_.empty()) admit_cv_.notify_all();  // buffers and budget came back
 }
 
 std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(

@@ -8,10 +8,21 @@
 // the client's memory chunk by chunk and hands each chunk, in order, to a sink that hashes and
 // appends it to the store.
 //
-// Admission control: a transfer takes staging buffers from the pool without waiting. The bytes a
-// transfer holds count against inflight_bytes_max (server) and per_client_inflight_bytes_max
-// (per client endpoint); a transfer that can get no buffer is refused with Errc::slow_down, which
-// the S3 layer turns into 503 SlowDown with Retry-After. Nothing ever queues without bound.
+// Admission control: a transfer takes up to pipeline_depth staging buffers from the pool, fewer
+// when fewer are free (it then pipelines over what it got). The bytes a transfer holds count
+// against inflight_bytes_max (server) and per_client_inflight_bytes_max (per client endpoint).
+// When not even one chunk fits, the transfer waits in a FIFO queue, at most admission_wait_max,
+// for a release (any lease returned wakes the queue) and is admitted as soon as one chunk fits;
+// a waiter that is held back only by its own client's limit does not block the waiters behind it
+// (and a new arrival goes ahead of it), so one busy client cannot stall the others and no
+// client starves. The bound expired, or admission_waiters_max transfers already waiting, or the
+// engine shutting down (shutdown() wakes every waiter), or limits that can never admit one chunk:
+// the transfer is refused with Errc::slow_down, which the S3 layer turns into 503 SlowDown with
+// Retry-After (the client retries briefly, then falls back to HTTP). Waiters block the S3
+// worker threads that call send()/receive(), so admission_waiters_max must stay below their
+// number (objdirect-server lowers it to half of --threads when needed). Nothing ever queues
+// without bound. Before waiting, one client with 8 GETs of 256 MiB in flight (4 fit its 64 MiB)
+// fell back to HTTP on most of them; with it, none do (docs/BENCHMARKS.md, optimisation 8).
 //
 // Failure: an operation that fails or times out (client died) fails the transfer with
 // rdma_transfer_failed. A buffer whose operation timed out may still be written by the provider,
@@ -45,6 +56,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,6 +100,12 @@ struct RdmaOptions {
   // How often the reaper looks at retired buffers, and how long a retired buffer stays retired
   // at least (from the failure).
   std::chrono::milliseconds reap_interval{100};
+  // Admission control (see above): the longest a transfer waits for a staging buffer before it
+  // is refused with slow_down (0: refuse at once, as before), and the most transfers waiting at
+  // once (past it a transfer is refused at once). Waiters hold S3 worker threads (the HTTP
+  // server's --threads, at least 32 by default): keep admission_waiters_max below that.
+  std::chrono::milliseconds admission_wait_max{5'000};
+  std::uint32_t admission_waiters_max = 16;
 };
 
 struct RdmaStats {
@@ -100,7 +118,12 @@ struct RdmaStats {
   std::uint64_t transfers_active = 0;
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
-  std::uint64_t admissions_refused = 0;
+  std::uint64_t admissions_refused = 0;  // all refusals with slow_down (immediate + after waiting)
+  std::uint64_t admissions_refused_after_wait = 0;  // of those: waited admission_wait_max (or
+                                                    // woken by shutdown()) and still no buffer
+  std::uint64_t admissions_waited = 0;              // transfers admitted after waiting
+  std::uint64_t admission_waiters = 0;              // transfers waiting now (a gauge)
+  std::uint64_t admission_wait_ns_total = 0;        // time spent waiting, admitted or refused
   std::uint64_t transport_resets = 0;  // transports replaced after a dead peer stalled them
   // Failed transfers answered while the provider still held some of their operations (the
   // await_settled bound, one op_timeout, expired first).
@@ -147,6 +170,11 @@ class RdmaEngine {
 
   RdmaStats stats() const;
 
+  // Refuses every transfer waiting for admission (they return slow_down at once) and every
+  // later one that would have to wait; transfers already admitted run on. Call it before
+  // stopping the HTTP server, so that no worker thread sits out admission_wait_max. Idempotent.
+  void shutdown();
+
  private:
   struct Buffer;
   struct Lease;
@@ -158,7 +186,16 @@ class RdmaEngine {
                                                     storage::ObjectReader& reader,
                                                     std::uint64_t offset, std::uint64_t length);
   RdmaEngine() = default;
+  // Takes 1..pipeline_depth staging buffers for a transfer of `bytes` (admission control, see
+  // above): waits in FIFO order, at most opts_.admission_wait_max, when not one chunk fits.
+  // Errors: slow_down.
   Result<Lease> acquire(const token::Token& t, std::uint64_t bytes, std::size_t ti);
+  struct Waiter;
+  // Under mu_: how many chunks (at most `want`) client `endpoint` may take now, ignoring waiters.
+  std::uint64_t chunks_available(const std::string& endpoint, std::uint64_t want) const;
+  // Under mu_: whether `w` (queued) may take buffers now: one chunk fits for it, and none fits
+  // for any waiter ahead of it.
+  bool admissible(const Waiter& w) const;
   // Returns the lease's buffers to the pool, or, when `retired` is given, replaces them and
   // keeps them (and its mappings) in retired_ until the reaper finds them safe to free.
   void release(Lease& lease, std::unique_ptr<RetiredSet> retired);
@@ -199,6 +236,9 @@ class RdmaEngine {
   std::map<std::string, std::uint64_t> per_client_;
   RdmaStats stats_;
   std::vector<std::unique_ptr<RetiredSet>> retired_;  // under mu_
+  std::list<Waiter*> waiters_;        // under mu_: transfers waiting for admission, by arrival
+  std::condition_variable admit_cv_;  // with mu_: a lease released, a waiter left, shutdown()
+  bool closing_ = false;              // under mu_: shutdown() was called
 
   std::mutex reaper_mu_;
   std::condition_variable reaper_cv_;
