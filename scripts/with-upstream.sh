@@ -50,4 +50,22 @@ export OBJDIRECT_TEST_SERVER_ARGS="$OBJDIRECT_SERVER_ARGS"
 set +e
 "$@"
 rc=$?
+# The upstream must still be running and exit 0 on SIGTERM, as the test harnesses require of the
+# server under test: under a sanitizer a report makes it exit non-zero, which would otherwise go
+# unseen here (its log is thrown away with $dir).
+if ! kill -0 "$pid" 2>/dev/null; then
+  wait "$pid"
+  echo "with-upstream.sh: the upstream objdirect-server died during the run (status $?); log:" >&2
+  tail -c 4000 "$dir/server.log" >&2
+  [ "$rc" -ne 0 ] || rc=1
+else
+  kill "$pid"
+  wait "$pid"
+  urc=$?
+  if [ "$urc" -ne 0 ]; then
+    echo "with-upstream.sh: the upstream objdirect-server exited with $urc on SIGTERM; log:" >&2
+    tail -c 4000 "$dir/server.log" >&2
+    [ "$rc" -ne 0 ] || rc=1
+  fi
+fi
 exit $rc

@@ -51,6 +51,13 @@ else
 fi
 curl -s "$AWS_ENDPOINT_URL/metrics" | grep -E '^objdirect_rdma_(buffers_in_use|inflight_bytes|transfers_failed_total) ' |
   tee "$W/metrics" | grep -qE '^objdirect_rdma_buffers_in_use 0$' && ok "server buffers back to 0" || bad "buffers: $(cat "$W/metrics")"
-kill -0 $PID 2>/dev/null && ok "server alive" || bad "server died"
+# Alive at the end, and a clean exit on SIGTERM (under a sanitizer a report makes it non-zero).
+if kill -0 $PID 2>/dev/null; then
+  ok "server alive"
+  kill $PID; wait $PID; rc=$?
+  [ "$rc" -eq 0 ] && ok "server exits 0 on SIGTERM" || { bad "server exited with $rc on SIGTERM"; tail -c 4000 "$W/server.log"; }
+else
+  bad "server died"; tail -c 4000 "$W/server.log"
+fi
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -90,5 +90,11 @@ JS
 else
   FAIL=$((FAIL+1)); echo "FAIL node: @aws-sdk/client-s3 not installed in $NODE_DIR (scripts/bootstrap installs it)"
 fi
+# A clean exit on SIGTERM (under a sanitizer a report makes it non-zero).
+if kill $PID 2>/dev/null && wait $PID; then
+  PASS=$((PASS+1)); echo "PASS server exits 0 on SIGTERM"
+else
+  FAIL=$((FAIL+1)); echo "FAIL server died or exited non-zero on SIGTERM"; tail -c 4000 server.log
+fi
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
