@@ -1,10 +1,12 @@
 // objdirect-server: an S3 server over HTTP on a local directory, with an RDMA data plane.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "objdirect/client.hpp"
 #include "server/http/http_server.hpp"
@@ -18,6 +20,9 @@
 #endif
 
 namespace {
+
+// The default of --put-digest-threads is one per core, at most this many.
+constexpr unsigned put_digest_threads_default_max = 16;
 
 // Splits "HOST:PORT" or "[V6]:PORT".
 bool split_listen(const std::string& s, std::string& host, std::uint16_t& port) {
@@ -196,9 +201,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-fsync", no_fsync, "Skip fsync (benchmarks only: not crash-safe)")
       ->envname("OBJDIRECT_NO_FSYNC");
+  // One per core by default: each PUT keeps one chunk in flight on the pool, and on a host with
+  // an idle core the overlap made single large PUTs 1.5x faster (docs/BENCHMARKS.md).
+  s3opts.put_digest_threads =
+      std::clamp(std::thread::hardware_concurrency(), 1u, put_digest_threads_default_max);
   app.add_option("--put-digest-threads", s3opts.put_digest_threads,
                  "Threads that hash PUT bodies (MD5, checksums) while the request's thread "
-                 "receives and writes them; 0 hashes inline")
+                 "receives and writes them (default: one per core, at most 16); 0 hashes inline")
       ->envname("OBJDIRECT_PUT_DIGEST_THREADS")
       ->check(CLI::Range(0u, objdirect::limits::put_digest_threads_max))
       ->capture_default_str();

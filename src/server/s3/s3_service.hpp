@@ -42,7 +42,8 @@ struct S3Options {
   unsigned rdma_threads = 16;
   // Threads that hash PUT bodies (MD5 of the ETag, checksums) while the request's own thread
   // receives and writes the bytes (one chunk in flight per request). 0: hash inline, in the
-  // request's thread (the default: no gain measured on a loaded 2-core host, docs/BENCHMARKS.md).
+  // request's thread. objdirect-server defaults to one per core (single large PUTs 1.5x faster
+  // with an idle core; no gain, 0.1-0.3 CPU-s/GiB more, on a host with none; docs/BENCHMARKS.md).
   // At most limits::put_digest_threads_max.
   unsigned put_digest_threads = 0;
   // Counters for /metrics (created if null) and who may read them besides loopback.
