@@ -81,7 +81,8 @@ class AdmissionLog {
 // buffers). Thread safety: used by one transfer at a time.
 class TestReader : public storage::ObjectReader {
  public:
-  TestReader(int id, std::size_t size, AdmissionLog* log, Gate* gate)
+  explicit TestReader(int id, std::size_t size = kChunk, AdmissionLog* log = nullptr,
+                      Gate* gate = nullptr)
       : id_(id), log_(log), gate_(gate) {
     meta_.key = std::to_string(id);
     meta_.size = size;
@@ -165,6 +166,20 @@ struct Transfer {
   }
 };
 
+// A GET whose reader blocks until release(): while it runs it holds one staging buffer (and one
+// chunk of its client's budget), which is how each test below fills the engine.
+struct Holder {
+  Gate gate;
+  TestReader reader;
+  Transfer transfer;
+  Holder(RdmaEngine& e, const Client& c, int id, std::size_t slot, AdmissionLog* log = nullptr)
+      : reader(id, kChunk, log, &gate), transfer(e, c, slot, reader) {}
+  Status release() {
+    gate.open();
+    return transfer.join();
+  }
+};
+
 // Polls `pred` until true, at most 20 s.
 bool eventually(const std::function<bool()>& pred) {
   const auto end = Clock::now() + 20s;
@@ -197,6 +212,13 @@ class RdmaEngineAdmissionTest : public ::testing::Test {
     return *e;
   }
   static std::uint64_t waiters(const RdmaEngine& e) { return e.stats().admission_waiters; }
+  // Whether, within 20 s, `n` staging buffers are in use / `n` transfers wait for admission.
+  static bool in_use(const RdmaEngine& e, std::uint64_t n) {
+    return eventually([&] { return e.stats().buffers_in_use == n; });
+  }
+  static bool queued(const RdmaEngine& e, std::uint64_t n) {
+    return eventually([&] { return waiters(e) == n; });
+  }
 };
 
 TEST_F(RdmaEngineAdmissionTest, WaiterIsAdmittedWhenALeaseIsReleased) {
@@ -204,15 +226,13 @@ TEST_F(RdmaEngineAdmissionTest, WaiterIsAdmittedWhenALeaseIsReleased) {
   ASSERT_TRUE(e);
   auto c = Client::open(2);
   ASSERT_TRUE(c) << "libfabric:tcp unavailable";
-  Gate gate;
-  TestReader ra(1, kChunk, nullptr, &gate), rb(2, kChunk, nullptr, nullptr);
-  Transfer a(*e, *c, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  TestReader rb(2);
+  Holder a(*e, *c, 1, 0);
+  ASSERT_TRUE(in_use(*e, 1));
   Transfer b(*e, *c, 1, rb);
-  ASSERT_TRUE(eventually([&] { return waiters(*e) == 1; }));
+  ASSERT_TRUE(queued(*e, 1));
   EXPECT_FALSE(b.done) << "b must wait while a holds the only buffer";
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
   Status sb = b.join();
   EXPECT_TRUE(sb.ok()) << sb.to_string();
   EXPECT_TRUE(c->holds(0, 1));
@@ -231,11 +251,9 @@ TEST_F(RdmaEngineAdmissionTest, WaitBoundRefusesWithSlowDown) {
   ASSERT_TRUE(e);
   auto c = Client::open(3);
   ASSERT_TRUE(c) << "libfabric:tcp unavailable";
-  Gate gate;
-  TestReader ra(1, kChunk, nullptr, &gate), rb(2, kChunk, nullptr, nullptr),
-      rc(3, kChunk, nullptr, nullptr);
-  Transfer a(*e, *c, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  TestReader rb(2), rc(3);
+  Holder a(*e, *c, 1, 0);
+  ASSERT_TRUE(in_use(*e, 1));
   Transfer b(*e, *c, 1, rb);
   Status sb = b.join();
   EXPECT_EQ(sb.code(), Errc::slow_down) << sb.to_string();
@@ -247,8 +265,7 @@ TEST_F(RdmaEngineAdmissionTest, WaitBoundRefusesWithSlowDown) {
   EXPECT_EQ(st.admissions_refused_after_wait, 1u);
   EXPECT_EQ(st.admission_waiters, 0u);
   EXPECT_GE(st.admission_wait_ns_total, 290'000'000u);
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
   // The buffer is back: the next transfer goes at once.
   Transfer again(*e, *c, 2, rc);
   EXPECT_TRUE(again.join().ok());
@@ -261,15 +278,13 @@ TEST_F(RdmaEngineAdmissionTest, ZeroWaitRefusesAtOnceAsBefore) {
   ASSERT_TRUE(e);
   auto c = Client::open(2);
   ASSERT_TRUE(c) << "libfabric:tcp unavailable";
-  Gate gate;
-  TestReader ra(1, kChunk, nullptr, &gate), rb(2, kChunk, nullptr, nullptr);
-  Transfer a(*e, *c, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  TestReader rb(2);
+  Holder a(*e, *c, 1, 0);
+  ASSERT_TRUE(in_use(*e, 1));
   Transfer b(*e, *c, 1, rb);
   EXPECT_EQ(b.join().code(), Errc::slow_down);
   EXPECT_EQ(e->stats().admissions_refused_after_wait, 0u);
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
 }
 
 TEST_F(RdmaEngineAdmissionTest, WaitersMaxRefusesAtOnce) {
@@ -280,13 +295,11 @@ TEST_F(RdmaEngineAdmissionTest, WaitersMaxRefusesAtOnce) {
   ASSERT_TRUE(e);
   auto c = Client::open(3);
   ASSERT_TRUE(c) << "libfabric:tcp unavailable";
-  Gate gate;
-  TestReader ra(1, kChunk, nullptr, &gate), rb(2, kChunk, nullptr, nullptr),
-      rc(3, kChunk, nullptr, nullptr);
-  Transfer a(*e, *c, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  TestReader rb(2), rc(3);
+  Holder a(*e, *c, 1, 0);
+  ASSERT_TRUE(in_use(*e, 1));
   Transfer b(*e, *c, 1, rb);
-  ASSERT_TRUE(eventually([&] { return waiters(*e) == 1; }));
+  ASSERT_TRUE(queued(*e, 1));
   Transfer cc(*e, *c, 2, rc);
   Status s3 = cc.join();
   EXPECT_EQ(s3.code(), Errc::slow_down) << s3.to_string();
@@ -296,8 +309,7 @@ TEST_F(RdmaEngineAdmissionTest, WaitersMaxRefusesAtOnce) {
   EXPECT_EQ(st.admissions_refused, 1u);
   EXPECT_EQ(st.admissions_refused_after_wait, 0u);
   EXPECT_EQ(st.admission_waiters, 1u);
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
   EXPECT_TRUE(b.join().ok());
   EXPECT_TRUE(c->holds(1, 2));
 }
@@ -307,23 +319,20 @@ TEST_F(RdmaEngineAdmissionTest, WaitersAreAdmittedInArrivalOrder) {
   ASSERT_TRUE(e);
   auto c = Client::open(6);
   ASSERT_TRUE(c) << "libfabric:tcp unavailable";
-  Gate gate;
   AdmissionLog log;
-  TestReader ra(0, kChunk, &log, &gate);
   std::vector<std::unique_ptr<TestReader>> readers;
   for (int id = 1; id <= 5; ++id) {
-    readers.push_back(std::make_unique<TestReader>(id, kChunk, &log, nullptr));
+    readers.push_back(std::make_unique<TestReader>(id, kChunk, &log));
   }
-  Transfer a(*e, *c, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  Holder a(*e, *c, 0, 0, &log);
+  ASSERT_TRUE(in_use(*e, 1));
   std::vector<std::unique_ptr<Transfer>> waiting;
   for (std::size_t i = 0; i < readers.size(); ++i) {
     waiting.push_back(std::make_unique<Transfer>(*e, *c, i + 1, *readers[i]));
     // The next one starts once this one is queued: arrival order is then known.
-    ASSERT_TRUE(eventually([&] { return waiters(*e) == i + 1; }));
+    ASSERT_TRUE(queued(*e, i + 1));
   }
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
   for (auto& w : waiting) EXPECT_TRUE(w->join().ok());
   EXPECT_EQ(log.ids(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
   for (int id = 1; id <= 5; ++id) EXPECT_TRUE(c->holds(static_cast<std::size_t>(id), id));
@@ -340,21 +349,18 @@ TEST_F(RdmaEngineAdmissionTest, WaiterHeldByItsOwnClientLimitDoesNotBlockOtherCl
   ASSERT_TRUE(e);
   auto x = Client::open(2), y = Client::open(1);
   ASSERT_TRUE(x && y) << "libfabric:tcp unavailable";
-  Gate gate;
-  TestReader ra(1, kChunk, nullptr, &gate), rb(2, kChunk, nullptr, nullptr),
-      rc(3, kChunk, nullptr, nullptr);
-  Transfer a(*e, *x, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  TestReader rb(2), rc(3);
+  Holder a(*e, *x, 1, 0);
+  ASSERT_TRUE(in_use(*e, 1));
   Transfer b(*e, *x, 1, rb);
-  ASSERT_TRUE(eventually([&] { return waiters(*e) == 1; }));
+  ASSERT_TRUE(queued(*e, 1));
   Transfer cy(*e, *y, 0, rc);
   Status sc = cy.join();  // returns while a still holds x's budget and b still waits
   EXPECT_TRUE(sc.ok()) << sc.to_string();
   EXPECT_TRUE(y->holds(0, 3));
   EXPECT_EQ(waiters(*e), 1u);
   EXPECT_FALSE(b.done) << "x's limit (one chunk) must hold b back";
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
   EXPECT_TRUE(b.join().ok());
   EXPECT_TRUE(x->holds(1, 2));
   auto st = e->stats();
@@ -367,15 +373,13 @@ TEST_F(RdmaEngineAdmissionTest, ShutdownRefusesEveryWaiter) {
   ASSERT_TRUE(e);
   auto c = Client::open(4);
   ASSERT_TRUE(c) << "libfabric:tcp unavailable";
-  Gate gate;
-  TestReader ra(1, kChunk, nullptr, &gate), rb(2, kChunk, nullptr, nullptr),
-      rc(3, kChunk, nullptr, nullptr), rd(4, kChunk, nullptr, nullptr);
-  Transfer a(*e, *c, 0, ra);
-  ASSERT_TRUE(eventually([&] { return e->stats().buffers_in_use == 1; }));
+  TestReader rb(2), rc(3), rd(4);
+  Holder a(*e, *c, 1, 0);
+  ASSERT_TRUE(in_use(*e, 1));
   Transfer b(*e, *c, 1, rb);
-  ASSERT_TRUE(eventually([&] { return waiters(*e) == 1; }));
+  ASSERT_TRUE(queued(*e, 1));
   Transfer cc(*e, *c, 2, rc);
-  ASSERT_TRUE(eventually([&] { return waiters(*e) == 2; }));
+  ASSERT_TRUE(queued(*e, 2));
   e->shutdown();
   for (Transfer* t : {&b, &cc}) {
     Status s = t->join();
@@ -392,8 +396,7 @@ TEST_F(RdmaEngineAdmissionTest, ShutdownRefusesEveryWaiter) {
   EXPECT_EQ(st.admissions_refused, 3u);
   EXPECT_EQ(st.admission_waiters, 0u);
   // The admitted transfer runs on.
-  gate.open();
-  EXPECT_TRUE(a.join().ok());
+  EXPECT_TRUE(a.release().ok());
   EXPECT_TRUE(c->holds(0, 1));
 }
 
