@@ -189,6 +189,16 @@ struct Request {
   std::string payload_hash;  // empty: computed from a memory body, or UNSIGNED-PAYLOAD
 };
 
+// A request on the object `key` of `bucket` (has_key: the target is /bucket/key).
+Request object_request(std::string method, std::string_view bucket, std::string_view key) {
+  Request r;
+  r.method = std::move(method);
+  r.bucket = std::string(bucket);
+  r.key = std::string(key);
+  r.has_key = true;
+  return r;
+}
+
 struct Response {
   long status = 0;
   Headers headers;
@@ -810,10 +820,7 @@ class S3Reader final : public ObjectReader {
   };
 
   Request range_request(std::uint64_t first, std::uint64_t last) const {
-    Request r;
-    r.bucket = bucket_;
-    r.key = meta_.key;
-    r.has_key = true;
+    Request r = object_request("GET", bucket_, meta_.key);
     r.headers.emplace_back("range", "bytes=" + std::to_string(first) + "-" + std::to_string(last));
     r.headers.emplace_back("if-match", quote(meta_.etag));
     return r;
@@ -1113,11 +1120,7 @@ class S3Store final : public ObjectStore {
 
   Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
                                   std::string_view expected_etag) override {
-    Request r;
-    r.method = "PUT";
-    r.bucket = std::string(bucket);
-    r.key = meta.key;
-    r.has_key = true;
+    Request r = object_request("PUT", bucket, meta.key);
     r.headers.emplace_back("x-amz-copy-source",
                            "/" + uri_encode(bucket, true) + "/" + uri_encode(meta.key, false));
     r.headers.emplace_back("x-amz-metadata-directive", "REPLACE");
@@ -1132,23 +1135,25 @@ class S3Store final : public ObjectStore {
     return meta;
   }
 
-  Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override {
-    Request r;
-    r.method = "HEAD";
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
+  // HEAD of one object (with If-None-Match: "etag" when `if_none_match` is set). A bodiless 404
+  // is a missing key or a missing bucket: head_bucket tells them apart.
+  Result<Response> head_call(std::string_view bucket, std::string_view key,
+                             std::string_view if_none_match) {
+    Request r = object_request("HEAD", bucket, key);
     r.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
+    if (!if_none_match.empty()) r.headers.emplace_back("if-none-match", quote(if_none_match));
     auto resp = core_->call(std::move(r));
-    if (!resp.ok()) {
-      if (resp.code() == Errc::no_such_key) {
-        // A bodiless 404: the key or the bucket is missing.
-        auto b = head_bucket(bucket);
-        if (!b.ok()) return b.status();
-        return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
-      }
-      return resp.status();
+    if (!resp.ok() && resp.code() == Errc::no_such_key) {
+      auto b = head_bucket(bucket);
+      if (!b.ok()) return b.status();
+      return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
     }
+    return resp;
+  }
+
+  Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override {
+    auto resp = head_call(bucket, key, "");
+    if (!resp.ok()) return resp.status();
     return meta_from_head(key, *resp);
   }
 
@@ -1157,21 +1162,9 @@ class S3Store final : public ObjectStore {
   // ignores the condition and answers 200 with the same ETag still reads as unchanged.
   Result<std::optional<ObjectMeta>> revalidate(std::string_view bucket, std::string_view key,
                                                std::string_view etag) override {
-    Request r;
-    r.method = "HEAD";
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
-    r.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
-    r.headers.emplace_back("if-none-match", "\"" + std::string(etag) + "\"");
-    auto resp = core_->call(std::move(r));
+    auto resp = head_call(bucket, key, etag);
     if (!resp.ok()) {
       if (resp.code() == Errc::not_modified) return std::optional<ObjectMeta>();
-      if (resp.code() == Errc::no_such_key) {
-        auto b = head_bucket(bucket);
-        if (!b.ok()) return b.status();
-        return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
-      }
       return resp.status();
     }
     ObjectMeta m = meta_from_head(key, *resp);
@@ -1187,11 +1180,7 @@ class S3Store final : public ObjectStore {
   }
 
   Status delete_object(std::string_view bucket, std::string_view key) override {
-    Request r;
-    r.method = "DELETE";
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
+    Request r = object_request("DELETE", bucket, key);
     return core_->call(std::move(r)).status();
   }
 
@@ -1282,11 +1271,7 @@ class S3Store final : public ObjectStore {
   }
 
   Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) override {
-    Request r;
-    r.method = "POST";
-    r.bucket = std::string(bucket);
-    r.key = info.key;
-    r.has_key = true;
+    Request r = object_request("POST", bucket, info.key);
     r.query = {{"uploads", ""}};
     add_meta_headers(r.headers, info.meta_template);
     if (!info.checksum_algorithm.empty())
@@ -1304,10 +1289,7 @@ class S3Store final : public ObjectStore {
 
   Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
                                 std::string_view upload_id) override {
-    Request r;
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
+    Request r = object_request("GET", bucket, key);
     r.query = {{"max-parts", "1"}, {"uploadId", std::string(upload_id)}};
     auto doc = call_xml(std::move(r), "ListParts");
     if (!doc.ok()) return doc.status();
@@ -1345,10 +1327,7 @@ class S3Store final : public ObjectStore {
     std::vector<PartInfo> out;
     std::uint32_t marker = part_number_marker;
     while (out.size() < max_parts) {
-      Request r;
-      r.bucket = std::string(bucket);
-      r.key = std::string(key);
-      r.has_key = true;
+      Request r = object_request("GET", bucket, key);
       const std::uint32_t ask = std::min<std::uint32_t>(max_parts - out.size(), 1000);
       r.query = {{"max-parts", std::to_string(ask)},
                  {"part-number-marker", std::to_string(marker)},
@@ -1396,11 +1375,7 @@ class S3Store final : public ObjectStore {
 
   Status abort_upload(std::string_view bucket, std::string_view key,
                       std::string_view upload_id) override {
-    Request r;
-    r.method = "DELETE";
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
+    Request r = object_request("DELETE", bucket, key);
     r.query = {{"uploadId", std::string(upload_id)}};
     auto st = core_->call(std::move(r)).status();
     if (st.ok()) core_->forget_template(std::string(upload_id));
@@ -1451,22 +1426,14 @@ class S3Store final : public ObjectStore {
 
   Request part_request(std::string_view bucket, std::string_view key, std::string_view upload_id,
                        std::uint32_t number) const {
-    Request r;
-    r.method = "PUT";
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
+    Request r = object_request("PUT", bucket, key);
     r.query = {{"partNumber", std::to_string(number)}, {"uploadId", std::string(upload_id)}};
     return r;
   }
 
   Result<std::string> single_put(std::string_view bucket, const ObjectMeta& meta,
                                  const SpoolWriter& w, const WriteCondition& cond) {
-    Request r;
-    r.method = "PUT";
-    r.bucket = std::string(bucket);
-    r.key = meta.key;
-    r.has_key = true;
+    Request r = object_request("PUT", bucket, meta.key);
     r.body = w.body(0, w.size());
     add_meta_headers(r.headers, meta);
     add_checksum_headers(r.headers, meta.checksums);
@@ -1582,11 +1549,7 @@ class S3Store final : public ObjectStore {
     std::ostringstream os;
     doc.save(os, "", pugi::format_raw | pugi::format_no_declaration);
     const std::string body = os.str();
-    Request r;
-    r.method = "POST";
-    r.bucket = std::string(bucket);
-    r.key = std::string(key);
-    r.has_key = true;
+    Request r = object_request("POST", bucket, key);
     r.query = {{"uploadId", std::string(upload_id)}};
     r.headers.emplace_back("content-type", "application/xml");
     add_condition(r.headers, cond);
