@@ -25,6 +25,7 @@
 #include "auth/sigv4.hpp"
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
+#include "common/parallel.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "server/s3/conditional.hpp"
@@ -1466,52 +1467,31 @@ class S3Store final : public ObjectStore {
         core_->opts.multipart_part_bytes, (size + limits::parts_max - 1) / limits::parts_max);
     const std::uint32_t count = static_cast<std::uint32_t>((size + part - 1) / part);
     std::vector<PartInfo> done(count);
-    std::atomic<std::uint32_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex mu;
-    Status failure;
-    auto worker = [&] {
-      for (;;) {
-        const std::uint32_t i = next++;
-        if (i >= count || failed) return;
-        const std::uint64_t off = std::uint64_t(i) * part;
-        const std::uint64_t len = std::min(part, size - off);
-        Request r = part_request(bucket, meta.key, *id, i + 1);
-        r.body = w.body(off, len);
-        PartInfo pi;
-        pi.part_number = i + 1;
-        pi.size = len;
-        if (algo) {
-          Checksummer ck(*algo);
-          Status st = w.read(off, len, [&](const char* p, std::size_t n) { ck.update(p, n); });
-          if (!st.ok()) {
-            std::lock_guard lk(mu);
-            failure = st;
-            failed = true;
-            return;
-          }
-          pi.checksums[std::string(checksum_name(*algo))] = ck.digest_base64();
-          r.headers.emplace_back(checksum_header(*algo), ck.digest_base64());
-        }
-        auto resp = core_->call(std::move(r));
-        if (!resp.ok() || !resp->header("etag")) {
-          std::lock_guard lk(mu);
-          failure =
-              resp.ok() ? Status(Errc::io_error, "upstream UploadPart: no ETag") : resp.status();
-          failed = true;
-          return;
-        }
-        pi.etag = objdirect::s3::unquote_etag(*resp->header("etag"));
-        done[i] = std::move(pi);
+    Status failure = run_parallel(count, core_->opts.parallel_parts, [&](std::size_t i) -> Status {
+      const std::uint64_t off = std::uint64_t(i) * part;
+      const std::uint64_t len = std::min(part, size - off);
+      const auto number = static_cast<std::uint32_t>(i + 1);
+      Request r = part_request(bucket, meta.key, *id, number);
+      r.body = w.body(off, len);
+      PartInfo pi;
+      pi.part_number = number;
+      pi.size = len;
+      if (algo) {
+        Checksummer ck(*algo);
+        Status st = w.read(off, len, [&](const char* p, std::size_t n) { ck.update(p, n); });
+        if (!st.ok()) return st;
+        pi.checksums[std::string(checksum_name(*algo))] = ck.digest_base64();
+        r.headers.emplace_back(checksum_header(*algo), ck.digest_base64());
       }
-    };
-    const std::uint32_t threads = std::min(core_->opts.parallel_parts, count);
-    std::vector<std::thread> ts;
-    for (std::uint32_t t = 1; t < threads; ++t) ts.emplace_back(worker);
-    worker();
-    for (auto& t : ts) t.join();
+      auto resp = core_->call(std::move(r));
+      if (!resp.ok()) return resp.status();
+      if (!resp->header("etag")) return Status(Errc::io_error, "upstream UploadPart: no ETag");
+      pi.etag = objdirect::s3::unquote_etag(*resp->header("etag"));
+      done[i] = std::move(pi);
+      return Status::Ok();
+    });
     Result<std::string> etag = failure;
-    if (!failed) {
+    if (failure.ok()) {
       std::vector<std::pair<std::uint32_t, std::string>> named;
       for (const auto& p : done) named.emplace_back(p.part_number, p.etag);
       etag = complete(bucket, meta.key, *id, named, done, cond);
