@@ -1,9 +1,9 @@
 #include "s3/xml.hpp"
 
-#include <cassert>
 #include <optional>
 #include <pugixml.hpp>
 
+#include "common/assert.hpp"
 #include "common/limits.hpp"
 #include "s3/conditional.hpp"
 #include "s3/xml_internal.hpp"
@@ -408,7 +408,7 @@ std::size_t decode_utf8(std::string_view s, std::size_t i, std::uint32_t& cp) {
   return len;
 }
 
-[[maybe_unused]] bool is_plain_name(std::string_view tag) {
+bool is_plain_name(std::string_view tag) {
   if (tag.empty()) return false;
   for (char c : tag) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -474,7 +474,7 @@ std::string xml_escape(std::string_view text) {
 XmlWriter::XmlWriter() : out_(kDeclaration) {}
 
 void XmlWriter::open(std::string_view tag, std::string_view xmlns) {
-  assert(is_plain_name(tag));
+  OBJDIRECT_ASSERT(is_plain_name(tag), "XmlWriter tags are program constants: plain XML names");
   out_ += '<';
   out_ += tag;
   if (!xmlns.empty()) {
@@ -489,11 +489,11 @@ void XmlWriter::open(std::string_view tag, std::string_view xmlns) {
 void XmlWriter::open_with_attributes(
     std::string_view tag,
     std::initializer_list<std::pair<std::string_view, std::string_view>> attributes) {
-  assert(is_plain_name(tag));
+  OBJDIRECT_ASSERT(is_plain_name(tag), "XmlWriter tags are program constants: plain XML names");
   out_ += '<';
   out_ += tag;
   for (const auto& [name, value] : attributes) {
-    assert(is_plain_name(name));
+    OBJDIRECT_ASSERT(is_plain_name(name), "XmlWriter attribute names are plain XML names");
     out_ += ' ';
     out_ += name;
     out_ += "=\"";
@@ -505,8 +505,7 @@ void XmlWriter::open_with_attributes(
 }
 
 void XmlWriter::close() {
-  assert(!open_.empty());
-  if (open_.empty()) return;
+  OBJDIRECT_ASSERT(!open_.empty(), "XmlWriter::close() without an open element");
   out_ += "</";
   out_ += open_.back();
   out_ += '>';
@@ -514,7 +513,7 @@ void XmlWriter::close() {
 }
 
 void XmlWriter::element(std::string_view tag, std::string_view text) {
-  assert(is_plain_name(tag));
+  OBJDIRECT_ASSERT(is_plain_name(tag), "XmlWriter tags are program constants: plain XML names");
   out_ += '<';
   out_ += tag;
   out_ += '>';

@@ -73,8 +73,8 @@ Result<DeleteRequest> parse_delete_objects(std::string_view body);
 // Errc::malformed_xml on bad XML or a wrong root.
 Result<std::string> parse_create_bucket(std::string_view body);
 
-// A small streaming XML writer. Tags are trusted program constants (asserted in debug builds to
-// be plain names); text and attribute values are escaped as described above.
+// A small streaming XML writer. Tags are trusted program constants (OBJDIRECT_ASSERTed in every
+// build to be plain names); text and attribute values are escaped as described above.
 //   XmlWriter w;
 //   w.open("ListAllMyBucketsResult", "http://s3.amazonaws.com/doc/2006-03-01/");
 //   w.element("Name", name);
@@ -90,7 +90,7 @@ class XmlWriter {
   void open_with_attributes(
       std::string_view tag,
       std::initializer_list<std::pair<std::string_view, std::string_view>> attributes);
-  // </tag> for the innermost open element; a no-op (and a debug assertion) when none is open.
+  // </tag> for the innermost open element; OBJDIRECT_ASSERTs that one is open.
   void close();
   // <tag>escaped text</tag>.
   void element(std::string_view tag, std::string_view text);

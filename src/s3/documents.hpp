@@ -1,0 +1,258 @@
+// The S3 XML documents ObjDirect exchanges, each as a plain struct with a paired encoder and
+// decoder. The server encodes the replies and decodes the request bodies (xml.hpp); the client and
+// the gateway encode the request bodies and decode the replies; all three use only these, so they
+// cannot drift apart. The formats are described in docs/s3-documents.md.
+//
+// Fields hold the wire text: a key is what the element carries (already percent-encoded when the
+// request asked for encoding-type=url; encoding and decoding it is the caller's job), a time is
+// the ISO 8601 text. ETags are held unquoted; the encoder writes them quoted ("..."), the decoder
+// strips quotes and W/ (unquote_etag). Numbers and booleans are typed.
+//
+// Encoders write with XmlWriter (xml.hpp): the declaration, the 2006-03-01 namespace on the root,
+// elements in the order S3 writes them, optional elements only when set. Decoders parse with the
+// same hardened loader as the request parsers (no DOCTYPE, no unknown entities, no NUL, bounded
+// size: limits::xml_reply_bytes_max for replies), match elements by local name (any namespace or
+// prefix), ignore unknown elements, take text exactly as sent (no trimming, except numbers and
+// booleans, which may carry surrounding whitespace) and fail with Errc::malformed_xml naming what
+// was wrong. For every value v a decoder accepts, decode(encode(v)) == v when v's strings are
+// valid UTF-8 (the writer replaces invalid bytes by U+FFFD).
+//
+// Thread safety: free functions without shared state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/limits.hpp"
+#include "common/status.hpp"
+#include "s3/xml.hpp"
+
+namespace objdirect::limits {
+// An XML reply a client or the gateway reads: a full ListObjects page of percent-encoded maximal
+// keys fits. (Beside common/limits.hpp's request limits because only these decoders use it.)
+inline constexpr std::size_t xml_reply_bytes_max = 16 * 1024 * 1024;
+static_assert(xml_reply_bytes_max >= list_keys_max * (3 * key_bytes_max + 1024),
+              "a ListObjects page of 1000 url-encoded 1024-byte keys must fit in one reply");
+static_assert(xml_reply_bytes_max >= xml_body_bytes_max);
+// ListBuckets' max-buckets: AWS accepts 1..10000. A full page of maximal names fits a reply.
+inline constexpr std::uint32_t list_buckets_max = 10'000;
+static_assert(xml_reply_bytes_max >= list_buckets_max * (bucket_name_max + 128));
+}  // namespace objdirect::limits
+
+namespace objdirect::s3 {
+
+// The namespace every S3 reply's root element carries.
+inline constexpr std::string_view kDocumentXmlns = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+// (algorithm, value) pairs as <Checksum{ALGO}>value</Checksum{ALGO}>, e.g. {"CRC32C", "b64=="}.
+using ChecksumList = std::vector<std::pair<std::string, std::string>>;
+
+struct Owner {
+  std::string id;
+  std::string display_name;
+  bool operator==(const Owner&) const = default;
+};
+
+// --- ListBuckets: <ListAllMyBucketsResult>
+// --------------------------------------------------------
+struct BucketEntry {
+  std::string name;
+  std::string creation_date;
+  bool operator==(const BucketEntry&) const = default;
+};
+struct ListBucketsResult {
+  Owner owner;
+  std::vector<BucketEntry> buckets;
+  std::string continuation_token;  // <ContinuationToken>, when more buckets follow
+  std::optional<std::string> prefix;
+  bool operator==(const ListBucketsResult&) const = default;
+};
+std::string encode_list_buckets(const ListBucketsResult& r);
+Result<ListBucketsResult> decode_list_buckets(std::string_view body);
+
+// --- ListObjects v1, ListObjectsV2, ListObjectVersions: <ListBucketResult>/<ListVersionsResult> --
+enum class ListKind : std::uint8_t { v1, v2, versions };
+struct ObjectEntry {
+  std::string key;
+  std::string version_id;  // versions only
+  bool is_latest = false;  // versions only
+  std::string last_modified;
+  std::string etag;  // unquoted
+  std::vector<std::string> checksum_algorithms;
+  std::uint64_t size = 0;
+  std::string storage_class;
+  std::optional<Owner> owner;
+  bool operator==(const ObjectEntry&) const = default;
+};
+struct ListObjectsResult {
+  ListKind kind = ListKind::v2;
+  std::string name;
+  std::string prefix;
+  std::optional<std::string> continuation_token;  // v2
+  std::string start_after;                        // v2, written when non-empty
+  std::uint64_t key_count = 0;                    // v2
+  std::string marker;                             // v1
+  std::string key_marker;                         // versions
+  std::string version_id_marker;                  // versions
+  std::uint64_t max_keys = 0;
+  std::string delimiter;      // written when non-empty
+  std::string encoding_type;  // written when non-empty ("url")
+  bool is_truncated = false;
+  std::string next_marker;              // v1, written when non-empty
+  std::string next_continuation_token;  // v2, written when non-empty
+  std::string next_key_marker;          // versions, written when non-empty
+  std::string next_version_id_marker;   // versions, written when non-empty
+  std::vector<ObjectEntry> objects;
+  std::vector<std::string> common_prefixes;
+  bool operator==(const ListObjectsResult&) const = default;
+};
+std::string encode_list_objects(const ListObjectsResult& r);
+// Accepts either root; kind is v2 when <KeyCount> or a continuation element is present, versions
+// for <ListVersionsResult>, v1 otherwise.
+Result<ListObjectsResult> decode_list_objects(std::string_view body);
+
+// --- CreateMultipartUpload: <InitiateMultipartUploadResult>
+// ---------------------------------------
+struct InitiateMultipartResult {
+  std::string bucket;
+  std::string key;
+  std::string upload_id;
+  bool operator==(const InitiateMultipartResult&) const = default;
+};
+std::string encode_initiate_multipart(const InitiateMultipartResult& r);
+// Errc::malformed_xml also when <UploadId> is missing or empty.
+Result<InitiateMultipartResult> decode_initiate_multipart(std::string_view body);
+
+// --- CompleteMultipartUpload request: <CompleteMultipartUpload> (decoder: xml.hpp) --------------
+std::string encode_complete_multipart(const std::vector<CompletePart>& parts);
+
+// --- CompleteMultipartUpload reply: <CompleteMultipartUploadResult>
+// -------------------------------
+struct CompleteMultipartResult {
+  std::string location;
+  std::string bucket;
+  std::string key;
+  std::string etag;  // unquoted
+  ChecksumList checksums;
+  std::string checksum_type;  // written when non-empty
+  bool operator==(const CompleteMultipartResult&) const = default;
+};
+std::string encode_complete_result(const CompleteMultipartResult& r);
+// S3 may report a failed completion inside a 200 reply: an <Error> document becomes its Status
+// (from_s3_code of its Code, its Message). Errc::malformed_xml when neither root is present.
+Result<CompleteMultipartResult> decode_complete_result(std::string_view body);
+
+// --- DeleteObjects request: <Delete> (decoder: xml.hpp)
+// -------------------------------------------
+std::string encode_delete_objects(const DeleteRequest& r);
+
+// --- DeleteObjects reply: <DeleteResult> ---------------------------------------------------------
+struct DeletedEntry {
+  std::string key;
+  std::string version_id;  // written when non-empty
+  bool operator==(const DeletedEntry&) const = default;
+};
+struct DeleteErrorEntry {
+  std::string key;
+  std::string code;
+  std::string message;
+  bool operator==(const DeleteErrorEntry&) const = default;
+};
+struct DeleteResult {
+  std::vector<DeletedEntry> deleted;
+  std::vector<DeleteErrorEntry> errors;
+  bool operator==(const DeleteResult&) const = default;
+};
+// Deleted entries first, then errors (the order is not significant to S3 clients).
+std::string encode_delete_result(const DeleteResult& r);
+Result<DeleteResult> decode_delete_result(std::string_view body);
+
+// --- CopyObject and UploadPartCopy replies: <CopyObjectResult>/<CopyPartResult> -----------------
+struct CopyResult {
+  bool part = false;  // CopyPartResult
+  std::string last_modified;
+  std::string etag;  // unquoted
+  ChecksumList checksums;
+  bool operator==(const CopyResult&) const = default;
+};
+std::string encode_copy_result(const CopyResult& r);
+// Errc::malformed_xml also when <ETag> is missing or empty.
+Result<CopyResult> decode_copy_result(std::string_view body);
+
+// --- ListParts: <ListPartsResult> ----------------------------------------------------------------
+struct PartEntry {
+  std::uint32_t part_number = 0;
+  std::string last_modified;
+  std::string etag;  // unquoted
+  std::uint64_t size = 0;
+  ChecksumList checksums;
+  bool operator==(const PartEntry&) const = default;
+};
+struct ListPartsResult {
+  std::string bucket;
+  std::string key;
+  std::string upload_id;
+  Owner initiator;
+  Owner owner;
+  std::string storage_class;
+  std::uint32_t part_number_marker = 0;
+  std::optional<std::uint32_t> next_part_number_marker;
+  std::uint32_t max_parts = 0;
+  bool is_truncated = false;
+  std::string checksum_algorithm;  // written when non-empty
+  std::vector<PartEntry> parts;
+  bool operator==(const ListPartsResult&) const = default;
+};
+std::string encode_list_parts(const ListPartsResult& r);
+Result<ListPartsResult> decode_list_parts(std::string_view body);
+
+// --- ListMultipartUploads: <ListMultipartUploadsResult>
+// -------------------------------------------
+struct UploadEntry {
+  std::string key;
+  std::string upload_id;
+  Owner initiator;
+  Owner owner;
+  std::string storage_class;
+  std::string initiated;
+  std::string checksum_algorithm;  // written when non-empty
+  bool operator==(const UploadEntry&) const = default;
+};
+struct ListUploadsResult {
+  std::string bucket;
+  std::string key_marker;
+  std::string upload_id_marker;
+  std::optional<std::string> next_key_marker;
+  std::optional<std::string> next_upload_id_marker;
+  std::string prefix;     // written when non-empty
+  std::string delimiter;  // written when non-empty
+  std::uint32_t max_uploads = 0;
+  std::string encoding_type;  // written when non-empty
+  bool is_truncated = false;
+  std::vector<UploadEntry> uploads;
+  std::vector<std::string> common_prefixes;
+  bool operator==(const ListUploadsResult&) const = default;
+};
+std::string encode_list_uploads(const ListUploadsResult& r);
+Result<ListUploadsResult> decode_list_uploads(std::string_view body);
+
+// --- Error replies: <Error>
+// -----------------------------------------------------------------------
+struct ErrorDocument {
+  std::string code;
+  std::string message;  // never written empty (error_xml's rule)
+  std::string resource;
+  std::string request_id;
+  // Further elements after <Message>, in order (ActualPartCount, PartNumberRequested, ...).
+  std::vector<std::pair<std::string, std::string>> details;
+  bool operator==(const ErrorDocument&) const = default;
+};
+std::string encode_error(const ErrorDocument& e);
+Result<ErrorDocument> decode_error(std::string_view body);
+
+}  // namespace objdirect::s3
