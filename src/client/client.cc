@@ -5,7 +5,6 @@
 #include <atomic>
 #include <charconv>
 #include <mutex>
-#include <pugixml.hpp>
 #include <thread>
 
 #include "client/cuda/bounce.hpp"
@@ -445,14 +444,9 @@ struct Client::Impl {
   Result<std::string> create_upload(const std::string& target, const std::string& algorithm = {}) {
     auto created = xml_call("POST", target + "?uploads", {}, algorithm);
     if (!created.ok()) return created.status();
-    std::string upload_id;
-    pugi::xml_document doc;
-    if (doc.load_buffer(created->data(), created->size())) {
-      upload_id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
-    }
-    if (upload_id.empty())
-      return Status(Errc::io_error, "CreateMultipartUpload reply has no UploadId");
-    return upload_id;
+    auto init = s3::decode_initiate_multipart(*created);
+    if (!init.ok()) return client::reply_error(init.status(), "CreateMultipartUpload");
+    return std::move(init->upload_id);
   }
 
   void abort_upload(const std::string& target, const std::string& upload_id) {
@@ -1036,14 +1030,11 @@ std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest>
 Result<std::vector<std::string>> Client::list_buckets() {
   auto body = impl_->xml_call("GET", "/");
   if (!body.ok()) return body.status();
-  pugi::xml_document doc;
-  if (!doc.load_buffer(body->data(), body->size())) {
-    return Status(Errc::io_error, "ListBuckets reply is not XML");
-  }
+  auto doc = s3::decode_list_buckets(*body);
+  if (!doc.ok()) return client::reply_error(doc.status(), "ListBuckets");
   std::vector<std::string> names;
-  for (auto b : doc.child("ListAllMyBucketsResult").child("Buckets").children("Bucket")) {
-    names.emplace_back(b.child_value("Name"));
-  }
+  names.reserve(doc->buckets.size());
+  for (auto& b : doc->buckets) names.push_back(std::move(b.name));
   return names;
 }
 
@@ -1080,25 +1071,21 @@ Result<ListPage> Client::list(std::string_view bucket, const ListOptions& o) {
   target += "&max-keys=" + std::to_string(o.max_keys);
   auto body = impl_->xml_call("GET", target);
   if (!body.ok()) return body.status();
-  pugi::xml_document doc;
-  if (!doc.load_buffer(body->data(), body->size())) {
-    return Status(Errc::io_error, "ListObjectsV2 reply is not XML");
-  }
-  auto root = doc.child("ListBucketResult");
-  if (!root) return Status(Errc::io_error, "ListObjectsV2 reply has no ListBucketResult");
+  auto doc = s3::decode_list_objects(*body);
+  if (!doc.ok()) return client::reply_error(doc.status(), "ListObjectsV2");
   ListPage page;
-  for (auto c : root.children("Contents")) {
+  page.objects.reserve(doc->objects.size());
+  for (auto& o : doc->objects) {
     ListEntry e;
-    e.key = c.child_value("Key");
-    (void)parse_u64(c.child_value("Size"), e.size);
-    e.etag = s3::unquote_etag(c.child_value("ETag"));
-    e.last_modified = c.child_value("LastModified");
+    e.key = std::move(o.key);
+    e.size = o.size;
+    e.etag = std::move(o.etag);
+    e.last_modified = std::move(o.last_modified);
     page.objects.push_back(std::move(e));
   }
-  for (auto p : root.children("CommonPrefixes"))
-    page.common_prefixes.emplace_back(p.child_value("Prefix"));
-  page.is_truncated = std::string_view(root.child_value("IsTruncated")) == "true";
-  page.next_continuation_token = root.child_value("NextContinuationToken");
+  page.common_prefixes = std::move(doc->common_prefixes);
+  page.is_truncated = doc->is_truncated;
+  page.next_continuation_token = std::move(doc->next_continuation_token);
   return page;
 }
 

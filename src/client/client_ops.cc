@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <pugixml.hpp>
 #include <thread>
 
 #include "client/http_client.hpp"
@@ -63,13 +62,9 @@ Result<std::string> xml_request(client::HttpClient& http, std::string method, st
   if (!r.ok()) return r.status();
   if (!r->ok()) return client::status_from_response(*r);
   if (r->body.find("<Error>") != std::string::npos) {
-    pugi::xml_document doc;
-    if (doc.load_buffer(r->body.data(), r->body.size())) {
-      if (auto err = doc.child("Error")) {
-        return Status(from_s3_code(err.child_value("Code")),
-                      std::string(err.child_value("Message")) +
-                          client::request_id_note(err.child_value("RequestId")));
-      }
+    if (auto err = s3::decode_error(r->body); err.ok()) {
+      return Status(from_s3_code(err->code),
+                    err->message + client::request_id_note(err->request_id));
     }
   }
   return std::move(r->body);
@@ -100,11 +95,9 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
         {{"x-amz-copy-source", source}, {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
     ++res.requests;
     if (!body.ok()) return body.status();
-    pugi::xml_document doc;
-    if (!doc.load_buffer(body->data(), body->size())) {
-      return Status(Errc::io_error, "CopyObject reply is not XML");
-    }
-    res.etag = s3::unquote_etag(doc.child("CopyObjectResult").child_value("ETag"));
+    auto copied = s3::decode_copy_result(*body);
+    if (!copied.ok()) return client::reply_error(copied.status(), "CopyObject");
+    res.etag = std::move(copied->etag);
     res.bytes = info->size;
     return res;
   }
@@ -125,13 +118,10 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
          {"x-amz-copy-source-range", client::range_header(p.offset, p.length)},
          {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
     if (!body.ok()) return body.status();
-    pugi::xml_document doc;
-    if (!doc.load_buffer(body->data(), body->size())) {
-      return Status(Errc::io_error, "UploadPartCopy reply is not XML");
-    }
+    auto copied = s3::decode_copy_result(*body);
+    if (!copied.ok()) return client::reply_error(copied.status(), "UploadPartCopy");
     parts[i].part_number = p.part_number;
-    parts[i].etag = s3::unquote_etag(doc.child("CopyPartResult").child_value("ETag"));
-    if (parts[i].etag.empty()) return Status(Errc::io_error, "UploadPartCopy reply has no ETag");
+    parts[i].etag = std::move(copied->etag);
     return Status::Ok();
   });
   res.requests += static_cast<std::uint32_t>(parts.size());
@@ -162,13 +152,10 @@ Result<std::vector<Client::DeleteFailure>> Client::delete_objects(
     auto body = xml_request(http(), "POST", target, std::move(xml),
                             {{"content-md5", base64_encode(md5.raw())}});
     if (!body.ok()) return body.status();
-    pugi::xml_document doc;
-    if (!doc.load_buffer(body->data(), body->size())) {
-      return Status(Errc::io_error, "DeleteObjects reply is not XML");
-    }
-    for (auto e : doc.child("DeleteResult").children("Error")) {
-      failed[b].push_back({e.child_value("Key"),
-                           Status(from_s3_code(e.child_value("Code")), e.child_value("Message"))});
+    auto result = s3::decode_delete_result(*body);
+    if (!result.ok()) return client::reply_error(result.status(), "DeleteObjects");
+    for (auto& e : result->errors) {
+      failed[b].push_back({std::move(e.key), Status(from_s3_code(e.code), std::move(e.message))});
     }
     return Status::Ok();
   });
@@ -181,13 +168,9 @@ Result<std::vector<Client::DeleteFailure>> Client::delete_objects(
 Result<std::string> Client::create_multipart_upload(std::string_view bucket, std::string_view key) {
   auto body = xml_request(http(), "POST", client::object_target(bucket, key) + "?uploads");
   if (!body.ok()) return body.status();
-  pugi::xml_document doc;
-  std::string id;
-  if (doc.load_buffer(body->data(), body->size())) {
-    id = doc.child("InitiateMultipartUploadResult").child_value("UploadId");
-  }
-  if (id.empty()) return Status(Errc::io_error, "CreateMultipartUpload reply has no UploadId");
-  return id;
+  auto init = s3::decode_initiate_multipart(*body);
+  if (!init.ok()) return client::reply_error(init.status(), "CreateMultipartUpload");
+  return std::move(init->upload_id);
 }
 
 Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket,

@@ -7,7 +7,6 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <cstring>
-#include <pugixml.hpp>
 
 #include "client/stats.hpp"
 #include "common/checksum.hpp"

@@ -1,6 +1,6 @@
 // Request bodies and reply parsing shared by the client's multipart and batch-delete calls
-// (client.cc's internal multipart upload and client_ops.cc's public calls), built with pugixml so
-// that keys and ETags are escaped in one place.
+// (client.cc's internal multipart upload and client_ops.cc's public calls), on the shared S3
+// document codecs (s3/documents.hpp).
 // Thread safety: free functions without shared state.
 #pragma once
 
@@ -12,8 +12,13 @@
 
 #include "common/status.hpp"
 #include "s3/conditional.hpp"  // s3::unquote_etag, for the ETags these replies carry
+#include "s3/documents.hpp"
 
 namespace objdirect::client {
+
+// A reply decoder's refusal (Errc::malformed_xml) as the client reports it: io_error naming the
+// operation ("ListObjectsV2 reply is not valid: ..."); other codes pass through.
+Status reply_error(const Status& decoded, std::string_view what);
 
 // A CompleteMultipartUpload body listing (part number, ETag) in the given order; quotes are added
 // around each ETag.

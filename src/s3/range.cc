@@ -95,8 +95,10 @@ Result<ByteRange> parse_copy_source_range(std::string_view header, std::uint64_t
   const std::optional<std::uint64_t> last = parse_digits(v.substr(dash + 1));
   if (!first || !last || *last < *first) return malformed;
   if (*last >= source_size) {
-    return Status(Errc::invalid_request,
-                  "The specified copy range is invalid for the source object size");
+    // AWS's exact answer (UploadPartCopy, recorded against real S3).
+    return Status(
+        Errc::invalid_argument,
+        "Range specified is not valid for source object of size: " + std::to_string(source_size));
   }
   return ByteRange{*first, *last};
 }

@@ -155,11 +155,15 @@ TEST(S3CopySourceRange, Strict) {
     EXPECT_EQ(r.code(), Errc::invalid_argument) << bad;
     EXPECT_FALSE(r.status().message().empty());
   }
-  EXPECT_EQ(parse_copy_source_range("bytes=0-1000", 1000).code(), Errc::invalid_request);
-  EXPECT_EQ(parse_copy_source_range("bytes=1000-1000", 1000).code(), Errc::invalid_request);
-  EXPECT_EQ(parse_copy_source_range("bytes=0-0", 0).code(), Errc::invalid_request);
+  // Past the end of the source: AWS's InvalidArgument with the source size in the message.
+  EXPECT_EQ(parse_copy_source_range("bytes=0-1000", 1000).code(), Errc::invalid_argument);
+  EXPECT_EQ(parse_copy_source_range("bytes=0-1000", 1000).status().message(),
+            "Range specified is not valid for source object of size: 1000");
+  EXPECT_EQ(parse_copy_source_range("bytes=1000-1000", 1000).code(), Errc::invalid_argument);
+  EXPECT_EQ(parse_copy_source_range("bytes=0-0", 0).status().message(),
+            "Range specified is not valid for source object of size: 0");
   EXPECT_EQ(parse_copy_source_range("bytes=0-99999999999999999999", 1000).code(),
-            Errc::invalid_request);
+            Errc::invalid_argument);
 }
 
 TEST(S3ContentRange, Formats) {

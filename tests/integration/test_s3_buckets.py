@@ -57,11 +57,35 @@ def test_create_bucket_valid_edge_names(server, s3, name):
     s3.delete_bucket(Bucket=name)
 
 
-def test_create_bucket_twice_already_owned(server, bucket):
+def test_create_bucket_twice_in_us_east_1_is_200_and_keeps_contents(server, s3, bucket):
+    # AWS CreateBucket: "If you create a bucket that already exists and you own it, in us-east-1
+    # you get 200 OK and the bucket is reset" - in fact its contents stay; elsewhere 409.
+    s3.put_object(Bucket=bucket, Key="kept", Body=b"still here")
     r = objd.request(server, "PUT", "/" + bucket)
-    # us-east-1 legacy behaviour returns 200 for a re-create by the owner; everywhere else 409.
-    # ObjDirect follows the general rule: 409 BucketAlreadyOwnedByYou.
-    objd.assert_error(r, 409, "BucketAlreadyOwnedByYou")
+    assert r.status == 200, r
+    assert r.header("location") == "/" + bucket, r.headers
+    assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"still here"
+
+
+def test_create_bucket_twice_elsewhere_already_owned(tmp_path):
+    srv = objd.Server(str(tmp_path / "data"), str(tmp_path / "server.log"),
+                      extra_args=["--region", "eu-west-1"])
+    srv.start()
+    try:
+        import boto3
+        from botocore.config import Config
+        eu = boto3.client("s3", endpoint_url=srv.endpoint, aws_access_key_id=objd.ACCESS_KEY,
+                          aws_secret_access_key=objd.SECRET_KEY, region_name="eu-west-1",
+                          config=Config(s3={"addressing_style": "path"}))
+        name = unique_bucket("own")
+        cfg = {"LocationConstraint": "eu-west-1"}
+        eu.create_bucket(Bucket=name, CreateBucketConfiguration=cfg)
+        with pytest.raises(ClientError) as e:
+            eu.create_bucket(Bucket=name, CreateBucketConfiguration=cfg)
+        assert e.value.response["Error"]["Code"] == "BucketAlreadyOwnedByYou"
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    finally:
+        assert srv.stop() == 0
 
 
 def test_create_bucket_with_location_constraint_body(server, s3):
@@ -164,3 +188,47 @@ def test_unknown_bucket_subresource_is_clean_error(server, bucket):
     if r.body:
         ET.fromstring(r.body)
     objd.health(server)
+
+
+def test_list_buckets_max_buckets_continuation_and_prefix(server, s3):
+    # AWS ListBuckets: max-buckets (1..10000), continuation-token, prefix, and <ContinuationToken>
+    # in the reply while more buckets follow; <Prefix> is echoed when given.
+    stem = unique_bucket("lbp")
+    names = [f"{stem}-{i}" for i in range(5)]
+    for n in names:
+        s3.create_bucket(Bucket=n)
+    try:
+        seen, token, pages = [], None, 0
+        while True:
+            q = [("max-buckets", "2"), ("prefix", stem + "-")]
+            if token:
+                q.append(("continuation-token", token))
+            r = objd.request(server, "GET", "/", query=q)
+            assert r.status == 200, r
+            root = r.xml()
+            assert root.find(NS + "Prefix").text == stem + "-"
+            page = [e.find(NS + "Name").text for e in root.iter(NS + "Bucket")]
+            assert 1 <= len(page) <= 2, page
+            seen += page
+            pages += 1
+            t = root.find(NS + "ContinuationToken")
+            if t is None:
+                break
+            token = t.text
+        assert seen == sorted(names) and pages == 3, (seen, pages)
+        # boto3 understands the same parameters.
+        got = s3.list_buckets(MaxBuckets=3, Prefix=stem + "-")
+        assert [b["Name"] for b in got["Buckets"]] == sorted(names)[:3]
+        assert got.get("ContinuationToken")
+        # Without max-buckets everything comes in one page, with no token.
+        root = objd.request(server, "GET", "/").xml()
+        assert root.find(NS + "ContinuationToken") is None
+        assert root.find(NS + "Prefix") is None
+        for bad in ("0", "10001", "-1", "x"):
+            objd.assert_error(objd.request(server, "GET", "/", query=[("max-buckets", bad)]),
+                              400, "InvalidArgument")
+        objd.assert_error(objd.request(server, "GET", "/", query=[("continuation-token", "%%")]),
+                          400, "InvalidArgument")
+    finally:
+        for n in names:
+            s3.delete_bucket(Bucket=n)

@@ -195,6 +195,23 @@ def test_encoding_type_url(server, lb):
         urllib.parse.unquote_plus(text(root, "Prefix")) == "unicode \u00fc/"
 
 
+def test_encoding_type_url_v1_echoes_prefix_unencoded(server, lb):
+    # AWS ListObjects (v1) with encoding-type=url returns <Prefix> as sent; ListObjectsV2 and
+    # ListObjectVersions percent-encode it (recorded against real S3).
+    p = "unicode \u00fc/"
+    root, _, prefixes = lst(server, lb, v1=True, encoding_type="url", delimiter="/", prefix=p)
+    assert text(root, "EncodingType") == "url"
+    assert text(root, "Prefix") == p
+    root, _, _ = lst(server, lb, encoding_type="url", delimiter="/", prefix=p)
+    assert text(root, "Prefix") != p
+    assert urllib.parse.unquote(text(root, "Prefix")) == p
+    r = objd.request(server, "GET", "/" + lb, query=[("versions", ""), ("encoding-type", "url"),
+                                                      ("prefix", p)])
+    assert r.status == 200, r
+    v = r.xml().find(NS + "Prefix").text
+    assert v != p and urllib.parse.unquote(v) == p, v
+
+
 def test_boto3_paginators_v1_v2(s3, lb):
     for op in ("list_objects", "list_objects_v2"):
         keys = []

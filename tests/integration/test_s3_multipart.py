@@ -235,6 +235,10 @@ def test_upload_part_copy_bad_range(s3, bucket):
     # any 400 that stores nothing is acceptable to clients.
     assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert code_of(ei) in ("InvalidRange", "InvalidArgument", "InvalidRequest")
+    # ... and ObjDirect answers exactly what AWS does.
+    assert code_of(ei) == "InvalidArgument"
+    assert ei.value.response["Error"]["Message"] == \
+        "Range specified is not valid for source object of size: 10"
     assert s3.list_parts(Bucket=bucket, Key="upcb", UploadId=uid).get("Parts", []) == []
     s3.abort_multipart_upload(Bucket=bucket, Key="upcb", UploadId=uid)
 

@@ -8,6 +8,7 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "s3/documents.hpp"
 #include "s3/names.hpp"
 #include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
@@ -28,13 +29,6 @@ Result<std::uint32_t> parse_max(const std::optional<std::string>& v, std::string
   return static_cast<std::uint32_t>(std::min<std::int64_t>(n, max));
 }
 
-void owner_xml(XmlWriter& w, const std::string& owner) {
-  w.open("Owner");
-  w.element("ID", owner);
-  w.element("DisplayName", owner);
-  w.close();
-}
-
 }  // namespace
 
 Status S3Service::Impl::check_bucket_access(const Ctx& c) {
@@ -49,20 +43,48 @@ Status S3Service::Impl::check_bucket_access(const Ctx& c) {
 Task<void> S3Service::Impl::list_buckets(Ctx& c) {
   auto all = store->list_buckets();
   if (!all.ok()) co_return co_await send_error(c, all.status());
-  XmlWriter w;
-  w.open("ListAllMyBucketsResult", kS3Xmlns);
-  owner_xml(w, c.auth.access_key);
-  w.open("Buckets");
+  // AWS pagination: max-buckets (1..limits::list_buckets_max), an opaque continuation-token (here
+  // the base64url of the last name returned), and prefix, echoed as <Prefix> when given.
+  std::uint32_t max_buckets = limits::list_buckets_max;
+  if (auto m = c.query_value("max-buckets")) {
+    std::uint64_t n = 0;
+    auto [p, ec] = std::from_chars(m->data(), m->data() + m->size(), n);
+    if (ec != std::errc() || p != m->data() + m->size() || n < 1 || n > limits::list_buckets_max) {
+      co_return co_await send_error(
+          c, Status(Errc::invalid_argument, "max-buckets must be an integer between 1 and " +
+                                                std::to_string(limits::list_buckets_max)));
+    }
+    max_buckets = static_cast<std::uint32_t>(n);
+  }
+  std::string after;
+  if (auto t = c.query_value("continuation-token")) {
+    auto decoded = base64url_decode(*t);
+    if (!decoded || decoded->empty()) {
+      co_return co_await send_error(
+          c, Status(Errc::invalid_argument, "The continuation token provided is incorrect"));
+    }
+    after = std::move(*decoded);
+  }
+  const std::optional<std::string> prefix = c.query_value("prefix");
+  std::vector<const storage::BucketInfo*> mine;
   for (const auto& b : *all) {
     if (!b.owner.empty() && b.owner != c.auth.access_key) continue;
-    w.open("Bucket");
-    w.element("Name", b.name);
-    w.element("CreationDate", iso8601_ms(from_ns(b.ctime_ns)));
-    w.close();
+    if (!after.empty() && b.name <= after) continue;
+    if (prefix && !b.name.starts_with(*prefix)) continue;
+    mine.push_back(&b);
   }
-  w.close();
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  std::sort(mine.begin(), mine.end(), [](auto* x, auto* y) { return x->name < y->name; });
+  ListBucketsResult doc;
+  doc.owner = {c.auth.access_key, c.auth.access_key};
+  doc.prefix = prefix;
+  for (const storage::BucketInfo* b : mine) {
+    if (doc.buckets.size() == max_buckets) {
+      doc.continuation_token = base64url_encode(doc.buckets.back().name);
+      break;
+    }
+    doc.buckets.push_back({b->name, iso8601_ms(from_ns(b->ctime_ns))});
+  }
+  co_await send_xml(c, bhttp::status::ok, encode_list_buckets(doc));
 }
 
 Task<void> S3Service::Impl::create_bucket(Ctx& c) {
@@ -84,6 +106,12 @@ Task<void> S3Service::Impl::create_bucket(Ctx& c) {
   info.owner = c.auth.access_key;
   info.region = opts.region;
   auto st = store->create_bucket(info);
+  // AWS keeps its legacy answer in us-east-1: the owner re-creating its bucket gets 200 and the
+  // bucket, contents included, stays as it was. Every other region answers 409
+  // BucketAlreadyOwnedByYou.
+  if (st.code() == Errc::bucket_already_owned_by_you && opts.region == "us-east-1") {
+    st = Status::Ok();
+  }
   if (!st.ok()) co_return co_await send_error(c, st);
   http::Fields f;
   f.set(bhttp::field::location, "/" + c.bucket);
@@ -168,58 +196,54 @@ Task<void> S3Service::Impl::list_objects(Ctx& c, int version) {
     res = std::move(*r);
   }
 
-  XmlWriter w;
   const bool fetch_owner = version != 2 || c.query_value("fetch-owner") == "true";
-  w.open(version == 0 ? "ListVersionsResult" : "ListBucketResult", kS3Xmlns);
-  w.element("Name", c.bucket);
-  w.element("Prefix", enc(q.prefix));
-  if (version == 2) {
-    if (continuation) w.element("ContinuationToken", *continuation);
-    if (!start_after.empty()) w.element("StartAfter", enc(start_after));
-    w.element("KeyCount", std::to_string(res.objects.size() + res.common_prefixes.size()));
-  } else if (version == 1) {
-    w.element("Marker", enc(marker));
-  } else {
-    w.element("KeyMarker", enc(key_marker));
-    w.element("VersionIdMarker", "");
-  }
-  w.element("MaxKeys", std::to_string(q.max_keys));
-  if (!q.delimiter.empty()) w.element("Delimiter", enc(q.delimiter));
-  if (url) w.element("EncodingType", "url");
-  w.element("IsTruncated", res.truncated ? "true" : "false");
+  ListObjectsResult doc;
+  doc.kind = version == 0 ? ListKind::versions : version == 1 ? ListKind::v1 : ListKind::v2;
+  doc.name = c.bucket;
+  // AWS echoes a v1 listing's Prefix unencoded even with encoding-type=url; v2 and
+  // ListObjectVersions encode it.
+  doc.prefix = version == 1 ? q.prefix : enc(q.prefix);
+  doc.continuation_token = continuation;
+  doc.start_after = enc(start_after);
+  doc.key_count = res.objects.size() + res.common_prefixes.size();
+  doc.marker = enc(marker);
+  doc.key_marker = enc(key_marker);
+  doc.max_keys = q.max_keys;
+  doc.delimiter = enc(q.delimiter);
+  if (url) doc.encoding_type = "url";
+  doc.is_truncated = res.truncated;
   if (res.truncated) {
     if (version == 2) {
-      w.element("NextContinuationToken", base64url_encode(res.next_marker));
+      doc.next_continuation_token = base64url_encode(res.next_marker);
     } else if (version == 1) {
       // AWS returns NextMarker only with a delimiter; returning it always is allowed and helps.
-      w.element("NextMarker", enc(res.next_marker));
+      doc.next_marker = enc(res.next_marker);
     } else {
-      w.element("NextKeyMarker", enc(res.next_marker));
-      w.element("NextVersionIdMarker", "null");
+      doc.next_key_marker = enc(res.next_marker);
+      doc.next_version_id_marker = "null";
     }
   }
+  doc.objects.reserve(res.objects.size());
   for (const auto& o : res.objects) {
-    w.open(version == 0 ? "Version" : "Contents");
-    w.element("Key", enc(o.key));
+    ObjectEntry e;
+    e.key = enc(o.key);
     if (version == 0) {
-      w.element("VersionId", "null");
-      w.element("IsLatest", "true");
+      e.version_id = "null";
+      e.is_latest = true;
     }
-    w.element("LastModified", iso8601_ms(from_ns(o.mtime_ns)));
-    w.element("ETag", quote_etag(o.etag));
-    for (const auto& [algo, value] : o.checksums) w.element("ChecksumAlgorithm", algo);
-    w.element("Size", std::to_string(o.size));
-    w.element("StorageClass", "STANDARD");
-    if (fetch_owner) owner_xml(w, o.owner.empty() ? c.auth.access_key : o.owner);
-    w.close();
+    e.last_modified = iso8601_ms(from_ns(o.mtime_ns));
+    e.etag = o.etag;
+    for (const auto& [algo, value] : o.checksums) e.checksum_algorithms.push_back(algo);
+    e.size = o.size;
+    e.storage_class = "STANDARD";
+    if (fetch_owner) {
+      const std::string& owner = o.owner.empty() ? c.auth.access_key : o.owner;
+      e.owner = Owner{owner, owner};
+    }
+    doc.objects.push_back(std::move(e));
   }
-  for (const auto& p : res.common_prefixes) {
-    w.open("CommonPrefixes");
-    w.element("Prefix", enc(p));
-    w.close();
-  }
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  for (const auto& p : res.common_prefixes) doc.common_prefixes.push_back(enc(p));
+  co_await send_xml(c, bhttp::status::ok, encode_list_objects(doc));
 }
 
 Task<void> S3Service::Impl::list_uploads(Ctx& c) {
@@ -240,41 +264,31 @@ Task<void> S3Service::Impl::list_uploads(Ctx& c) {
     if (!r.ok()) co_return co_await send_error(c, r.status());
     res = std::move(*r);
   }
-  XmlWriter w;
-  w.open("ListMultipartUploadsResult", kS3Xmlns);
-  w.element("Bucket", c.bucket);
-  w.element("KeyMarker", enc(q.key_marker));
-  w.element("UploadIdMarker", q.upload_id_marker);
+  ListUploadsResult doc;
+  doc.bucket = c.bucket;
+  doc.key_marker = enc(q.key_marker);
+  doc.upload_id_marker = q.upload_id_marker;
   if (res.truncated) {
-    w.element("NextKeyMarker", enc(res.next_key_marker));
-    w.element("NextUploadIdMarker", res.next_upload_id_marker);
+    doc.next_key_marker = enc(res.next_key_marker);
+    doc.next_upload_id_marker = res.next_upload_id_marker;
   }
-  if (!q.prefix.empty()) w.element("Prefix", enc(q.prefix));
-  if (!q.delimiter.empty()) w.element("Delimiter", enc(q.delimiter));
-  w.element("MaxUploads", std::to_string(q.max_uploads));
-  if (url) w.element("EncodingType", "url");
-  w.element("IsTruncated", res.truncated ? "true" : "false");
+  doc.prefix = enc(q.prefix);
+  doc.delimiter = enc(q.delimiter);
+  doc.max_uploads = q.max_uploads;
+  if (url) doc.encoding_type = "url";
+  doc.is_truncated = res.truncated;
   for (const auto& u : res.uploads) {
-    w.open("Upload");
-    w.element("Key", enc(u.key));
-    w.element("UploadId", u.upload_id);
-    w.open("Initiator");
-    w.element("ID", u.meta_template.owner);
-    w.element("DisplayName", u.meta_template.owner);
-    w.close();
-    owner_xml(w, u.meta_template.owner);
-    w.element("StorageClass", "STANDARD");
-    w.element("Initiated", iso8601_ms(from_ns(u.initiated_ns)));
-    if (!u.checksum_algorithm.empty()) w.element("ChecksumAlgorithm", u.checksum_algorithm);
-    w.close();
+    const std::string& owner = u.meta_template.owner;
+    doc.uploads.push_back({enc(u.key),
+                           u.upload_id,
+                           {owner, owner},
+                           {owner, owner},
+                           "STANDARD",
+                           iso8601_ms(from_ns(u.initiated_ns)),
+                           u.checksum_algorithm});
   }
-  for (const auto& p : res.common_prefixes) {
-    w.open("CommonPrefixes");
-    w.element("Prefix", enc(p));
-    w.close();
-  }
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  for (const auto& p : res.common_prefixes) doc.common_prefixes.push_back(enc(p));
+  co_await send_xml(c, bhttp::status::ok, encode_list_uploads(doc));
 }
 
 Task<void> S3Service::Impl::delete_objects(Ctx& c) {
@@ -293,28 +307,17 @@ Task<void> S3Service::Impl::delete_objects(Ctx& c) {
   }
   auto parsed = parse_delete_objects(*body);
   if (!parsed.ok()) co_return co_await send_error(c, parsed.status());
-  XmlWriter w;
-  w.open("DeleteResult", kS3Xmlns);
+  DeleteResult doc;
   for (const auto& e : parsed->objects) {
     Status st = validate_object_key(e.key);
     if (st.ok()) st = store->delete_object(c.bucket, e.key);
     if (st.ok()) {
-      if (!parsed->quiet) {
-        w.open("Deleted");
-        w.element("Key", e.key);
-        if (!e.version_id.empty()) w.element("VersionId", e.version_id);
-        w.close();
-      }
+      if (!parsed->quiet) doc.deleted.push_back({e.key, e.version_id});
     } else {
-      w.open("Error");
-      w.element("Key", e.key);
-      w.element("Code", s3_code(st.code()));
-      w.element("Message", st.message());
-      w.close();
+      doc.errors.push_back({e.key, std::string(s3_code(st.code())), st.message()});
     }
   }
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  co_await send_xml(c, bhttp::status::ok, encode_delete_result(doc));
 }
 
 }  // namespace objdirect::s3

@@ -6,6 +6,7 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "s3/conditional.hpp"
+#include "s3/documents.hpp"
 #include "s3/names.hpp"
 #include "s3/range.hpp"
 #include "s3/xml.hpp"
@@ -53,18 +54,15 @@ Task<void> S3Service::Impl::create_upload(Ctx& c) {
   }
   auto id = store->create_upload(c.bucket, info);
   if (!id.ok()) co_return co_await send_error(c, id.status());
-  XmlWriter w;
-  w.open("InitiateMultipartUploadResult", kS3Xmlns);
-  w.element("Bucket", c.bucket);
-  w.element("Key", c.key);
-  w.element("UploadId", *id);
-  w.close();
   http::Fields f;
   if (!info.checksum_algorithm.empty()) {
     f.set("x-amz-checksum-algorithm", info.checksum_algorithm);
     f.set("x-amz-checksum-type", "COMPOSITE");
   }
-  co_await send_xml(c, bhttp::status::ok, w.finish(), std::move(f));
+  // The document is built before the co_await: GCC 12 destroys a braced temporary inside a
+  // co_await expression twice.
+  std::string xml = encode_initiate_multipart({c.bucket, c.key, *id});
+  co_await send_xml(c, bhttp::status::ok, std::move(xml), std::move(f));
 }
 
 Task<void> S3Service::Impl::upload_part(Ctx& c) {
@@ -142,13 +140,13 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   part.checksums = data->checksums;
   auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
-  XmlWriter w;
-  w.open("CopyPartResult", kS3Xmlns);
-  w.element("LastModified", iso8601_ms(from_ns(committed->mtime_ns)));
-  w.element("ETag", quote_etag(committed->etag));
-  for (const auto& [a, v] : committed->checksums) w.element("Checksum" + a, v);
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  // Built before the co_await (GCC 12 destroys braced temporaries in a co_await twice).
+  const CopyResult copied{true,
+                          iso8601_ms(from_ns(committed->mtime_ns)),
+                          committed->etag,
+                          {committed->checksums.begin(), committed->checksums.end()}};
+  std::string xml = encode_copy_result(copied);
+  co_await send_xml(c, bhttp::status::ok, std::move(xml));
 }
 
 Task<void> S3Service::Impl::complete_upload(Ctx& c) {
@@ -239,16 +237,14 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   auto committed =
       store->complete_upload(c.bucket, upload_id, std::move(meta), refs, to_storage(*cond));
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
-  XmlWriter w;
-  w.open("CompleteMultipartUploadResult", kS3Xmlns);
-  w.element("Location", "/" + c.bucket + "/" + c.key);
-  w.element("Bucket", c.bucket);
-  w.element("Key", c.key);
-  w.element("ETag", quote_etag(committed->etag));
-  for (const auto& [a, v] : committed->checksums) w.element("Checksum" + a, v);
-  if (!committed->checksums.empty()) w.element("ChecksumType", "COMPOSITE");
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  CompleteMultipartResult done;
+  done.location = "/" + c.bucket + "/" + c.key;
+  done.bucket = c.bucket;
+  done.key = c.key;
+  done.etag = committed->etag;
+  done.checksums = {committed->checksums.begin(), committed->checksums.end()};
+  if (!committed->checksums.empty()) done.checksum_type = "COMPOSITE";
+  co_await send_xml(c, bhttp::status::ok, encode_complete_result(done));
 }
 
 Task<void> S3Service::Impl::abort_upload(Ctx& c) {
@@ -282,37 +278,27 @@ Task<void> S3Service::Impl::list_parts(Ctx& c) {
   if (!parts.ok()) co_return co_await send_error(c, parts.status());
   bool truncated = parts->size() > max_parts;
   if (truncated) parts->resize(max_parts);
-  XmlWriter w;
-  w.open("ListPartsResult", kS3Xmlns);
-  w.element("Bucket", c.bucket);
-  w.element("Key", c.key);
-  w.element("UploadId", upload_id);
-  w.open("Initiator");
-  w.element("ID", upload->meta_template.owner);
-  w.element("DisplayName", upload->meta_template.owner);
-  w.close();
-  w.open("Owner");
-  w.element("ID", upload->meta_template.owner);
-  w.element("DisplayName", upload->meta_template.owner);
-  w.close();
-  w.element("StorageClass", "STANDARD");
-  w.element("PartNumberMarker", std::to_string(marker));
-  if (!parts->empty()) w.element("NextPartNumberMarker", std::to_string(parts->back().part_number));
-  w.element("MaxParts", std::to_string(max_parts));
-  w.element("IsTruncated", truncated ? "true" : "false");
-  if (!upload->checksum_algorithm.empty())
-    w.element("ChecksumAlgorithm", upload->checksum_algorithm);
+  const std::string& owner = upload->meta_template.owner;
+  ListPartsResult doc;
+  doc.bucket = c.bucket;
+  doc.key = c.key;
+  doc.upload_id = upload_id;
+  doc.initiator = {owner, owner};
+  doc.owner = {owner, owner};
+  doc.storage_class = "STANDARD";
+  doc.part_number_marker = marker;
+  if (!parts->empty()) doc.next_part_number_marker = parts->back().part_number;
+  doc.max_parts = max_parts;
+  doc.is_truncated = truncated;
+  doc.checksum_algorithm = upload->checksum_algorithm;
   for (const auto& p : *parts) {
-    w.open("Part");
-    w.element("PartNumber", std::to_string(p.part_number));
-    w.element("LastModified", iso8601_ms(from_ns(p.mtime_ns)));
-    w.element("ETag", quote_etag(p.etag));
-    w.element("Size", std::to_string(p.size));
-    for (const auto& [a, v] : p.checksums) w.element("Checksum" + a, v);
-    w.close();
+    doc.parts.push_back({p.part_number,
+                         iso8601_ms(from_ns(p.mtime_ns)),
+                         p.etag,
+                         p.size,
+                         {p.checksums.begin(), p.checksums.end()}});
   }
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  co_await send_xml(c, bhttp::status::ok, encode_list_parts(doc));
 }
 
 }  // namespace objdirect::s3

@@ -10,6 +10,7 @@
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "s3/conditional.hpp"
+#include "s3/documents.hpp"
 #include "s3/names.hpp"
 #include "s3/range.hpp"
 #include "s3/xml.hpp"
@@ -411,13 +412,13 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
         store->commit_object(c.bucket, std::move(meta), std::move(*writer), to_storage(*cond));
   }
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
-  XmlWriter w;
-  w.open("CopyObjectResult", kS3Xmlns);
-  w.element("LastModified", iso8601_ms(from_ns(committed->mtime_ns)));
-  w.element("ETag", quote_etag(committed->etag));
-  for (const auto& [algo, v] : committed->checksums) w.element("Checksum" + algo, v);
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  // Built before the co_await (GCC 12 destroys braced temporaries in a co_await twice).
+  const CopyResult copied{false,
+                          iso8601_ms(from_ns(committed->mtime_ns)),
+                          committed->etag,
+                          {committed->checksums.begin(), committed->checksums.end()}};
+  std::string xml = encode_copy_result(copied);
+  co_await send_xml(c, bhttp::status::ok, std::move(xml));
 }
 
 }  // namespace objdirect::s3

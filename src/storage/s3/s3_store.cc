@@ -17,7 +17,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <pugixml.hpp>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +28,7 @@
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "s3/conditional.hpp"
+#include "s3/documents.hpp"
 #include "s3/xml.hpp"
 
 namespace objdirect::storage {
@@ -577,11 +577,20 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
   return m;
 }
 
-Result<pugi::xml_document> parse_xml(const Response& r, std::string_view what) {
-  pugi::xml_document doc;
-  if (!doc.load_buffer(r.body.data(), r.body.size()))
-    return Status(Errc::io_error, "upstream " + std::string(what) + ": reply is not XML");
-  if (doc.child("Error")) return upstream_error(r, what);
+// A reply document decoded with the shared codecs (s3/documents.hpp). An <Error> document (S3
+// may send one inside a 200) becomes the upstream's Status; a reply the decoder refuses is an
+// io_error naming the call.
+template <typename T>
+Result<T> decode_reply(const Response& r, std::string_view what,
+                       Result<T> (*decode)(std::string_view)) {
+  if (r.body.find("<Error") != std::string::npos && objdirect::s3::decode_error(r.body).ok()) {
+    return upstream_error(r, what);
+  }
+  Result<T> doc = decode(r.body);
+  if (!doc.ok()) {
+    return Status(Errc::io_error, "upstream " + std::string(what) +
+                                      ": reply is not valid: " + doc.status().message());
+  }
   return doc;
 }
 
@@ -1081,13 +1090,13 @@ class S3Store final : public ObjectStore {
   }
 
   Result<std::vector<BucketInfo>> list_buckets() override {
-    auto doc = call_xml(Request{}, "ListBuckets");
+    auto doc = call_xml(Request{}, "ListBuckets", objdirect::s3::decode_list_buckets);
     if (!doc.ok()) return doc.status();
     std::vector<BucketInfo> out;
-    for (auto b : doc->child("ListAllMyBucketsResult").child("Buckets").children("Bucket")) {
+    for (auto& b : doc->buckets) {
       BucketInfo info;
-      info.name = b.child_value("Name");
-      if (auto t = parse_iso8601(b.child_value("CreationDate"))) info.ctime_ns = ns_of(*t);
+      info.name = std::move(b.name);
+      if (auto t = parse_iso8601(b.creation_date)) info.ctime_ns = ns_of(*t);
       info.region = core_->opts.region;
       out.push_back(std::move(info));
     }
@@ -1127,12 +1136,10 @@ class S3Store final : public ObjectStore {
     r.headers.emplace_back("x-amz-metadata-directive", "REPLACE");
     r.headers.emplace_back("x-amz-copy-source-if-match", quote(expected_etag));
     add_meta_headers(r.headers, meta);
-    auto doc = call_xml(std::move(r), "CopyObject");
+    auto doc = call_xml(std::move(r), "CopyObject", objdirect::s3::decode_copy_result);
     if (!doc.ok()) return doc.status();
-    auto res = doc->child("CopyObjectResult");
-    meta.etag = objdirect::s3::unquote_etag(res.child_value("ETag"));
-    if (auto t = parse_iso8601(res.child_value("LastModified"))) meta.mtime_ns = ns_of(*t);
-    if (meta.etag.empty()) return Status(Errc::io_error, "upstream CopyObject: no ETag");
+    meta.etag = std::move(doc->etag);
+    if (auto t = parse_iso8601(doc->last_modified)) meta.mtime_ns = ns_of(*t);
     return meta;
   }
 
@@ -1203,30 +1210,26 @@ class S3Store final : public ObjectStore {
       } else if (!q.start_after.empty()) {
         r.query.emplace_back("start-after", q.start_after);
       }
-      auto doc = call_xml(std::move(r), "ListObjectsV2");
+      auto doc = call_xml(std::move(r), "ListObjectsV2", objdirect::s3::decode_list_objects);
       if (!doc.ok()) return doc.status();
-      auto root = doc->child("ListBucketResult");
-      const bool url = std::string_view(root.child_value("EncodingType")) == "url";
+      const bool url = doc->encoding_type == "url";
       // Entries in key order: objects and common prefixes interleaved.
       std::vector<std::pair<std::string, std::optional<ObjectMeta>>> entries;
-      for (auto c : root.children()) {
-        const std::string_view name = c.name();
-        if (name == "Contents") {
-          ObjectMeta m;
-          m.key = decoded(c.child_value("Key"), url);
-          parse_uint(std::string_view(c.child_value("Size")), m.size);
-          m.etag = objdirect::s3::unquote_etag(c.child_value("ETag"));
-          if (auto t = parse_iso8601(c.child_value("LastModified"))) m.mtime_ns = ns_of(*t);
-          std::string k = m.key;
-          entries.emplace_back(std::move(k), std::move(m));
-        } else if (name == "CommonPrefixes") {
-          entries.emplace_back(decoded(c.child_value("Prefix"), url), std::nullopt);
-        }
+      for (auto& c : doc->objects) {
+        ObjectMeta m;
+        m.key = decoded(c.key, url);
+        m.size = c.size;
+        m.etag = std::move(c.etag);
+        if (auto t = parse_iso8601(c.last_modified)) m.mtime_ns = ns_of(*t);
+        std::string k = m.key;
+        entries.emplace_back(std::move(k), std::move(m));
       }
+      for (const auto& p : doc->common_prefixes)
+        entries.emplace_back(decoded(p, url), std::nullopt);
       std::sort(entries.begin(), entries.end(),
                 [](const auto& a, const auto& b) { return a.first < b.first; });
-      const bool upstream_truncated = std::string_view(root.child_value("IsTruncated")) == "true";
-      token = root.child_value("NextContinuationToken");
+      const bool upstream_truncated = doc->is_truncated;
+      token = std::move(doc->next_continuation_token);
       bool more_in_page = false;
       for (auto& [name, m] : entries) {
         // An upstream may repeat a common prefix that start_after already covered.
@@ -1260,10 +1263,9 @@ class S3Store final : public ObjectStore {
         peek.query = {{"list-type", "2"}, {"max-keys", "1"}, {"continuation-token", token}};
         if (!q.prefix.empty()) peek.query.emplace_back("prefix", q.prefix);
         if (!q.delimiter.empty()) peek.query.emplace_back("delimiter", q.delimiter);
-        auto pd = call_xml(std::move(peek), "ListObjectsV2");
+        auto pd = call_xml(std::move(peek), "ListObjectsV2", objdirect::s3::decode_list_objects);
         if (!pd.ok()) return pd.status();
-        auto proot = pd->child("ListBucketResult");
-        out.truncated = proot.child("Contents") || proot.child("CommonPrefixes");
+        out.truncated = !pd->objects.empty() || !pd->common_prefixes.empty();
         break;
       }
     }
@@ -1277,10 +1279,10 @@ class S3Store final : public ObjectStore {
     add_meta_headers(r.headers, info.meta_template);
     if (!info.checksum_algorithm.empty())
       r.headers.emplace_back("x-amz-checksum-algorithm", info.checksum_algorithm);
-    auto doc = call_xml(std::move(r), "CreateMultipartUpload");
+    auto doc =
+        call_xml(std::move(r), "CreateMultipartUpload", objdirect::s3::decode_initiate_multipart);
     if (!doc.ok()) return doc.status();
-    std::string id = doc->child("InitiateMultipartUploadResult").child_value("UploadId");
-    if (id.empty()) return Status(Errc::io_error, "upstream CreateMultipartUpload: no UploadId");
+    std::string id = std::move(doc->upload_id);
     UploadInfo kept = info;
     kept.upload_id = id;
     if (kept.initiated_ns == 0) kept.initiated_ns = now_ns();
@@ -1292,14 +1294,13 @@ class S3Store final : public ObjectStore {
                                 std::string_view upload_id) override {
     Request r = object_request("GET", bucket, key);
     r.query = {{"max-parts", "1"}, {"uploadId", std::string(upload_id)}};
-    auto doc = call_xml(std::move(r), "ListParts");
+    auto doc = call_xml(std::move(r), "ListParts", objdirect::s3::decode_list_parts);
     if (!doc.ok()) return doc.status();
-    auto root = doc->child("ListPartsResult");
     if (auto t = core_->find_template(std::string(upload_id)); t && t->key == key) return *t;
     UploadInfo u;
     u.key = std::string(key);
     u.upload_id = std::string(upload_id);
-    u.checksum_algorithm = root.child_value("ChecksumAlgorithm");
+    u.checksum_algorithm = std::move(doc->checksum_algorithm);
     return u;
   }
 
@@ -1333,30 +1334,27 @@ class S3Store final : public ObjectStore {
       r.query = {{"max-parts", std::to_string(ask)},
                  {"part-number-marker", std::to_string(marker)},
                  {"uploadId", std::string(upload_id)}};
-      auto doc = call_xml(std::move(r), "ListParts");
+      auto doc = call_xml(std::move(r), "ListParts", objdirect::s3::decode_list_parts);
       if (!doc.ok()) return doc.status();
-      auto root = doc->child("ListPartsResult");
       bool any = false;
-      for (auto p : root.children("Part")) {
+      for (auto& p : doc->parts) {
         any = true;
         PartInfo pi;
-        parse_uint(std::string_view(p.child_value("PartNumber")), pi.part_number);
-        parse_uint(std::string_view(p.child_value("Size")), pi.size);
-        pi.etag = objdirect::s3::unquote_etag(p.child_value("ETag"));
-        if (auto t = parse_iso8601(p.child_value("LastModified"))) pi.mtime_ns = ns_of(*t);
-        for (ChecksumAlgo a : kAllChecksumAlgos) {
-          const std::string el = "Checksum" + std::string(checksum_name(a));
-          if (auto v = p.child(el.c_str()))
-            pi.checksums[std::string(checksum_name(a))] = v.text().get();
+        pi.part_number = p.part_number;
+        pi.size = p.size;
+        pi.etag = std::move(p.etag);
+        if (auto t = parse_iso8601(p.last_modified)) pi.mtime_ns = ns_of(*t);
+        for (auto& [algo, value] : p.checksums) {
+          if (auto a = checksum_from_name(algo)) {
+            pi.checksums[std::string(checksum_name(*a))] = std::move(value);
+          }
         }
         marker = pi.part_number;
         if (out.size() < max_parts) out.push_back(std::move(pi));
       }
-      if (!any || std::string_view(root.child_value("IsTruncated")) != "true") break;
-      std::uint32_t next = 0;
-      if (parse_uint(std::string_view(root.child_value("NextPartNumberMarker")), next) &&
-          next > marker)
-        marker = next;
+      if (!any || !doc->is_truncated) break;
+      if (doc->next_part_number_marker && *doc->next_part_number_marker > marker)
+        marker = *doc->next_part_number_marker;
     }
     return out;
   }
@@ -1394,35 +1392,35 @@ class S3Store final : public ObjectStore {
     if (!q.delimiter.empty()) r.query.emplace_back("delimiter", q.delimiter);
     if (!q.key_marker.empty()) r.query.emplace_back("key-marker", q.key_marker);
     if (!q.upload_id_marker.empty()) r.query.emplace_back("upload-id-marker", q.upload_id_marker);
-    auto doc = call_xml(std::move(r), "ListMultipartUploads");
+    auto doc = call_xml(std::move(r), "ListMultipartUploads", objdirect::s3::decode_list_uploads);
     if (!doc.ok()) return doc.status();
-    auto root = doc->child("ListMultipartUploadsResult");
-    const bool url = std::string_view(root.child_value("EncodingType")) == "url";
+    const bool url = doc->encoding_type == "url";
     ListUploadsResult out;
-    for (auto u : root.children("Upload")) {
+    for (auto& u : doc->uploads) {
       UploadInfo info;
-      info.key = decoded(u.child_value("Key"), url);
-      info.upload_id = u.child_value("UploadId");
-      if (auto t = parse_iso8601(u.child_value("Initiated"))) info.initiated_ns = ns_of(*t);
-      info.checksum_algorithm = u.child_value("ChecksumAlgorithm");
+      info.key = decoded(u.key, url);
+      info.upload_id = std::move(u.upload_id);
+      if (auto t = parse_iso8601(u.initiated)) info.initiated_ns = ns_of(*t);
+      info.checksum_algorithm = std::move(u.checksum_algorithm);
       if (auto t = core_->find_template(info.upload_id)) info.meta_template = t->meta_template;
-      info.meta_template.owner = u.child("Initiator").child_value("ID");
+      info.meta_template.owner = std::move(u.initiator.id);
       out.uploads.push_back(std::move(info));
     }
-    for (auto p : root.children("CommonPrefixes"))
-      out.common_prefixes.push_back(decoded(p.child_value("Prefix"), url));
-    out.truncated = std::string_view(root.child_value("IsTruncated")) == "true";
-    out.next_key_marker = decoded(root.child_value("NextKeyMarker"), url);
-    out.next_upload_id_marker = root.child_value("NextUploadIdMarker");
+    for (const auto& p : doc->common_prefixes) out.common_prefixes.push_back(decoded(p, url));
+    out.truncated = doc->is_truncated;
+    out.next_key_marker = decoded(doc->next_key_marker.value_or(""), url);
+    out.next_upload_id_marker = doc->next_upload_id_marker.value_or("");
     return out;
   }
 
  private:
-  // One upstream call whose reply is an XML document; an <Error> reply becomes its Status.
-  Result<pugi::xml_document> call_xml(Request r, std::string_view what) {
+  // One upstream call whose reply is an XML document, decoded by `decode`; an <Error> reply
+  // becomes its Status.
+  template <typename T>
+  Result<T> call_xml(Request r, std::string_view what, Result<T> (*decode)(std::string_view)) {
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
-    return parse_xml(*resp, what);
+    return decode_reply(*resp, what, decode);
   }
 
   Request part_request(std::string_view bucket, std::string_view key, std::string_view upload_id,
@@ -1509,35 +1507,29 @@ class S3Store final : public ObjectStore {
                                std::string_view upload_id,
                                const std::vector<std::pair<std::uint32_t, std::string>>& named,
                                const std::vector<PartInfo>& infos, const WriteCondition& cond) {
-    pugi::xml_document doc;
-    auto root = doc.append_child("CompleteMultipartUpload");
-    root.append_attribute("xmlns") = "http://s3.amazonaws.com/doc/2006-03-01/";
+    std::vector<objdirect::s3::CompletePart> list;
+    list.reserve(named.size());
     for (const auto& [n, etag] : named) {
-      auto p = root.append_child("Part");
-      p.append_child("PartNumber").text().set(n);
-      p.append_child("ETag").text().set(quote(etag).c_str());
+      objdirect::s3::CompletePart part{n, etag, {}};
       for (const auto& info : infos) {
         if (info.part_number != n) continue;
         for (const auto& [algo, v] : info.checksums) {
-          auto a = checksum_from_name(algo);
-          if (!a) continue;
-          const std::string el = "Checksum" + std::string(checksum_name(*a));
-          p.append_child(el.c_str()).text().set(v.c_str());
+          if (auto a = checksum_from_name(algo)) part.checksums.emplace_back(checksum_name(*a), v);
         }
       }
+      list.push_back(std::move(part));
     }
-    std::ostringstream os;
-    doc.save(os, "", pugi::format_raw | pugi::format_no_declaration);
-    const std::string body = os.str();
+    const std::string body = objdirect::s3::encode_complete_multipart(list);
     Request r = object_request("POST", bucket, key);
     r.query = {{"uploadId", std::string(upload_id)}};
     r.headers.emplace_back("content-type", "application/xml");
     add_condition(r.headers, cond);
     r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-    auto reply = call_xml(std::move(r), "CompleteMultipartUpload");  // an <Error> inside a 200, too
+    // An <Error> inside a 200, too.
+    auto reply =
+        call_xml(std::move(r), "CompleteMultipartUpload", objdirect::s3::decode_complete_result);
     if (!reply.ok()) return reply.status();
-    std::string etag = objdirect::s3::unquote_etag(
-        reply->child("CompleteMultipartUploadResult").child_value("ETag"));
+    std::string etag = std::move(reply->etag);
     if (etag.empty()) return Status(Errc::io_error, "upstream CompleteMultipartUpload: no ETag");
     return etag;
   }
