@@ -115,14 +115,14 @@ int od_delete_bucket(od_client* client, const char* bucket);
 
 /* The client's counters (a flat view of objdirect::ClientStats; see client.hpp). */
 typedef struct od_stats {
-  uint64_t requests_total;  /* HTTP requests sent, every operation */
+  uint64_t requests_total; /* HTTP requests sent, every operation */
   uint64_t requests_2xx, requests_3xx, requests_4xx, requests_5xx;
   uint64_t requests_failed; /* no response: connect error, timeout, broken connection */
   uint64_t bytes_rdma, bytes_http, bytes_http_fallback; /* payload bytes of data calls, by path */
   uint64_t transfers_rdma, transfers_http, transfers_http_fallback; /* data calls, by path */
-  uint64_t rdma_declines;     /* data calls that proposed RDMA and fell back to HTTP */
-  uint64_t errors;            /* failed requests (error responses and no response) */
-  uint64_t retries;           /* requests sent again */
+  uint64_t rdma_declines; /* data calls that proposed RDMA and fell back to HTTP */
+  uint64_t errors;        /* failed requests (error responses and no response) */
+  uint64_t retries;       /* requests sent again */
   uint64_t requests_in_flight;
 } od_stats;
 

@@ -19,14 +19,21 @@ constexpr std::array kErrcTable = {
 
 const ErrcInfo& info(Errc e) noexcept {
   auto i = static_cast<std::size_t>(e);
-  return i < kErrcTable.size() ? kErrcTable[i] : kErrcTable[static_cast<std::size_t>(Errc::internal)];
+  return i < kErrcTable.size() ? kErrcTable[i]
+                               : kErrcTable[static_cast<std::size_t>(Errc::internal)];
 }
 
 }  // namespace
 
-std::string_view s3_code(Errc e) noexcept { return info(e).s3; }
-int http_status(Errc e) noexcept { return info(e).http; }
-std::string_view errc_name(Errc e) noexcept { return info(e).name; }
+std::string_view s3_code(Errc e) noexcept {
+  return info(e).s3;
+}
+int http_status(Errc e) noexcept {
+  return info(e).http;
+}
+std::string_view errc_name(Errc e) noexcept {
+  return info(e).name;
+}
 
 Errc from_s3_code(std::string_view code) noexcept {
   // The first entry with this S3 code wins; the table lists the canonical Errc first.
