@@ -1,4 +1,4 @@
-"""The RDMA header protocol as seen by a plain HTTP client (shared/BRIEF.md section 1): invalid or
+"""The RDMA header protocol as seen by a plain HTTP client (docs/architecture.md, "Flow of a GET"): invalid or
 unsigned tokens are refused, and a token PUT that moves no data never stores a 0-byte object.
 (End-to-end RDMA transfers are tested with the client library, not here.)"""
 

@@ -1,5 +1,5 @@
 // The S3 side of the RDMA data plane: x-amz-rdma-token on GET, PUT and UploadPart.
-// Protocol (shared/BRIEF.md section 1): success answers x-amz-rdma-reply with Content-Length 0;
+// Protocol (docs/architecture.md): success answers x-amz-rdma-reply with Content-Length 0;
 // a server without a usable transport declines with x-amz-rdma-reply: 501 and serves a GET over
 // HTTP, while a declined PUT gets an error so that the client retries with a body.
 #include <boost/asio/co_spawn.hpp>
