@@ -557,9 +557,6 @@ int main(int argc, char** argv) {
                 "Failed RDMA transfers answered while the provider still held some of their "
                 "operations (the wait for them, one --rdma-op-timeout-ms, expired).",
                 stat(&rdma::RdmaStats::failures_answered_unsettled));
-    m.add_gauge("objdirect_rdma_transport_resets_total",
-                "Transports replaced after a dead peer stalled them (libfabric shm).",
-                stat(&rdma::RdmaStats::transport_resets));
   }
   if (auto st = server.start(); !st.ok()) {
     std::cerr << "objdirect-server: " << st.message() << "\n";

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/assert.hpp"
+
 namespace objdirect::metrics {
 
 namespace {
@@ -73,7 +75,9 @@ void Registry::rdma_error(const std::string& reason) {
 
 void Registry::add_gauge(const std::string& name, const std::string& help, GaugeFn fn) {
   std::lock_guard lock(mu_);
-  gauges_[name] = {help, std::move(fn)};
+  const bool added = gauges_.try_emplace(name, help, std::move(fn)).second;
+  OBJDIRECT_ASSERT(added,
+                   "a metric series is registered once (the second would replace the first)");
 }
 
 std::string Registry::render() const {
@@ -116,7 +120,9 @@ std::string Registry::render() const {
     o << "objdirect_rdma_errors_total{reason=\"" << escape_label(k) << "\"} " << v << "\n";
   }
   for (const auto& [name, g] : gauges_) {
-    o << "# HELP " << name << " " << g.first << "\n# TYPE " << name << " gauge\n"
+    // Prometheus: a series named *_total is a counter (a monotonic total sampled from its owner).
+    const char* type = name.ends_with("_total") ? "counter" : "gauge";
+    o << "# HELP " << name << " " << g.first << "\n# TYPE " << name << " " << type << "\n"
       << name << " " << fmt_double(g.second()) << "\n";
   }
   return o.str();

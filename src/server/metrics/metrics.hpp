@@ -34,7 +34,7 @@ class Registry {
   void rdma_decline(const std::string& reason);
   void rdma_error(const std::string& reason);
 
-  // Gauges that live elsewhere are sampled at render time.
+  // Values that live elsewhere, sampled at render time; once per name; *_total ones are counters.
   using GaugeFn = std::function<double()>;
   void add_gauge(const std::string& name, const std::string& help, GaugeFn fn);
 
