@@ -297,7 +297,9 @@ TEST_F(ClientIT, ErrorsMapToCodes) {
   ASSERT_TRUE(client_->put(bucket_, "k", src).ok());
   EXPECT_EQ(client_->get(bucket_, "k", std::span(dst)).code(), Errc::invalid_argument);
   EXPECT_EQ(client_->delete_bucket(bucket_).code(), Errc::bucket_not_empty);
-  EXPECT_EQ(client_->create_bucket(bucket_).code(), Errc::bucket_already_owned_by_you);
+  // us-east-1 (the test server's region): AWS answers the owner's re-create with 200 and keeps
+  // the bucket as it is (test_s3_buckets.py covers the 409 of other regions).
+  EXPECT_TRUE(client_->create_bucket(bucket_).ok());
 
   auto bad = base_config();
   bad.secret_key = "wrong";
