@@ -7,7 +7,9 @@
     nbytes, path = client.get_into("bucket", "weights.bin", buf)   # path: "rdma" | "http" | ...
 
 See objdirect.Client for the calls, objdirect.errors for the exceptions and objdirect.torch for
-PyTorch datasets and checkpoints. Thread safety: see objdirect.Client.
+PyTorch datasets and checkpoints, objdirect.fs for the fsspec filesystem (protocol
+"objdirect", registered on import when fsspec is installed) and objdirect.dcp for
+torch.distributed.checkpoint. Thread safety: see objdirect.Client.
 """
 
 from . import errors
@@ -28,3 +30,17 @@ def parse_uri(uri: str):
     if not bucket:
         raise ValueError(f"no bucket in {uri!r}")
     return bucket, key
+
+
+def _register_fsspec():
+    """The ``objdirect`` fsspec protocol, when fsspec is installed (by name: objdirect.fs is
+    imported only when a filesystem is made)."""
+    import importlib.util
+    if importlib.util.find_spec("fsspec") is None:
+        return
+    import fsspec
+    if "objdirect" not in fsspec.registry:
+        fsspec.register_implementation("objdirect", "objdirect.fs.ObjDirectFileSystem")
+
+
+_register_fsspec()
