@@ -204,7 +204,12 @@ if _ok:
                             t = data.detach()
                             if t.device.type != "cpu":
                                 t = t.cpu()
-                            torch.save(t.contiguous() if not t.is_contiguous() else t, w)
+                            # torch.save writes a view's whole storage: save only the item's
+                            # bytes, as FileSystemWriter does.
+                            if (not t.is_contiguous() or t.untyped_storage().nbytes()
+                                    != t.numel() * t.element_size()):
+                                t = t.clone(memory_format=torch.contiguous_format)
+                            torch.save(t, w)
                         length = w.tell() - offset
                         out.append(WriteResult(index=item.index, size_in_bytes=length,
                                                storage_data=_StorageInfo(name, offset, length)))
