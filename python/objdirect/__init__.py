@@ -8,7 +8,7 @@
 
 See objdirect.Client for the calls, objdirect.errors for the exceptions and objdirect.torch for
 PyTorch datasets and checkpoints, objdirect.fs for the fsspec filesystem (protocol
-"objdirect", registered on import when fsspec is installed) and objdirect.dcp for
+"objdirect", found by fsspec through the package's entry point) and objdirect.dcp for
 torch.distributed.checkpoint. Thread safety: see objdirect.Client.
 """
 
@@ -33,13 +33,12 @@ def parse_uri(uri: str):
 
 
 def _register_fsspec():
-    """The ``objdirect`` fsspec protocol, when fsspec is installed (by name: objdirect.fs is
-    imported only when a filesystem is made)."""
-    import importlib.util
-    if importlib.util.find_spec("fsspec") is None:
-        return
-    import fsspec
-    if "objdirect" not in fsspec.registry:
+    """The ``objdirect`` fsspec protocol. fsspec finds it through the package's fsspec.specs
+    entry point when it is imported; when it already was (before objdirect), register now. Not
+    imported here: fsspec's import costs more than objdirect's."""
+    import sys
+    fsspec = sys.modules.get("fsspec")
+    if fsspec is not None and "objdirect" not in fsspec.registry:
         fsspec.register_implementation("objdirect", "objdirect.fs.ObjDirectFileSystem")
 
 

@@ -99,7 +99,8 @@ def dcp_available() -> Tuple[bool, str]:
         import torch
         major = int(torch.__version__.split(".")[0])
         if major < 2:
-            return False, f"torch {torch.__version__} < 2.0 has no usable torch.distributed.checkpoint"
+            return False, (f"torch {torch.__version__} < 2.0 has no usable "
+                           "torch.distributed.checkpoint")
         import torch.distributed.checkpoint  # noqa: F401
         return True, ""
     except Exception as e:  # ImportError, or DCP failing at import (torch 1.13 on Python 3.11)
@@ -111,7 +112,6 @@ if _ok:
     import torch
     from torch.distributed.checkpoint import (StorageReader as _StorageReader,
                                               StorageWriter as _StorageWriter)
-    from torch.distributed.checkpoint.metadata import Metadata
     from torch.distributed.checkpoint.planner import (LoadItemType, WriteItemType)
     from torch.distributed.checkpoint.storage import WriteResult
     from torch.futures import Future

@@ -8,7 +8,7 @@
 Paths are "bucket/key" (with or without "objdirect://"; "s3://" is accepted too, so code written
 for s3fs paths works once the filesystem object is this one). Directories are key prefixes up
 to "/", as in s3fs. Constructor arguments are objdirect.Client's (endpoint, fabric, keys, ...) or
-client=. ``import objdirect`` registers the protocol with fsspec.
+client=. fsspec finds the protocol through the package's fsspec.specs entry point.
 
 Reads move bytes straight into the caller's memory (RDMA when the fabric allows it):
 cat_file is one ranged GET, cat_ranges coalesces neighbouring ranges of an object (see

@@ -19,8 +19,6 @@ import pytest
 import torch
 import torch.utils.data
 
-import objdirect
-import objdirect.torch as odt
 from objdirect.torch import IterableDataset, MapDataset, as_tensor, epoch_order, shard_order
 from conftest import ACCESS_KEY, SECRET_KEY, make_client
 
@@ -298,16 +296,21 @@ def test_two_ranks_list_once_and_share_the_samples(server, client, bucket):
 # -- fork safety --------------------------------------------------------------------------------
 
 
-def test_a_client_used_after_fork_reinitialises_itself(server, bucket):
-    c = make_client(server)
+@pytest.mark.parametrize("fabric", ["none", "libfabric:tcp", "libfabric:shm"])
+def test_a_client_used_after_fork_reinitialises_itself(server, bucket, fabric):
+    c = make_client(server, fabric=fabric)
     c.put(bucket, "f", b"before the fork")
-    assert c.get(bucket, "f") == b"before the fork"  # threads and connections now exist
+    # Threads, connections and (over RDMA) a fabric endpoint and registrations now exist.
+    assert c.get(bucket, "f") == b"before the fork"
+    big = bytearray(1 << 20)
+    assert c.get_into(bucket, "f", big).path == ("http" if fabric == "none" else "rdma")
     pid = os.fork()
     if pid == 0:  # the child: any failure is its exit status; it must never hang
         code = 1
         try:
             ok = c.get(bucket, "f") == b"before the fork"
             ok = ok and c.get_async(bucket, "f").result(30) == b"before the fork"
+            ok = ok and c.get_into(bucket, "f", bytearray(64)).nbytes == 15
             c.put(bucket, "from-child", b"child")
             ok = ok and getattr(c, "reinitialised_after_fork", False)
             c.close()
