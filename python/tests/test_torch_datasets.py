@@ -414,3 +414,21 @@ def test_as_tensor_lands_objects_in_cpu_tensors(server, client, bucket):
     with pytest.raises(ValueError, match="whole number"):
         list(IterableDataset.from_prefix(f"s3://{bucket}/odd/", transform=as_tensor(torch.int32),
                                          **settings(server)))
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_inherit_the_list_made_in_the_main_process(server, client, bucket, context):
+    objs = fill(client, bucket, "l/", 9)
+    before = len(access_log(server))
+    ds = IterableDataset.from_prefix(f"s3://{bucket}/l/", transform=key_of, shuffle=True,
+                                     **settings(server))
+    assert len(ds) == 9  # lists here, once
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60,
+                                         multiprocessing_context=context,
+                                         persistent_workers=True)
+    assert sorted(loader) == sorted(objs)
+    assert sorted(loader) == sorted(objs)  # a second epoch lists nothing either
+    time.sleep(0.3)
+    lists = [r for r in access_log(server)[before:]
+             if r["op"].startswith("ListObjects") and r["bucket"] == bucket]
+    assert len(lists) == 1, lists
