@@ -120,18 +120,25 @@ if _ok:
 
     from .objects import ObjectWriter
 
+    try:  # torch >= 2.3: what dcp.async_save stages through (FileSystemWriter is one too)
+        from torch.distributed.checkpoint.staging import BlockingAsyncStager as _Stager
+    except ImportError:
+        _Stager = object
+
     def _client(client, kwargs):
         if client is not None:
             return client
         return Client(**kwargs)
 
-    class StorageWriter(_StorageWriter):
+    class StorageWriter(_StorageWriter, _Stager):
         """Writes a DCP checkpoint under s3://bucket/prefix (see the module docstring)."""
 
         def __init__(self, checkpoint_id: str = "", *, client: Optional[Client] = None,
                      files_per_rank: int = 1, part_size: Optional[int] = None,
                      parts_in_flight: int = 4, **client_kwargs):
-            super().__init__()
+            _StorageWriter.__init__(self)
+            if _Stager is not object:
+                _Stager.__init__(self, cache_staged_state_dict=False)
             self._client_obj = client
             self._client_kwargs = client_kwargs
             self.files_per_rank = files_per_rank
@@ -166,25 +173,23 @@ if _ok:
         def storage_meta(self):
             try:
                 from torch.distributed.checkpoint.metadata import StorageMeta
-                return StorageMeta(checkpoint_id=f"s3://{self.bucket}/{self.prefix}")
-            except ImportError:
+            except ImportError:  # torch < 2.4
                 return None
+            import uuid
+            return StorageMeta(checkpoint_id=f"s3://{self.bucket}/{self.prefix}",
+                               save_id=str(uuid.uuid4()))
 
         def write_data(self, plan, planner):
             file_prefix = plan.storage_data
             sizes = []
-            for item in plan.items:  # a size estimate for balancing only
+            for item in plan.items:  # as FileSystemWriter's _item_size, for balancing only
                 if item.type == WriteItemType.BYTE_IO:
-                    sizes.append(1)
-                else:
-                    ch = item.tensor_data.chunk.sizes
-                    n = 1
-                    for d in ch:
-                        n *= d
-                    sizes.append(n * item.tensor_data.properties.dtype.itemsize
-                                 if hasattr(item.tensor_data.properties.dtype, "itemsize")
-                                 else n * torch.empty((), dtype=item.tensor_data.properties.dtype
-                                                      ).element_size())
+                    sizes.append(0)
+                    continue
+                n = torch._utils._element_size(item.tensor_data.properties.dtype)
+                for d in item.tensor_data.size:
+                    n *= d
+                sizes.append(n)
             groups = assign_files(sizes, self.files_per_rank)
             results = []
 
@@ -227,6 +232,8 @@ if _ok:
             for wr_list in results:
                 storage_md.update({wr.index: wr.storage_data for wr in wr_list})
             metadata.storage_data = storage_md
+            if hasattr(metadata, "storage_meta"):
+                metadata.storage_meta = self.storage_meta()
             # One PUT of the whole .metadata: the commit point, atomic in S3.
             self.client.put(self.bucket, _join(self.prefix, ".metadata"), pickle.dumps(metadata))
 
@@ -261,8 +268,12 @@ if _ok:
         def read_metadata(self):
             raw = self.client.get(self.bucket, _join(self.prefix, ".metadata"))
             md = pickle.loads(raw)
-            if getattr(md, "storage_meta", None) is not None:
-                md.storage_meta.load_id = None
+            if hasattr(md, "storage_meta"):  # torch >= 2.4, as FileSystemReader does
+                import uuid
+                from torch.distributed.checkpoint.metadata import StorageMeta
+                if md.storage_meta is None:
+                    md.storage_meta = StorageMeta()
+                md.storage_meta.load_id = str(uuid.uuid4())
             return md
 
         def set_up_storage_reader(self, metadata, is_coordinator: bool) -> None:
@@ -300,7 +311,7 @@ if _ok:
                 if req.type == LoadItemType.BYTE_IO:
                     planner.load_bytes(req, io.BytesIO(bytes(blob)))
                 else:
-                    tensor = torch.load(io.BytesIO(blob), map_location="cpu")
+                    tensor = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
                     tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
                     target = planner.resolve_tensor(req).detach()
                     if target.size() != tensor.size():
