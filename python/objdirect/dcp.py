@@ -41,7 +41,7 @@ from . import parse_uri
 from . import ranges as _ranges
 from .client import Client
 
-__all__ = ["plan_reads", "assign_files", "ReadPlanEntry", "dcp_available"]
+__all__ = ["plan_reads", "fetch_plan", "assign_files", "ReadPlanEntry", "dcp_available"]
 
 
 class ReadPlanEntry(NamedTuple):
@@ -71,6 +71,34 @@ def plan_reads(items: Sequence, storage_data: dict, *, gap_bytes: int = _ranges.
         spans = [_ranges.Span(o, n, (o, n)) for o, n in sorted(by_path[path])]
         for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max):
             out.append(ReadPlanEntry(path, g.offset, g.length, tuple(s.tag for s in g.members)))
+    return out
+
+
+def fetch_plan(get, plan: Sequence[ReadPlanEntry], executor=None) -> dict:
+    """Issues a load's GETs: get(relative_path, offset, length) -> bytes for every entry of
+    plan, concurrently on executor (in order without one), and returns {(relative_path,
+    offset, length): memoryview} for every stored range the entries cover. Raises the first
+    failure, after every GET ended (buffers stay valid until then). Raises ValueError when a
+    GET returns fewer bytes than its entry needs (a truncated object)."""
+    def one(e: ReadPlanEntry):
+        data = get(e.relative_path, e.offset, e.length)
+        if len(data) < e.length:
+            raise ValueError(f"{e.relative_path}: {len(data)} bytes at {e.offset}, "
+                             f"wanted {e.length} (truncated checkpoint?)")
+        view = memoryview(data)
+        return {(e.relative_path, o, n): view[o - e.offset:o - e.offset + n]
+                for o, n in e.members}
+
+    out = {}
+    if executor is None:
+        for e in plan:
+            out.update(one(e))
+        return out
+    futures = [executor.submit(one, e) for e in plan]
+    for f in futures:
+        f.exception()
+    for f in futures:
+        out.update(f.result())
     return out
 
 
@@ -293,18 +321,12 @@ if _ok:
             entries = plan_reads(plan.items, self.storage_data, gap_bytes=self.gap_bytes)
             self.last_plan = entries
             n = self.concurrency or self.client.config.get("concurrency", 8)
-            blobs: Dict[Tuple[str, int, int], memoryview] = {}
-
-            def fetch(e: ReadPlanEntry):
-                data = self.client.get(self.bucket, _join(self.prefix, e.relative_path),
-                                       offset=e.offset, length=e.length)
-                view = memoryview(data)
-                return {(e.relative_path, o, ln): view[o - e.offset:o - e.offset + ln]
-                        for o, ln in e.members}
+            def get(path, offset, length):
+                return self.client.get(self.bucket, _join(self.prefix, path), offset=offset,
+                                       length=length)
 
             with concurrent.futures.ThreadPoolExecutor(max(1, n)) as ex:
-                for part in ex.map(fetch, entries):
-                    blobs.update(part)
+                blobs = fetch_plan(get, entries, ex)
             for req in plan.items:
                 info = self.storage_data[req.storage_index]
                 blob = blobs[(info.relative_path, int(info.offset), int(info.length))]

@@ -138,3 +138,38 @@ def _port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_fetch_plan_issues_one_get_per_entry_concurrently_and_slices_exactly():
+    import concurrent.futures
+    import threading
+    files = {"__0_0.distcp": bytes(range(256)) * 40,
+             "__1_0.distcp": bytes(range(255, -1, -1)) * 4}
+    md = {i: Info("__0_0.distcp", 100 * i, 60) for i in range(50)}
+    md.update({100 + i: Info("__1_0.distcp", 200 * i, 150) for i in range(5)})
+    items = [Item(k) for k in md]
+    plan = odd.plan_reads(items, md, gap_bytes=40, group_bytes_max=2000)
+    calls, active, peak = [], [0], [0]
+    lock = threading.Lock()
+    gate = threading.Barrier(2, timeout=10)
+
+    def get(path, offset, length):
+        with lock:
+            calls.append((path, offset, length))
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        if len(calls) <= 2:
+            gate.wait()  # the first two GETs must be in flight together
+        with lock:
+            active[0] -= 1
+        return files[path][offset:offset + length]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        got = odd.fetch_plan(get, plan, ex)
+    assert len(calls) == len(plan) and peak[0] >= 2
+    for info in md.values():
+        key = (info.relative_path, info.offset, info.length)
+        assert bytes(got[key]) == files[info.relative_path][info.offset:info.offset +
+                                                            info.length]
+    with pytest.raises(ValueError, match="truncated"):
+        odd.fetch_plan(lambda p, o, n: b"x", plan[:1])
