@@ -12,10 +12,16 @@
     with ckpt.reader("s3://bucket/ckpt/epoch1.pt") as f:
         state = torch.load(f)
 
+Datasets (from_prefix, from_objects across buckets, from_manifest) shuffle per (seed, epoch),
+prefetch within prefetch_bytes, resume a stopped epoch (state_dict / load_state_dict), shard by
+worker and rank (drop_last) and list once per job; as_tensor / device= fetch into tensors.
+save / load and save_safetensors / load_safetensors move checkpoints with each storage's byte
+range fetched straight into its (device) tensor. docs/python.md has the details and limits.
+
 Items are ObjectReader objects (file-like: read, readinto, seek, tell; .bucket, .key, .size)
 passed through ``transform`` (identity by default). Datasets hold client settings, not a live
 client: each process (DataLoader workers included, forked or spawned) opens its own Client on
-first use, because a client's threads and connections do not survive fork().
+first use (a Client itself also re-initialises after fork()).
 
 Errors: the objdirect exceptions (NoSuchKey, NoSuchBucket, ...); listing errors surface when the
 dataset is first used (len(), indexing or iteration), not at from_prefix().
@@ -333,6 +339,7 @@ class _DatasetBase:
         the beginning (position 0). Call it before each epoch, as with DistributedSampler."""
         self.epoch = int(epoch)
         self._position = 0
+        self._resume = 0
 
     def state_dict(self, samples_seen: Optional[int] = None) -> dict:
         """Where the epoch stands: {"epoch", "seed", "shuffle", "position", "num_samples"}.
@@ -340,7 +347,8 @@ class _DatasetBase:
         position counts this rank's samples already consumed in the epoch: by default the
         samples this object yielded in this process (iteration without DataLoader workers);
         with DataLoader workers, which iterate copies, pass samples_seen, the count the training
-        loop took from the DataLoader in this epoch (state_dict(samples_seen=step * batch_size)).
+        loop took from the DataLoader since this pass began (after a resume: since the resume),
+        e.g. state_dict(samples_seen=steps * batch_size).
         """
         pos = self._position if samples_seen is None else self._resume_from() + int(samples_seen)
         return {"epoch": self.epoch, "seed": self.seed, "shuffle": self.shuffle,
@@ -456,13 +464,6 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
         return cls("", None, "", _ClientSource(client, client_kwargs), transform, reader_mode,
                    entries=entries, shuffle=shuffle, seed=seed, prefetch=prefetch,
                    prefetch_bytes=prefetch_bytes, device=device)
-
-    def set_epoch(self, epoch: int) -> None:
-        super().set_epoch(epoch)
-        self._resume = 0
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
 
     def _order(self) -> List[int]:
         key = (len(self.entries), self.shuffle, self.seed, self.epoch)
@@ -598,10 +599,6 @@ class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
         rank, world = self._rank()
         return len(shard_order(range(len(self.entries)), rank=rank, world=world,
                                drop_last=self.drop_last, position=self._resume_from()))
-
-    def set_epoch(self, epoch: int) -> None:
-        super().set_epoch(epoch)
-        self._resume = 0
 
     def _rank(self):
         dist = _dist() if self._shard_by_rank else None
