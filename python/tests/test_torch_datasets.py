@@ -432,3 +432,13 @@ def test_workers_inherit_the_list_made_in_the_main_process(server, client, bucke
     lists = [r for r in access_log(server)[before:]
              if r["op"].startswith("ListObjects") and r["bucket"] == bucket]
     assert len(lists) == 1, lists
+
+
+def test_enable_sharding_is_s3torchconnectors_switch(server, client, bucket):
+    objs = fill(client, bucket, "e/", 6)
+    for on, copies in ((True, 1), (False, 2)):
+        ds = IterableDataset.from_prefix(f"s3://{bucket}/e/", transform=key_of,
+                                         enable_sharding=on, **settings(server))
+        ds.entries
+        got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+        assert sorted(got) == sorted(list(objs) * copies)
