@@ -270,8 +270,9 @@ def test_typed_errors(client, bucket):
     assert e.value.http_status == 416
     with pytest.raises(objdirect.BucketNotEmpty):
         client.delete_bucket(bucket)
-    with pytest.raises(objdirect.BucketAlreadyOwnedByYou):
-        client.create_bucket(bucket)
+    # us-east-1 (the test server's region): AWS answers the owner's re-create with 200 and keeps
+    # the bucket; BucketAlreadyOwnedByYou is the answer of other regions (test_s3_buckets.py).
+    client.create_bucket(bucket)
     with pytest.raises(objdirect.InvalidBucketName):
         client.create_bucket("Bad_Bucket")
     # Exceptions survive pickling (DataLoader workers send them to the main process).
