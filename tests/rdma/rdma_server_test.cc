@@ -257,7 +257,7 @@ struct ClientSide {
                                    token::MemoryType::host, expires);
     return token::encode(with_mailbox(std::move(t)));
   }
-  std::string token(std::size_t length) const { return token(0, length, now_s() + 300); }
+  std::string token(std::size_t length) const { return token(0, length, now_s() + 60); }
 };
 
 class RdmaServerTest : public ::testing::Test {
