@@ -310,6 +310,7 @@ int main(int argc, char** argv) {
     }
     s3opts.users[access_key] = s3::User{access_key, secret_key};
   }
+  s3opts.secure_transport = !hopts.tls_cert_file.empty();
   if (s3opts.users.empty()) {
     std::cerr
         << "objdirect-server: no credentials: give --access-key/--secret-key or --credentials\n";

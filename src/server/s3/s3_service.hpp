@@ -36,6 +36,8 @@ struct S3Options {
   std::string domain;
   // access key -> user.
   std::map<std::string, User> users;
+  // Requests arrive over TLS (the aws:SecureTransport condition of bucket policies).
+  bool secure_transport = false;
   // Buffer size for streaming bodies between the socket and the store.
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).

@@ -159,21 +159,32 @@ std::string_view local_name(const pugi::xml_node& n) {
   return colon == std::string_view::npos ? s : s.substr(colon + 1);
 }
 
-// Parses `body` into `doc` and returns its single root element, which must be named `root_name`.
-Result<pugi::xml_node> load(pugi::xml_document& doc, std::string_view body,
-                            std::string_view root_name) {
+}  // namespace
+
+Status check_xml_body(std::string_view body) {
   if (body.size() > limits::xml_body_bytes_max) {
     return malformed("the body is larger than " + std::to_string(limits::xml_body_bytes_max) +
                      " bytes");
   }
   if (trim(body).empty()) return malformed("the body is empty");
-  OBJDIRECT_RETURN_IF_ERROR(prescan(body));
-  // parse_ws_pcdata keeps whitespace-only text nodes: without it a key of " " would read as "",
-  // and "  <![CDATA[x]]>  " as "x". parse_doctype makes a DOCTYPE visible so it can be refused
-  // even if the prescan missed it.
-  const unsigned options = pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_doctype;
+  return prescan(body);
+}
+
+// parse_ws_pcdata keeps whitespace-only text nodes: without it a key of " " would read as "",
+// and "  <![CDATA[x]]>  " as "x". parse_doctype makes a DOCTYPE visible so it can be refused
+// even if the prescan missed it.
+unsigned xml_parse_options() {
+  return pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_doctype;
+}
+
+namespace {
+
+// Parses `body` into `doc` and returns its single root element, which must be named `root_name`.
+Result<pugi::xml_node> load(pugi::xml_document& doc, std::string_view body,
+                            std::string_view root_name) {
+  OBJDIRECT_RETURN_IF_ERROR(check_xml_body(body));
   const pugi::xml_parse_result r =
-      doc.load_buffer(body.data(), body.size(), options, pugi::encoding_utf8);
+      doc.load_buffer(body.data(), body.size(), xml_parse_options(), pugi::encoding_utf8);
   if (!r) {
     return malformed(std::string(r.description()) + " at offset " + std::to_string(r.offset));
   }
