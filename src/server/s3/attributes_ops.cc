@@ -8,9 +8,9 @@
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/time.hpp"
-#include "server/s3/names.hpp"
+#include "s3/names.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/xml.hpp"
 
 namespace objdirect::s3 {
 

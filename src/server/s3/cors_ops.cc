@@ -4,7 +4,7 @@
 // docs/s3-compatibility.md, "CORS").
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
-#include "server/s3/cors.hpp"
+#include "s3/cors.hpp"
 #include "server/s3/s3_internal.hpp"
 
 namespace objdirect::s3 {

@@ -3,9 +3,9 @@
 // BucketOwnerEnforced (policy.hpp has the language; docs/s3-compatibility.md, "Bucket
 // policies").
 #include "common/limits.hpp"
-#include "server/s3/policy.hpp"
+#include "s3/policy.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/xml.hpp"
 
 namespace objdirect::s3 {
 

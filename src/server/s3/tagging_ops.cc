@@ -2,9 +2,9 @@
 // document, the header form and AWS's limits; docs/s3-compatibility.md, "Tagging").
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
-#include "server/s3/names.hpp"
+#include "s3/names.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/tagging.hpp"
+#include "s3/tagging.hpp"
 
 namespace objdirect::s3 {
 

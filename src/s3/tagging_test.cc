@@ -1,4 +1,4 @@
-#include "server/s3/tagging.hpp"
+#include "s3/tagging.hpp"
 
 #include <gtest/gtest.h>
 

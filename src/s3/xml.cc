@@ -1,16 +1,19 @@
-#include "server/s3/xml.hpp"
+#include "s3/xml.hpp"
 
 #include <cassert>
 #include <optional>
 #include <pugixml.hpp>
 
 #include "common/limits.hpp"
-#include "server/s3/conditional.hpp"
+#include "s3/conditional.hpp"
+#include "s3/xml_internal.hpp"
 
 namespace objdirect::s3 {
 namespace {
-
 constexpr std::string_view kDeclaration = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+}  // namespace
+
+namespace detail {
 
 Status malformed(std::string why) {
   return Status(Errc::malformed_xml,
@@ -39,6 +42,14 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_xml_space(s.back())) s.remove_suffix(1);
   return s;
 }
+
+}  // namespace detail
+
+namespace {
+using detail::about;
+using detail::is_xml_space;
+using detail::malformed;
+using detail::trim;
 
 bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -153,38 +164,30 @@ Status prescan(std::string_view body) {
   return Status::Ok();
 }
 
+}  // namespace
+
+namespace detail {
+
 std::string_view local_name(const pugi::xml_node& n) {
   std::string_view s = n.name();
   const std::size_t colon = s.find(':');
   return colon == std::string_view::npos ? s : s.substr(colon + 1);
 }
 
-}  // namespace
-
-Status check_xml_body(std::string_view body) {
-  if (body.size() > limits::xml_body_bytes_max) {
-    return malformed("the body is larger than " + std::to_string(limits::xml_body_bytes_max) +
-                     " bytes");
-  }
-  if (trim(body).empty()) return malformed("the body is empty");
-  return prescan(body);
-}
-
-// parse_ws_pcdata keeps whitespace-only text nodes: without it a key of " " would read as "",
-// and "  <![CDATA[x]]>  " as "x". parse_doctype makes a DOCTYPE visible so it can be refused
-// even if the prescan missed it.
-unsigned xml_parse_options() {
-  return pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_doctype;
-}
-
-namespace {
-
 // Parses `body` into `doc` and returns its single root element, which must be named `root_name`.
 Result<pugi::xml_node> load(pugi::xml_document& doc, std::string_view body,
-                            std::string_view root_name) {
-  OBJDIRECT_RETURN_IF_ERROR(check_xml_body(body));
+                            std::string_view root_name, std::size_t max_bytes) {
+  if (body.size() > max_bytes) {
+    return malformed("the body is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  if (trim(body).empty()) return malformed("the body is empty");
+  OBJDIRECT_RETURN_IF_ERROR(prescan(body));
+  // parse_ws_pcdata keeps whitespace-only text nodes: without it a key of " " would read as "",
+  // and "  <![CDATA[x]]>  " as "x". parse_doctype makes a DOCTYPE visible so it can be refused
+  // even if the prescan missed it.
+  const unsigned options = pugi::parse_default | pugi::parse_ws_pcdata | pugi::parse_doctype;
   const pugi::xml_parse_result r =
-      doc.load_buffer(body.data(), body.size(), xml_parse_options(), pugi::encoding_utf8);
+      doc.load_buffer(body.data(), body.size(), options, pugi::encoding_utf8);
   if (!r) {
     return malformed(std::string(r.description()) + " at offset " + std::to_string(r.offset));
   }
@@ -244,6 +247,14 @@ Result<std::optional<std::string>> unique_child_text(const pugi::xml_node& paren
   }
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+using detail::load;
+using detail::local_name;
+using detail::text_of;
+using detail::unique_child_text;
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

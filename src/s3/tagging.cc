@@ -1,45 +1,23 @@
-#include "server/s3/tagging.hpp"
+#include "s3/tagging.hpp"
 
 #include <optional>
-#include <pugixml.hpp>
 #include <set>
 
 #include "common/limits.hpp"
 #include "common/uri.hpp"
-#include "server/s3/names.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/names.hpp"
+#include "s3/xml.hpp"
+#include "s3/xml_internal.hpp"
 
 namespace objdirect::s3 {
 namespace {
 
-Status malformed(std::string why) {
-  return Status(Errc::malformed_xml,
-                "The XML you provided was not well-formed or did not validate against our "
-                "published schema: " +
-                    std::move(why));
-}
+using detail::local_name;
+using detail::malformed;
+using detail::text_of;
 
 Status invalid_tag(std::string why) {
   return Status(Errc::invalid_tag, std::move(why));
-}
-
-std::string_view local_name(const pugi::xml_node& n) {
-  std::string_view s = n.name();
-  const std::size_t colon = s.find(':');
-  return colon == std::string_view::npos ? s : s.substr(colon + 1);
-}
-
-// Character data of a leaf element; nullopt when it holds elements.
-std::optional<std::string> text_of(const pugi::xml_node& node) {
-  std::string s;
-  for (pugi::xml_node c : node.children()) {
-    if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
-      s += c.value();
-    } else if (c.type() == pugi::node_element) {
-      return std::nullopt;
-    }
-  }
-  return s;
 }
 
 // Code points in valid UTF-8 (the caller checked validity).
@@ -100,25 +78,11 @@ Status validate_tags(const storage::TagSet& tags, std::size_t max_tags) {
 }
 
 Result<storage::TagSet> parse_tagging(std::string_view body, std::size_t max_tags) {
-  OBJDIRECT_RETURN_IF_ERROR(check_xml_body(body));
   pugi::xml_document doc;
-  const pugi::xml_parse_result r =
-      doc.load_buffer(body.data(), body.size(), xml_parse_options(), pugi::encoding_utf8);
-  if (!r) {
-    return malformed(std::string(r.description()) + " at offset " + std::to_string(r.offset));
-  }
-  pugi::xml_node root;
-  for (pugi::xml_node child : doc.children()) {
-    if (child.type() == pugi::node_doctype) return malformed("DOCTYPE is not allowed");
-    if (child.type() != pugi::node_element) continue;
-    if (root) return malformed("more than one root element");
-    root = child;
-  }
-  if (!root || local_name(root) != "Tagging") {
-    return malformed("<Tagging> expected as the root element");
-  }
+  auto root = detail::load(doc, body, "Tagging");
+  if (!root.ok()) return root.status();
   pugi::xml_node tag_set;
-  for (pugi::xml_node c : root.children()) {
+  for (pugi::xml_node c : root->children()) {
     if (c.type() != pugi::node_element || local_name(c) != "TagSet") continue;
     if (tag_set) return malformed("<TagSet> appears more than once");
     tag_set = c;

@@ -73,13 +73,6 @@ Result<DeleteRequest> parse_delete_objects(std::string_view body);
 // Errc::malformed_xml on bad XML or a wrong root.
 Result<std::string> parse_create_bucket(std::string_view body);
 
-// The checks every parser here applies before it hands a body to pugixml: the size limit
-// (limits::xml_body_bytes_max), a non-empty body, and the prescan (no DOCTYPE, no entity other
-// than the predefined ones, no NUL, no text outside the root). For codecs in other files
-// (tagging.cc), which then parse with the same pugixml options (xml_parse_options()).
-Status check_xml_body(std::string_view body);
-unsigned xml_parse_options();
-
 // A small streaming XML writer. Tags are trusted program constants (asserted in debug builds to
 // be plain names); text and attribute values are escaped as described above.
 //   XmlWriter w;

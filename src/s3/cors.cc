@@ -1,48 +1,22 @@
-#include "server/s3/cors.hpp"
-
-#include <pugixml.hpp>
+#include "s3/cors.hpp"
 
 #include "common/limits.hpp"
-#include "server/s3/names.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/names.hpp"
+#include "s3/xml.hpp"
+#include "s3/xml_internal.hpp"
 
 namespace objdirect::s3 {
 namespace {
 
-Status malformed(std::string why) {
-  return Status(Errc::malformed_xml,
-                "The XML you provided was not well-formed or did not validate against our "
-                "published schema: " +
-                    std::move(why));
-}
-
-std::string_view local_name(const pugi::xml_node& n) {
-  std::string_view s = n.name();
-  const std::size_t colon = s.find(':');
-  return colon == std::string_view::npos ? s : s.substr(colon + 1);
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
+using detail::local_name;
+using detail::malformed;
+using detail::trim;
 
 // Trimmed character data of a leaf element; nullopt when it holds elements.
 std::optional<std::string> text_of(const pugi::xml_node& node) {
-  std::string s;
-  for (pugi::xml_node c : node.children()) {
-    if (c.type() == pugi::node_pcdata || c.type() == pugi::node_cdata) {
-      s += c.value();
-    } else if (c.type() == pugi::node_element) {
-      return std::nullopt;
-    }
-  }
-  return std::string(trim(s));
+  auto s = detail::text_of(node);
+  if (!s) return s;
+  return std::string(trim(*s));
 }
 
 char lower(char c) {
@@ -132,29 +106,11 @@ Result<CorsRule> parse_rule(const pugi::xml_node& r) {
 }  // namespace
 
 Result<std::vector<CorsRule>> parse_cors(std::string_view body) {
-  if (body.size() > limits::cors_body_bytes_max) {
-    return malformed("the CORS configuration is larger than " +
-                     std::to_string(limits::cors_body_bytes_max) + " bytes");
-  }
-  OBJDIRECT_RETURN_IF_ERROR(check_xml_body(body));
   pugi::xml_document doc;
-  const pugi::xml_parse_result r =
-      doc.load_buffer(body.data(), body.size(), xml_parse_options(), pugi::encoding_utf8);
-  if (!r) {
-    return malformed(std::string(r.description()) + " at offset " + std::to_string(r.offset));
-  }
-  pugi::xml_node root;
-  for (pugi::xml_node child : doc.children()) {
-    if (child.type() == pugi::node_doctype) return malformed("DOCTYPE is not allowed");
-    if (child.type() != pugi::node_element) continue;
-    if (root) return malformed("more than one root element");
-    root = child;
-  }
-  if (!root || local_name(root) != "CORSConfiguration") {
-    return malformed("<CORSConfiguration> expected as the root element");
-  }
+  auto root = detail::load(doc, body, "CORSConfiguration", limits::cors_body_bytes_max);
+  if (!root.ok()) return root.status();
   std::vector<CorsRule> rules;
-  for (pugi::xml_node c : root.children()) {
+  for (pugi::xml_node c : root->children()) {
     if (c.type() != pugi::node_element || local_name(c) != "CORSRule") continue;
     if (rules.size() == limits::cors_rules_max) {
       return malformed("more than " + std::to_string(limits::cors_rules_max) + " <CORSRule>s");

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "common/limits.hpp"
-#include "server/s3/cors.hpp"
+#include "s3/cors.hpp"
 
 namespace objdirect::s3 {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "common/limits.hpp"
-#include "server/s3/tagging.hpp"
+#include "s3/tagging.hpp"
 
 namespace objdirect::s3 {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/s3/policy.hpp"
+#include "s3/policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "common/limits.hpp"
-#include "server/s3/policy.hpp"
+#include "s3/policy.hpp"
 
 namespace objdirect::s3 {
 

@@ -1,4 +1,4 @@
-#include "server/s3/cors.hpp"
+#include "s3/cors.hpp"
 
 #include <gtest/gtest.h>
 
