@@ -55,8 +55,8 @@ Result<CorsRule> parse_rule(const pugi::xml_node& r) {
     if (f.type() != pugi::node_element) continue;
     const std::string_view name = local_name(f);
     auto v = text_of(f);
-    if (!v) return malformed("<" + std::string(name) + "> must contain only text");
-    if (!is_valid_utf8(*v)) return malformed("<" + std::string(name) + "> is not UTF-8");
+    if (!v) return malformed(detail::about(name, "must contain only text"));
+    if (!is_valid_utf8(*v)) return malformed(detail::about(name, "is not UTF-8"));
     if (name == "ID") {
       if (have_id) return malformed("<ID> appears more than once in a <CORSRule>");
       if (v->size() > limits::cors_rule_id_bytes_max) {

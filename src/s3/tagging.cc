@@ -101,9 +101,9 @@ Result<storage::TagSet> parse_tagging(std::string_view body, std::size_t max_tag
       const std::string_view name = local_name(f);
       std::optional<std::string>* slot = name == "Key" ? &key : name == "Value" ? &value : nullptr;
       if (slot == nullptr) continue;
-      if (*slot) return malformed("<" + std::string(name) + "> appears more than once in <Tag>");
+      if (*slot) return malformed(detail::about(name, "appears more than once in <Tag>"));
       *slot = text_of(f);
-      if (!*slot) return malformed("<" + std::string(name) + "> must contain only text");
+      if (!*slot) return malformed(detail::about(name, "must contain only text"));
     }
     if (!key) return malformed("<Tag> without <Key>");
     if (!value) return malformed("<Tag> without <Value>");

@@ -4,8 +4,8 @@
 // policies").
 #include "common/limits.hpp"
 #include "s3/policy.hpp"
-#include "server/s3/s3_internal.hpp"
 #include "s3/xml.hpp"
+#include "server/s3/s3_internal.hpp"
 
 namespace objdirect::s3 {
 
@@ -57,6 +57,9 @@ constexpr OpAction kActions[] = {
     {"GetBucketAcl", "s3:GetBucketAcl"},
     {"PutBucketAcl", "s3:PutBucketAcl"},
     {"GetBucketOwnershipControls", "s3:GetBucketOwnershipControls"},
+    {"GetBucketLifecycleConfiguration", "s3:GetLifecycleConfiguration"},
+    {"PutBucketLifecycleConfiguration", "s3:PutLifecycleConfiguration"},
+    {"DeleteBucketLifecycle", "s3:PutLifecycleConfiguration"},
 };
 
 Status access_denied() {

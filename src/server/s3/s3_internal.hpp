@@ -1,6 +1,7 @@
 // Private to server/s3: the per-request context and helpers shared by the operation files.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -139,6 +141,18 @@ struct S3Service::Impl {
   Task<void> preflight(Ctx& c);
   // Fills c.cors_headers for a request with an Origin the bucket's rules allow.
   void add_cors_headers(Ctx& c);
+
+  // --- lifecycle (lifecycle_ops.cc) ---
+  Task<void> bucket_lifecycle(Ctx& c);
+  // The background worker (a thread when opts.lifecycle_interval_ms > 0) and one pass of it.
+  void lifecycle_loop();
+  void lifecycle_pass();
+  std::thread lc_thread;
+  std::mutex lc_mu;
+  std::condition_variable lc_cv;
+  bool lc_stop = false;
+  std::map<std::string, std::string> lc_cursor;  // bucket '\n' rule index -> listing position
+  std::atomic<std::uint64_t> lc_expired{0}, lc_aborted{0}, lc_passes{0};
 
   // --- GetObjectAttributes (attributes_ops.cc) ---
   Task<void> get_object_attributes(Ctx& c);

@@ -135,6 +135,19 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
         std::min(impl_->opts.put_digest_threads, limits::put_digest_threads_max));
   }
   if (!impl_->opts.metrics) impl_->opts.metrics = std::make_shared<metrics::Registry>();
+  if (impl_->opts.lifecycle_interval_ms > 0) {
+    Impl* impl = impl_.get();
+    auto& m = *impl_->opts.metrics;
+    m.add_gauge("objdirect_lifecycle_objects_expired_total",
+                "Objects deleted by lifecycle Expiration rules.",
+                [impl] { return static_cast<double>(impl->lc_expired.load()); });
+    m.add_gauge("objdirect_lifecycle_uploads_aborted_total",
+                "Multipart uploads aborted by lifecycle AbortIncompleteMultipartUpload rules.",
+                [impl] { return static_cast<double>(impl->lc_aborted.load()); });
+    m.add_gauge("objdirect_lifecycle_passes_total", "Passes of the lifecycle worker.",
+                [impl] { return static_cast<double>(impl->lc_passes.load()); });
+    impl_->lc_thread = std::thread([impl] { impl->lifecycle_loop(); });
+  }
   if (impl_->opts.access_log == "-") {
     impl_->access_log = stderr;
   } else if (!impl_->opts.access_log.empty()) {
@@ -147,6 +160,14 @@ metrics::Registry& S3Service::metrics() {
 }
 
 S3Service::~S3Service() {
+  if (impl_->lc_thread.joinable()) {
+    {
+      std::lock_guard lock(impl_->lc_mu);
+      impl_->lc_stop = true;
+    }
+    impl_->lc_cv.notify_all();
+    impl_->lc_thread.join();
+  }
   if (impl_->rdma_pool) impl_->rdma_pool->join();
   if (impl_->digest_pool) impl_->digest_pool->join();
   if (impl_->access_log && impl_->access_log != stderr) std::fclose(impl_->access_log);
@@ -272,20 +293,29 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
         c, Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource"));
   }
-  static constexpr std::string_view kUnsupportedBucketSub[] = {
-      "lifecycle",      "website",
-      "logging",        "encryption",
-      "replication",    "notification",
-      "object-lock",    "accelerate",
-      "requestPayment", "publicAccessBlock",
-      "analytics",      "metrics",
-      "inventory",      "intelligent-tiering",
-      "policyStatus",   "retention",
-      "legal-hold",     "torrent",
-      "restore",        "select"};
+  static constexpr std::string_view kUnsupportedBucketSub[] = {"website",
+                                                               "logging",
+                                                               "encryption",
+                                                               "replication",
+                                                               "notification",
+                                                               "object-lock",
+                                                               "accelerate",
+                                                               "requestPayment",
+                                                               "publicAccessBlock",
+                                                               "analytics",
+                                                               "metrics",
+                                                               "inventory",
+                                                               "intelligent-tiering",
+                                                               "policyStatus",
+                                                               "retention",
+                                                               "legal-hold",
+                                                               "torrent",
+                                                               "restore",
+                                                               "select"};
   if (c.has_query("tagging")) co_return co_await tagging(c);
   if (c.has_query("cors")) co_return co_await bucket_cors(c);
   if (c.has_query("policy")) co_return co_await bucket_policy(c);
+  if (c.has_query("lifecycle")) co_return co_await bucket_lifecycle(c);
   if (c.has_query("acl")) co_return co_await acl(c);
   if (c.has_query("ownershipControls")) co_return co_await ownership_controls(c);
   // ACLs are disabled (BucketOwnerEnforced): a write asking for any other ACL is refused.
