@@ -40,7 +40,10 @@ Result<std::uint32_t> days(const std::string& text, std::string_view what) {
   auto v = decimal(text);
   if (!v) return malformed(detail::about(what, "must be a decimal integer"));
   if (*v == 0 || *v > 0x7fffffff) {
-    return invalid(std::string("'") + std::string(what) + "' must be a positive integer");
+    std::string msg = "'";
+    msg += what;
+    msg += "' must be a positive integer";
+    return invalid(std::move(msg));
   }
   return static_cast<std::uint32_t>(*v);
 }

@@ -197,7 +197,8 @@ Task<void> S3Service::Impl::bucket_policy(Ctx& c) {
     }
     http::Fields f = base_headers(c);
     f.set(bhttp::field::content_type, "application/json");
-    co_return co_await c.ex.send(bhttp::status::ok, std::move(f), it->second);
+    co_await c.ex.send(bhttp::status::ok, std::move(f), it->second);
+    co_return;
   }
   std::string document;
   if (method == verb::put) {
