@@ -9,8 +9,8 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "s3/names.hpp"
-#include "server/s3/s3_internal.hpp"
 #include "s3/xml.hpp"
+#include "server/s3/s3_internal.hpp"
 
 namespace objdirect::s3 {
 

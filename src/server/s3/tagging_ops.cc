@@ -3,8 +3,8 @@
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "s3/names.hpp"
-#include "server/s3/s3_internal.hpp"
 #include "s3/tagging.hpp"
+#include "server/s3/s3_internal.hpp"
 
 namespace objdirect::s3 {
 
