@@ -27,8 +27,24 @@ inline constexpr std::uint64_t part_bytes_min = 5ull << 20;    // all but the la
 inline constexpr std::uint64_t part_bytes_max = 5ull << 30;
 inline constexpr std::uint32_t parts_max = 10'000;
 inline constexpr std::uint32_t list_keys_max = 1000;
+inline constexpr std::uint32_t list_parts_max = 1000;  // GetObjectAttributes' MaxParts ceiling
 inline constexpr std::uint32_t delete_keys_max = 1000;
 inline constexpr std::size_t user_metadata_bytes_max = 2 * 1024;  // x-amz-meta-* total
+// Tags (x-amz-tagging, PutObjectTagging, PutBucketTagging), as AWS bounds them; lengths count
+// Unicode code points.
+inline constexpr std::size_t object_tags_max = 10;
+inline constexpr std::size_t bucket_tags_max = 50;
+inline constexpr std::size_t tag_key_chars_max = 128;
+inline constexpr std::size_t tag_value_chars_max = 256;
+// Bucket CORS (PutBucketCors), as AWS bounds it.
+inline constexpr std::size_t cors_rules_max = 100;
+inline constexpr std::size_t cors_body_bytes_max = 64 * 1024;
+inline constexpr std::size_t cors_rule_id_bytes_max = 255;
+// Bucket policies (PutBucketPolicy), as AWS bounds them.
+inline constexpr std::size_t bucket_policy_bytes_max = 20 * 1024;
+inline constexpr std::size_t policy_statements_max = 100;
+// Bucket lifecycle (PutBucketLifecycleConfiguration), as AWS bounds it.
+inline constexpr std::size_t lifecycle_rules_max = 1000;
 inline constexpr std::int64_t clock_skew_max_s = 15 * 60;
 inline constexpr std::int64_t presign_expires_max_s = 7 * 24 * 3600;
 

@@ -212,6 +212,22 @@ int main(int argc, char** argv) {
       ->envname("OBJDIRECT_PUT_DIGEST_THREADS")
       ->check(CLI::Range(0u, objdirect::limits::put_digest_threads_max))
       ->capture_default_str();
+  s3opts.lifecycle_interval_ms = 60'000;
+  app.add_option("--lifecycle-interval-ms", s3opts.lifecycle_interval_ms,
+                 "Pause between passes of the bucket lifecycle worker; 0 runs no worker")
+      ->envname("OBJDIRECT_LIFECYCLE_INTERVAL_MS")
+      ->capture_default_str();
+  app.add_option("--lifecycle-day-seconds", s3opts.lifecycle_day_seconds,
+                 "Length of a lifecycle day (Expiration Days, DaysAfterInitiation); tests "
+                 "shorten it")
+      ->envname("OBJDIRECT_LIFECYCLE_DAY_SECONDS")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{86400}))
+      ->capture_default_str();
+  app.add_option("--lifecycle-actions-per-pass-max", s3opts.lifecycle_actions_per_pass_max,
+                 "Most objects deleted plus uploads aborted by one lifecycle pass")
+      ->envname("OBJDIRECT_LIFECYCLE_ACTIONS_PER_PASS_MAX")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}))
+      ->capture_default_str();
   std::uint64_t lmdb_map_bytes = storage::LocalStoreOptions{}.lmdb_map_size_bytes;
   app.add_option("--lmdb-map-bytes", lmdb_map_bytes,
                  "Largest size of the local backend's metadata (LMDB map, sparse); smaller for "
@@ -328,6 +344,7 @@ int main(int argc, char** argv) {
     }
     s3opts.users[access_key] = s3::User{access_key, secret_key};
   }
+  s3opts.secure_transport = !hopts.tls_cert_file.empty();
   if (s3opts.users.empty()) {
     std::cerr
         << "objdirect-server: no credentials: give --access-key/--secret-key or --credentials\n";

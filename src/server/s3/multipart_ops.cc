@@ -5,11 +5,11 @@
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/time.hpp"
-#include "server/s3/conditional.hpp"
-#include "server/s3/names.hpp"
-#include "server/s3/range.hpp"
+#include "s3/conditional.hpp"
+#include "s3/names.hpp"
+#include "s3/range.hpp"
+#include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
 
 namespace objdirect::s3 {
 
@@ -108,6 +108,7 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   auto src = parse_copy_source(*c.header("x-amz-copy-source"));
   if (!src.ok()) co_return co_await send_error(c, src.status());
   Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false, {}};
+  src_ctx.op = "GetObject";  // reading the source needs s3:GetObject on it
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
   auto reader = store->open_object(src->first, src->second);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());

@@ -36,6 +36,8 @@ struct S3Options {
   std::string domain;
   // access key -> user.
   std::map<std::string, User> users;
+  // Requests arrive over TLS (the aws:SecureTransport condition of bucket policies).
+  bool secure_transport = false;
   // Buffer size for streaming bodies between the socket and the store.
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).
@@ -59,6 +61,12 @@ struct S3Options {
   std::string metrics_allow;
   // JSON-lines access log: a file path, "-" for stderr, empty for none.
   std::string access_log;
+  // Lifecycle worker: one pass every lifecycle_interval_ms (0: no worker); a lifecycle "day"
+  // lasts lifecycle_day_seconds (tests shorten it); a pass deletes or aborts at most
+  // lifecycle_actions_per_pass_max objects / uploads and lists ten times as many entries.
+  std::uint32_t lifecycle_interval_ms = 0;
+  std::uint64_t lifecycle_day_seconds = 86400;
+  std::uint64_t lifecycle_actions_per_pass_max = 1000;
   // The clock that SigV4 dates and presigned expiries are checked against; empty: the system
   // clock. The HTTP fuzz target pins it so that its checked-in signed seeds stay valid.
   std::function<std::chrono::system_clock::time_point()> auth_clock;
