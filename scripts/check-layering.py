@@ -21,6 +21,13 @@ ALLOWED = {
     "server": {"common", "auth", "token", "transport", "s3", "storage"},
     "client": {"common", "auth", "token", "transport", "s3"},
 }
+# Known violations, to be removed (not added to): each is (file, included header).
+# src/s3 tagging/lifecycle use storage's ObjectMeta/tag types (merged from the S3-features branch);
+# the types they need belong in src/s3 or common.
+KNOWN_EXCEPTIONS = {
+    ("src/s3/lifecycle.hpp", "storage/object_store.hpp"),
+    ("src/s3/tagging.hpp", "storage/object_store.hpp"),
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 PUGI = re.compile(r'^\s*#\s*include\s+[<"]pugixml\.hpp[>"]|\bpugi::', re.M)
 SOURCES = {".cc", ".hpp", ".h", ".cpp", ".cu"}
@@ -43,6 +50,9 @@ def violations(root: pathlib.Path):
             target = m.group(1)
             first = target.split("/", 1)[0]
             if "/" not in target or first == "objdirect" or first == layer:
+                continue
+            rel = str(path.relative_to(root))
+            if (rel, target) in KNOWN_EXCEPTIONS:
                 continue
             if first in layers and first not in ALLOWED[layer]:
                 line = text.count("\n", 0, m.start()) + 1

@@ -26,12 +26,29 @@ inline constexpr std::uint64_t part_bytes_min = 5ull << 20;    // all but the la
 inline constexpr std::uint64_t part_bytes_max = 5ull << 30;
 inline constexpr std::uint32_t parts_max = 10'000;
 inline constexpr std::uint32_t list_keys_max = 1000;
+inline constexpr std::uint32_t list_parts_max = 1000;  // GetObjectAttributes' MaxParts ceiling
 inline constexpr std::uint32_t delete_keys_max = 1000;
 inline constexpr std::size_t user_metadata_bytes_max = 2 * 1024;  // x-amz-meta-* total
+// Tags (x-amz-tagging, PutObjectTagging, PutBucketTagging), as AWS bounds them; lengths count
+// Unicode code points.
+inline constexpr std::size_t object_tags_max = 10;
+inline constexpr std::size_t bucket_tags_max = 50;
+inline constexpr std::size_t tag_key_chars_max = 128;
+inline constexpr std::size_t tag_value_chars_max = 256;
+// Bucket CORS (PutBucketCors), as AWS bounds it.
+inline constexpr std::size_t cors_rules_max = 100;
+inline constexpr std::size_t cors_body_bytes_max = 64 * 1024;
+inline constexpr std::size_t cors_rule_id_bytes_max = 255;
+// Bucket policies (PutBucketPolicy), as AWS bounds them.
+inline constexpr std::size_t bucket_policy_bytes_max = 20 * 1024;
+inline constexpr std::size_t policy_statements_max = 100;
+// Bucket lifecycle (PutBucketLifecycleConfiguration), as AWS bounds it.
+inline constexpr std::size_t lifecycle_rules_max = 1000;
 inline constexpr std::int64_t clock_skew_max_s = 15 * 60;
 inline constexpr std::int64_t presign_expires_max_s = 7 * 24 * 3600;
 
-// --- aws-chunked ---------------------------------------------------------------------------------
+// --- aws-chunked
+// ----------------------------------------------------------------------------------
 inline constexpr std::size_t chunk_header_bytes_max = 4096;  // "<hex-size>;chunk-signature=...\r\n"
 inline constexpr std::size_t trailer_bytes_max = 4096;
 // Threads that hash PUT bodies beside the I/O threads (objdirect-server --put-digest-threads).
@@ -40,6 +57,10 @@ inline constexpr unsigned put_digest_threads_max = 256;
 // --- RDMA data plane -----------------------------------------------------------------------------
 inline constexpr std::size_t token_bytes_max = 4096;  // encoded x-amz-rdma-token header value
 inline constexpr std::size_t token_segments_max = 64;
-inline constexpr std::uint32_t token_lifetime_max_s = 3600;
+// A token's nonce is remembered until its expiry (single use, docs/rdma_protocol.md), so the
+// replay cache holds at most (token rate) x (token_lifetime_max_s + token_clock_skew_max_s)
+// nonces: 120 s lets a token wait out a full admission queue and several retries while keeping
+// that window (180 s) short.
+inline constexpr std::uint32_t token_lifetime_max_s = 120;
 
 }  // namespace objdirect::limits

@@ -39,6 +39,10 @@ namespace objdirect::storage {
 // "SHA1", "SHA256") -> base64 value. Multipart objects store the composite "base64-N" form.
 using ChecksumMap = std::map<std::string, std::string>;
 
+// Tags of an object or bucket (x-amz-tagging, PutObjectTagging, PutBucketTagging): key -> value
+// pairs in the order the client gave them, keys unique (the S3 layer validates them).
+using TagSet = std::vector<std::pair<std::string, std::string>>;
+
 // One part of a multipart upload, as committed.
 struct PartInfo {
   std::uint32_t part_number = 0;
@@ -69,6 +73,7 @@ struct ObjectMeta {
   // and composite checksums). Empty for single-PUT objects.
   std::vector<PartInfo> parts;
   std::string owner;  // access key of the writer
+  TagSet tags;        // object tags; an upload's meta_template carries those of x-amz-tagging
 
   bool operator==(const ObjectMeta&) const = default;
 };
@@ -78,6 +83,10 @@ struct BucketInfo {
   std::int64_t ctime_ns = 0;
   std::string owner;
   std::string region;
+  TagSet tags;  // bucket tags (PutBucketTagging)
+  // The bucket's stored configuration documents by subresource name ("cors", ...), each as the
+  // S3 layer encodes it; absent names are unset. Set with set_bucket_config.
+  std::map<std::string, std::string> config;
 
   bool operator==(const BucketInfo&) const = default;
 };
@@ -222,6 +231,28 @@ class ObjectStore {
     if (!m.ok()) return m.status();
     if (m->etag == etag) return std::optional<ObjectMeta>();
     return std::optional<ObjectMeta>(std::move(*m));
+  }
+  // Replaces the tag set of the object `key` (PutObjectTagging / DeleteObjectTagging with an
+  // empty set), atomically; its bytes, other metadata, ETag and mtime stay. no_such_bucket /
+  // no_such_key. Returns the stored meta. Backends that cannot store tags say not_implemented.
+  virtual Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
+                                             TagSet tags) {
+    (void)bucket, (void)key, (void)tags;
+    return Status(Errc::not_implemented, "This backend does not store object tags");
+  }
+  // Replaces the bucket's tag set (PutBucketTagging; empty for DeleteBucketTagging), atomically.
+  // no_such_bucket. Backends that cannot store tags say not_implemented.
+  virtual Status set_bucket_tags(std::string_view bucket, TagSet tags) {
+    (void)bucket, (void)tags;
+    return Status(Errc::not_implemented, "This backend does not store bucket tags");
+  }
+  // Sets (non-empty `document`) or removes (empty) one of the bucket's configuration documents
+  // (BucketInfo::config), atomically. no_such_bucket. Backends that cannot store them say
+  // not_implemented.
+  virtual Status set_bucket_config(std::string_view bucket, std::string_view name,
+                                   std::string document) {
+    (void)bucket, (void)name, (void)document;
+    return Status(Errc::not_implemented, "This backend does not store bucket configuration");
   }
   // Deleting an absent key succeeds (S3 semantics); no_such_bucket if the bucket is absent.
   virtual Status delete_object(std::string_view bucket, std::string_view key) = 0;

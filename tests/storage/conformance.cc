@@ -263,6 +263,99 @@ TEST_P(Conformance, Buckets) {
   EXPECT_EQ((*again)[0].name, "a-two");
 }
 
+// Object and bucket tags: stored with the object by commit_object, replaced alone by
+// set_object_tags (bytes, ETag and mtime stay), kept by uploads, durable across a reopen.
+TEST_P(Conformance, Tags) {
+  if (child_) GTEST_SKIP();
+  make_bucket(std::string(kBucket));
+  if (!GetParam()->tags) {
+    ASSERT_TRUE(put(*store_, kBucket, "k", "data").ok());
+    EXPECT_EQ(store_->set_object_tags(kBucket, "k", {{"a", "1"}}).code(), Errc::not_implemented);
+    EXPECT_EQ(store_->set_bucket_tags(kBucket, {{"a", "1"}}).code(), Errc::not_implemented);
+    EXPECT_EQ(store_->set_bucket_config(kBucket, "cors", "x").code(), Errc::not_implemented);
+    return;
+  }
+  const TagSet tags{{"project", "blue"}, {"owner", "ml team"}};
+  // commit_object stores meta.tags.
+  {
+    auto w = store_->begin_write_for(kBucket, "tagged");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->append(bytes_of("abc")).ok());
+    ObjectMeta meta;
+    meta.key = "tagged";
+    meta.size = 3;
+    meta.etag = etag_of("abc");
+    meta.tags = tags;
+    ASSERT_TRUE(store_->commit_object(kBucket, meta, std::move(*w), {}).ok());
+  }
+  auto h = store_->head_object(kBucket, "tagged");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->tags, tags);
+
+  auto plain = put(*store_, kBucket, "k", "data");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->tags.empty());
+  const TagSet other{{"x", ""}};
+  auto set = store_->set_object_tags(kBucket, "k", other);
+  ASSERT_TRUE(set.ok()) << set.status().to_string();
+  EXPECT_EQ(set->tags, other);
+  auto after = store_->head_object(kBucket, "k");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->tags, other);
+  EXPECT_EQ(after->etag, plain->etag);
+  EXPECT_EQ(after->mtime_ns, plain->mtime_ns);
+  EXPECT_EQ(after->user_meta, plain->user_meta);
+  EXPECT_EQ(*get(*store_, kBucket, "k"), "data");
+  // Removing all tags.
+  ASSERT_TRUE(store_->set_object_tags(kBucket, "tagged", {}).ok());
+  EXPECT_TRUE(store_->head_object(kBucket, "tagged")->tags.empty());
+  EXPECT_EQ(store_->set_object_tags(kBucket, "absent", other).code(), Errc::no_such_key);
+  EXPECT_EQ(store_->set_object_tags("nope", "k", other).code(), Errc::no_such_bucket);
+  // An overwrite carries its own tags (none here).
+  ASSERT_TRUE(put(*store_, kBucket, "k", "new").ok());
+  EXPECT_TRUE(store_->head_object(kBucket, "k")->tags.empty());
+  ASSERT_TRUE(store_->set_object_tags(kBucket, "k", tags).ok());
+
+  // Uploads keep the tags of their template.
+  UploadInfo u;
+  u.key = "mp";
+  u.meta_template.tags = tags;
+  auto id = store_->create_upload(kBucket, u);
+  ASSERT_TRUE(id.ok());
+  auto got = store_->get_upload(kBucket, "mp", *id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->meta_template.tags, tags);
+
+  // Bucket tags.
+  EXPECT_TRUE(store_->head_bucket(kBucket)->tags.empty());
+  ASSERT_TRUE(store_->set_bucket_tags(kBucket, tags).ok());
+  EXPECT_EQ(store_->head_bucket(kBucket)->tags, tags);
+  EXPECT_EQ(store_->set_bucket_tags("nope", tags).code(), Errc::no_such_bucket);
+
+  // Configuration documents: set, replace, remove, independent of the tags.
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, "cors", "<CORSConfiguration/>").ok());
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, "policy", "{}").ok());
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, "policy", "{\"v\":1}").ok());
+  EXPECT_EQ(store_->head_bucket(kBucket)->config,
+            (std::map<std::string, std::string>{{"cors", "<CORSConfiguration/>"},
+                                                {"policy", "{\"v\":1}"}}));
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, "cors", "").ok());
+  EXPECT_EQ(store_->set_bucket_config("nope", "cors", "x").code(), Errc::no_such_bucket);
+
+  reopen();
+  EXPECT_EQ(store_->head_bucket(kBucket)->config,
+            (std::map<std::string, std::string>{{"policy", "{\"v\":1}"}}));
+  EXPECT_EQ(store_->head_object(kBucket, "k")->tags, tags);
+  EXPECT_EQ(store_->head_bucket(kBucket)->tags, tags);
+  auto listed = store_->list_buckets();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].tags, tags);
+  ASSERT_TRUE(store_->set_bucket_tags(kBucket, {}).ok());
+  EXPECT_TRUE(store_->head_bucket(kBucket)->tags.empty());
+  ASSERT_TRUE(store_->abort_upload(kBucket, "mp", *id).ok());
+}
+
 TEST_P(Conformance, ObjectsRoundTrip) {
   if (child_) GTEST_SKIP();
   make_bucket(std::string(kBucket));

@@ -61,6 +61,7 @@ const BackendFactory& gateway_factory() {
     b.owners_and_parts = false;
     b.part_bytes_min = 5 << 20;
     b.utf8_keys_only = true;
+    b.tags = false;
     return b;
   }();
   return f;

@@ -15,6 +15,7 @@
 #include "storage/cache/caching_store.hpp"
 #include "storage/local/local_store.hpp"
 #include "storage/s3/s3_store.hpp"
+#include "token/binding.hpp"
 #ifdef OBJDIRECT_WITH_RADOS
 #include "storage/rados/rados_store.hpp"
 #endif
@@ -211,6 +212,22 @@ int main(int argc, char** argv) {
       ->envname("OBJDIRECT_PUT_DIGEST_THREADS")
       ->check(CLI::Range(0u, objdirect::limits::put_digest_threads_max))
       ->capture_default_str();
+  s3opts.lifecycle_interval_ms = 60'000;
+  app.add_option("--lifecycle-interval-ms", s3opts.lifecycle_interval_ms,
+                 "Pause between passes of the bucket lifecycle worker; 0 runs no worker")
+      ->envname("OBJDIRECT_LIFECYCLE_INTERVAL_MS")
+      ->capture_default_str();
+  app.add_option("--lifecycle-day-seconds", s3opts.lifecycle_day_seconds,
+                 "Length of a lifecycle day (Expiration Days, DaysAfterInitiation); tests "
+                 "shorten it")
+      ->envname("OBJDIRECT_LIFECYCLE_DAY_SECONDS")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{86400}))
+      ->capture_default_str();
+  app.add_option("--lifecycle-actions-per-pass-max", s3opts.lifecycle_actions_per_pass_max,
+                 "Most objects deleted plus uploads aborted by one lifecycle pass")
+      ->envname("OBJDIRECT_LIFECYCLE_ACTIONS_PER_PASS_MAX")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}))
+      ->capture_default_str();
   std::uint64_t lmdb_map_bytes = storage::LocalStoreOptions{}.lmdb_map_size_bytes;
   app.add_option("--lmdb-map-bytes", lmdb_map_bytes,
                  "Largest size of the local backend's metadata (LMDB map, sparse); smaller for "
@@ -272,6 +289,23 @@ int main(int argc, char** argv) {
                      "thread; past it, SlowDown at once); at most half of --threads")
           ->envname("OBJDIRECT_RDMA_ADMISSION_WAITERS_MAX")
           ->capture_default_str();
+  app.add_option("--rdma-bindings-max", s3opts.rdma_bindings_max,
+                 "Client endpoints remembered as bound to their access key (least recently used "
+                 "evicted beyond it; docs/rdma_protocol.md)")
+      ->envname("OBJDIRECT_RDMA_BINDINGS_MAX")
+      ->check(CLI::Range(std::size_t{1}, limits::rdma_bindings_max))
+      ->capture_default_str();
+  app.add_option("--rdma-binding-lifetime-s", s3opts.rdma_binding_lifetime_s,
+                 "Seconds a client endpoint stays bound before it proves itself again")
+      ->envname("OBJDIRECT_RDMA_BINDING_LIFETIME_S")
+      ->check(CLI::Range(1u, limits::rdma_binding_lifetime_max_s))
+      ->capture_default_str();
+  app.add_option("--rdma-replay-nonces-max", s3opts.rdma_replay_nonces_max,
+                 "RDMA token nonces remembered, each until its token expires (single use; past "
+                 "it new tokens get SlowDown); about 56 bytes each")
+      ->envname("OBJDIRECT_RDMA_REPLAY_NONCES_MAX")
+      ->check(CLI::Range(std::size_t{1}, limits::rdma_replay_nonces_max))
+      ->capture_default_str();
   app.add_option("--tls-cert", hopts.tls_cert_file, "PEM certificate chain: serve HTTPS")
       ->envname("OBJDIRECT_TLS_CERT");
   app.add_option("--tls-key", hopts.tls_key_file, "PEM private key for --tls-cert")
@@ -310,6 +344,7 @@ int main(int argc, char** argv) {
     }
     s3opts.users[access_key] = s3::User{access_key, secret_key};
   }
+  s3opts.secure_transport = !hopts.tls_cert_file.empty();
   if (s3opts.users.empty()) {
     std::cerr
         << "objdirect-server: no credentials: give --access-key/--secret-key or --credentials\n";

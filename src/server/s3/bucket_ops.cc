@@ -31,15 +31,6 @@ Result<std::uint32_t> parse_max(const std::optional<std::string>& v, std::string
 
 }  // namespace
 
-Status S3Service::Impl::check_bucket_access(const Ctx& c) {
-  auto b = store->head_bucket(c.bucket);
-  if (!b.ok()) return b.status();
-  if (!b->owner.empty() && b->owner != c.auth.access_key) {
-    return Status(Errc::access_denied, "Access Denied: the bucket belongs to another user");
-  }
-  return Status::Ok();
-}
-
 Task<void> S3Service::Impl::list_buckets(Ctx& c) {
   auto all = store->list_buckets();
   if (!all.ok()) co_return co_await send_error(c, all.status());
@@ -88,6 +79,8 @@ Task<void> S3Service::Impl::list_buckets(Ctx& c) {
 }
 
 Task<void> S3Service::Impl::create_bucket(Ctx& c) {
+  if (c.auth.anonymous)
+    co_return co_await send_error(c, Status(Errc::access_denied, "Access Denied"));
   if (auto st = validate_bucket_name(c.bucket); !st.ok()) co_return co_await send_error(c, st);
   auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
   if (!body.ok()) co_return co_await send_error(c, body.status());
@@ -292,7 +285,8 @@ Task<void> S3Service::Impl::list_uploads(Ctx& c) {
 }
 
 Task<void> S3Service::Impl::delete_objects(Ctx& c) {
-  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  // The bucket must exist; each key is authorised below (policies name keys, not the bucket).
+  if (auto b = store->head_bucket(c.bucket); !b.ok()) co_return co_await send_error(c, b.status());
   auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
   if (!body.ok()) co_return co_await send_error(c, body.status());
   // Content-MD5 (or an x-amz-checksum-*) is required by AWS; verify it when present.
@@ -307,9 +301,13 @@ Task<void> S3Service::Impl::delete_objects(Ctx& c) {
   }
   auto parsed = parse_delete_objects(*body);
   if (!parsed.ok()) co_return co_await send_error(c, parsed.status());
+  auto bucket_info = store->head_bucket(c.bucket);
+  if (!bucket_info.ok()) co_return co_await send_error(c, bucket_info.status());
   DeleteResult doc;
   for (const auto& e : parsed->objects) {
     Status st = validate_object_key(e.key);
+    // Each key is authorised on its own (a policy may allow or deny some of them).
+    if (st.ok()) st = authorize(c, *bucket_info, e.key, "s3:DeleteObject");
     if (st.ok()) st = store->delete_object(c.bucket, e.key);
     if (st.ok()) {
       if (!parsed->quiet) doc.deleted.push_back({e.key, e.version_id});

@@ -106,6 +106,7 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   auto src = parse_copy_source(*c.header("x-amz-copy-source"));
   if (!src.ok()) co_return co_await send_error(c, src.status());
   Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false, {}};
+  src_ctx.op = "GetObject";  // reading the source needs s3:GetObject on it
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
   auto reader = store->open_object(src->first, src->second);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());

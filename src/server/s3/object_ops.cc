@@ -13,6 +13,7 @@
 #include "s3/documents.hpp"
 #include "s3/names.hpp"
 #include "s3/range.hpp"
+#include "s3/tagging.hpp"
 #include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
 
@@ -97,6 +98,11 @@ Result<storage::ObjectMeta> meta_from_headers(const Ctx& c) {
     return Status(Errc::invalid_argument /* MetadataTooLarge */,
                   "Your metadata headers exceed the maximum allowed metadata size of " +
                       std::to_string(limits::user_metadata_bytes_max) + " bytes");
+  }
+  if (auto t = c.header("x-amz-tagging")) {
+    auto tags = parse_tagging_header(*t);
+    if (!tags.ok()) return tags.status();
+    m.tags = std::move(*tags);
   }
   if (auto sse = c.header("x-amz-server-side-encryption"); sse && *sse != "AES256") {
     return Status(Errc::not_implemented, "Server-side encryption '" + *sse + "' is not supported");
@@ -231,6 +237,7 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
   for (const auto& [name, field] : kOverrides) {
     if (auto v = c.query_value(name)) f.set(field, *v);
   }
+  if (!c.is_head && !m.tags.empty()) f.set("x-amz-tagging-count", std::to_string(m.tags.size()));
   if (part_number && !m.parts.empty())
     f.set("x-amz-mp-parts-count", std::to_string(m.parts.size()));
   // Whole-object checksums only for whole-object responses, and only when asked for.
@@ -346,6 +353,7 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   auto src = parse_copy_source(*c.header("x-amz-copy-source"));
   if (!src.ok()) co_return co_await send_error(c, src.status());
   Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false};
+  src_ctx.op = "GetObject";  // reading the source needs s3:GetObject on it
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
   auto reader = store->open_object(src->first, src->second);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());
@@ -357,6 +365,10 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   std::string directive = c.header("x-amz-metadata-directive").value_or("COPY");
   if (directive != "COPY" && directive != "REPLACE") {
     co_return co_await send_error(c, Status(Errc::invalid_argument, "Unknown metadata directive."));
+  }
+  std::string tagging_directive = c.header("x-amz-tagging-directive").value_or("COPY");
+  if (tagging_directive != "COPY" && tagging_directive != "REPLACE") {
+    co_return co_await send_error(c, Status(Errc::invalid_argument, "Unknown tagging directive."));
   }
   const bool same = src->first == c.bucket && src->second == c.key;
   if (same && directive == "COPY") {
@@ -375,6 +387,17 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
     meta = sm;
     meta.key = c.key;
     meta.owner = c.auth.access_key;
+  }
+  // Tags follow x-amz-tagging-directive alone: COPY keeps the source's, REPLACE takes
+  // x-amz-tagging (none when absent), whatever the metadata directive says.
+  if (tagging_directive == "COPY") {
+    meta.tags = sm.tags;
+  } else if (auto t = c.header("x-amz-tagging")) {
+    auto tags = parse_tagging_header(*t);
+    if (!tags.ok()) co_return co_await send_error(c, tags.status());
+    meta.tags = std::move(*tags);
+  } else {
+    meta.tags.clear();
   }
   meta.size = sm.size;
 

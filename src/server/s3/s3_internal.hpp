@@ -1,6 +1,7 @@
 // Private to server/s3: the per-request context and helpers shared by the operation files.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -20,8 +22,11 @@
 #include "server/http/http_server.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/object_store.hpp"
+#include "token/binding.hpp"
 
 namespace objdirect::s3 {
+
+struct Policy;  // policy.hpp
 
 namespace bhttp = boost::beast::http;
 template <class T>
@@ -45,6 +50,11 @@ struct Ctx {
   std::string error_code;  // S3 code of an error response
   // x-amz-rdma-reply to send with the response (set by the RDMA path on success or decline).
   std::string rdma_reply;
+  // x-amz-rdma-challenge to send with an RDMAEndpointNotBound refusal.
+  std::string rdma_challenge;
+  // Access-Control-* headers for a request from an Origin the bucket's CORS rules allow (sent
+  // with the response, errors included).
+  std::vector<std::pair<std::string, std::string>> cors_headers;
 
   bool has_query(std::string_view name) const;
   std::optional<std::string> query_value(std::string_view name) const;
@@ -73,10 +83,18 @@ struct S3Service::Impl {
   Task<bool> serve_metrics(http::Exchange& ex);
   // Blocking RDMA transfers run here, off the HTTP event loop.
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
+  // Endpoint binding and single use (rdma_ops.cc, docs/rdma_protocol.md): this process's random
+  // challenge key, the bound endpoints and the nonces seen. Created with the service.
+  std::string bind_key;
+  std::unique_ptr<token::BindingTable> bindings;
+  std::unique_ptr<token::ReplayCache> replay;
   // PUT bodies are hashed here (MD5 of the ETag, checksums) while the request's own thread
   // receives and writes them (OverlappedDigest); null (hash inline) unless
   // S3Options::put_digest_threads > 0.
   std::unique_ptr<boost::asio::thread_pool> digest_pool;
+  // Parsed bucket policies by bucket, with the document they were parsed from (policy_ops.cc).
+  std::mutex policy_mu;
+  std::map<std::string, std::pair<std::string, std::shared_ptr<const Policy>>> policy_cache;
 
   Task<void> dispatch(Ctx& c);
   // Names the operation (metrics, access log) and runs it.
@@ -101,14 +119,51 @@ struct S3Service::Impl {
   Task<void> list_objects(Ctx& c, int version);  // 1, 2, or 0 for ListObjectVersions
   Task<void> list_uploads(Ctx& c);
   Task<void> delete_objects(Ctx& c);
-  // Checks that the bucket exists and belongs to the caller.
+  // --- authorisation and policies (policy_ops.cc) ---
+  // Checks that the bucket exists and that the caller may do c.op on it (and on c.key): the
+  // owner may unless the bucket policy explicitly denies it; anyone else (the anonymous caller
+  // included) only when the policy allows it. Called by every operation on a bucket.
   Status check_bucket_access(const Ctx& c);
+  // The same decision for `action` on `key` of bucket `b` (DeleteObjects: per key).
+  Status authorize(const Ctx& c, const storage::BucketInfo& b, std::string_view key,
+                   std::string_view action);
+  std::shared_ptr<const Policy> bucket_policy_of(const storage::BucketInfo& b);
+  // x-amz-acl other than private / bucket-owner-full-control, or any x-amz-grant-*:
+  // AccessControlListNotSupported (ACLs are disabled: BucketOwnerEnforced).
+  Status check_acl_headers(const Ctx& c);
+  Task<void> bucket_policy(Ctx& c);
+  Task<void> acl(Ctx& c);
+  Task<void> ownership_controls(Ctx& c);
 
   // --- objects (object_ops.cc) ---
   Task<void> put_object(Ctx& c);
   Task<void> get_object(Ctx& c);
   Task<void> delete_object(Ctx& c);
   Task<void> copy_object(Ctx& c);
+
+  // --- tagging (tagging_ops.cc): ?tagging on an object or a bucket, GET / PUT / DELETE ---
+  Task<void> tagging(Ctx& c);
+  // --- CORS (cors_ops.cc) ---
+  Task<void> bucket_cors(Ctx& c);
+  // OPTIONS: the preflight request, answered without authentication.
+  Task<void> preflight(Ctx& c);
+  // Fills c.cors_headers for a request with an Origin the bucket's rules allow.
+  void add_cors_headers(Ctx& c);
+
+  // --- lifecycle (lifecycle_ops.cc) ---
+  Task<void> bucket_lifecycle(Ctx& c);
+  // The background worker (a thread when opts.lifecycle_interval_ms > 0) and one pass of it.
+  void lifecycle_loop();
+  void lifecycle_pass();
+  std::thread lc_thread;
+  std::mutex lc_mu;
+  std::condition_variable lc_cv;
+  bool lc_stop = false;
+  std::map<std::string, std::string> lc_cursor;  // bucket '\n' rule index -> listing position
+  std::atomic<std::uint64_t> lc_expired{0}, lc_aborted{0}, lc_passes{0};
+
+  // --- GetObjectAttributes (attributes_ops.cc) ---
+  Task<void> get_object_attributes(Ctx& c);
 
   // --- multipart (multipart_ops.cc) ---
   Task<void> create_upload(Ctx& c);
@@ -123,6 +178,15 @@ struct S3Service::Impl {
   // and answers with x-amz-rdma-reply, or declines (501) and serves the body over HTTP.
   Task<void> rdma_get(Ctx& c, storage::ObjectReader& reader, bhttp::status status,
                       http::Fields headers, std::uint64_t offset, std::uint64_t length);
+  // The admission of a decoded token before any byte moves (docs/rdma_protocol.md): its nonce is
+  // accepted once, and its endpoint is bound to the request's signer (reading the proof from the
+  // token's mailbox when the token says it is there). Errors: rdma_token_replayed,
+  // rdma_endpoint_unbound (c.rdma_challenge set), slow_down (replay cache full), access_denied.
+  Task<Status> admit_token(Ctx& c, const token::Token& t);
+  // POST /?rdma-bind with a token (no segments needed): admits it and answers 204, or refuses it
+  // as a data request would be (RDMAEndpointNotBound with a challenge). An explicit bind call for
+  // clients that prefer to prove before their first transfer.
+  Task<void> rdma_bind(Ctx& c);
   // PUT/UploadPart with x-amz-rdma-token: pulls the payload from the client's memory into dst
   // with the same verification as receive_payload. A decline is returned as Errc::rdma_declined.
   Task<Result<PayloadResult>> rdma_receive(Ctx& c, storage::BlobWriter& dst,
@@ -214,6 +278,9 @@ Result<storage::ObjectMeta> meta_from_headers(const Ctx& c);
 // Adds an object's standard response headers (ETag, Last-Modified, Content-Type, metadata...).
 void add_object_headers(http::Fields& f, const storage::ObjectMeta& m);
 std::string quote_etag(std::string_view etag);
+
+// The IAM action ("s3:GetObject") of an S3 operation name ("HeadObject"); "s3:*" if unknown.
+std::string_view s3_action_of(std::string_view op);
 
 // --- small conversions shared by the operation files ---
 inline std::chrono::system_clock::time_point from_ns(std::int64_t ns) {

@@ -135,6 +135,34 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
         std::min(impl_->opts.put_digest_threads, limits::put_digest_threads_max));
   }
   if (!impl_->opts.metrics) impl_->opts.metrics = std::make_shared<metrics::Registry>();
+  {
+    // The challenge key never leaves this process: challenges are recomputed to verify them.
+    unsigned char key[32];
+    if (RAND_bytes(key, sizeof(key)) != 1) throw std::runtime_error("RAND_bytes failed");
+    impl_->bind_key.assign(reinterpret_cast<const char*>(key), sizeof(key));
+    const auto lifetime =
+        std::min(impl_->opts.rdma_binding_lifetime_s, limits::rdma_binding_lifetime_max_s);
+    impl_->bindings = std::make_unique<token::BindingTable>(
+        std::clamp<std::size_t>(impl_->opts.rdma_bindings_max, 1, limits::rdma_bindings_max),
+        std::chrono::seconds(std::max<std::uint32_t>(lifetime, 1)));
+    impl_->replay = std::make_unique<token::ReplayCache>(
+        std::clamp<std::size_t>(impl_->opts.rdma_replay_nonces_max, 1,
+                                limits::rdma_replay_nonces_max),
+        limits::token_lifetime_max_s + limits::token_clock_skew_max_s);
+  }
+  if (impl_->opts.lifecycle_interval_ms > 0) {
+    Impl* impl = impl_.get();
+    auto& m = *impl_->opts.metrics;
+    m.add_gauge("objdirect_lifecycle_objects_expired_total",
+                "Objects deleted by lifecycle Expiration rules.",
+                [impl] { return static_cast<double>(impl->lc_expired.load()); });
+    m.add_gauge("objdirect_lifecycle_uploads_aborted_total",
+                "Multipart uploads aborted by lifecycle AbortIncompleteMultipartUpload rules.",
+                [impl] { return static_cast<double>(impl->lc_aborted.load()); });
+    m.add_gauge("objdirect_lifecycle_passes_total", "Passes of the lifecycle worker.",
+                [impl] { return static_cast<double>(impl->lc_passes.load()); });
+    impl_->lc_thread = std::thread([impl] { impl->lifecycle_loop(); });
+  }
   if (impl_->opts.access_log == "-") {
     impl_->access_log = stderr;
   } else if (!impl_->opts.access_log.empty()) {
@@ -147,6 +175,14 @@ metrics::Registry& S3Service::metrics() {
 }
 
 S3Service::~S3Service() {
+  if (impl_->lc_thread.joinable()) {
+    {
+      std::lock_guard lock(impl_->lc_mu);
+      impl_->lc_stop = true;
+    }
+    impl_->lc_cv.notify_all();
+    impl_->lc_thread.join();
+  }
   if (impl_->rdma_pool) impl_->rdma_pool->join();
   if (impl_->digest_pool) impl_->digest_pool->join();
   if (impl_->access_log && impl_->access_log != stderr) std::fclose(impl_->access_log);
@@ -193,7 +229,35 @@ boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
       if (slash != std::string_view::npos) c.key = std::string(p.substr(slash + 1));
     }
 
+    // A CORS preflight carries no credentials: it is answered from the bucket's CORS rules alone.
+    if (req.method() == bhttp::verb::options) {
+      co_await impl_->preflight(c);
+      impl_->finish_request(c, t0);
+      co_return;
+    }
+
     // --- authenticate ---
+    // A request with no credentials at all is anonymous: it may do only what a bucket policy
+    // allows to "*" (every operation authorises through check_bucket_access).
+    const bool has_credentials = req.find(bhttp::field::authorization) != req.end() ||
+                                 c.has_query("X-Amz-Algorithm") || c.has_query("X-Amz-Signature") ||
+                                 c.has_query("X-Amz-Credential") || c.has_query("AWSAccessKeyId") ||
+                                 c.has_query("Signature");
+    if (!has_credentials) {
+      c.auth.anonymous = true;
+      const std::string sha = std::string(req["x-amz-content-sha256"]);
+      if (sha.starts_with("STREAMING-AWS4-HMAC-SHA256")) {
+        co_await impl_->send_error(
+            c, Status(Errc::access_denied, "Anonymous requests cannot sign their payload"));
+        impl_->finish_request(c, t0);
+        co_return;
+      }
+      c.auth.payload_hash = sha;
+      impl_->add_cors_headers(c);
+      co_await impl_->dispatch(c);
+      impl_->finish_request(c, t0);
+      co_return;
+    }
     sigv4::RequestView view;
     view.method = req.method_string();
     view.target = target;
@@ -218,6 +282,7 @@ boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
       co_return;
     }
     c.auth = std::move(*auth);
+    impl_->add_cors_headers(c);
     co_await impl_->dispatch(c);
   } catch (const std::exception& e) {
     failure = std::string("internal error: ") + e.what();
@@ -234,17 +299,19 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
   const auto method = c.req.method();
   using bhttp::verb;
   if (c.bucket.empty()) {
+    if (c.auth.anonymous) {
+      c.op = "ListBuckets";
+      co_return co_await send_error(c, Status(Errc::access_denied, "Access Denied"));
+    }
     if (method == verb::get) co_return co_await run(c, "ListBuckets", &Impl::list_buckets);
+    if (method == verb::post && c.has_query("rdma-bind") && c.header("x-amz-rdma-token")) {
+      co_return co_await run(c, "RdmaBind", &Impl::rdma_bind);
+    }
     co_return co_await send_error(
         c, Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource"));
   }
-  static constexpr std::string_view kUnsupportedBucketSub[] = {"acl",
-                                                               "policy",
-                                                               "cors",
-                                                               "lifecycle",
-                                                               "tagging",
-                                                               "website",
+  static constexpr std::string_view kUnsupportedBucketSub[] = {"website",
                                                                "logging",
                                                                "encryption",
                                                                "replication",
@@ -252,7 +319,6 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
                                                                "object-lock",
                                                                "accelerate",
                                                                "requestPayment",
-                                                               "ownershipControls",
                                                                "publicAccessBlock",
                                                                "analytics",
                                                                "metrics",
@@ -263,19 +329,24 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
                                                                "legal-hold",
                                                                "torrent",
                                                                "restore",
-                                                               "select",
-                                                               "attributes"};
-  // GetObjectTagging: no tags are stored, so every object has an empty tag set. AWS CLI v2 asks
-  // for it before a multipart server-side copy (aws s3 cp s3://b/k s3://b/k2) and fails on 501.
-  if (!c.key.empty() && method == verb::get && c.has_query("tagging")) {
-    c.op = "GetObjectTagging";
-    if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
-    auto m = store->head_object(c.bucket, c.key);
-    if (!m.ok()) co_return co_await send_error(c, m.status());
-    co_return co_await send_xml(
-        c, bhttp::status::ok,
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Tagging xmlns=\""
-        "http://s3.amazonaws.com/doc/2006-03-01/\"><TagSet></TagSet></Tagging>");
+                                                               "select"};
+  if (c.has_query("tagging")) co_return co_await tagging(c);
+  if (c.has_query("cors")) co_return co_await bucket_cors(c);
+  if (c.has_query("policy")) co_return co_await bucket_policy(c);
+  if (c.has_query("lifecycle")) co_return co_await bucket_lifecycle(c);
+  if (c.has_query("acl")) co_return co_await acl(c);
+  if (c.has_query("ownershipControls")) co_return co_await ownership_controls(c);
+  // ACLs are disabled (BucketOwnerEnforced): a write asking for any other ACL is refused.
+  if (method == verb::put || method == verb::post) {
+    if (auto st = check_acl_headers(c); !st.ok()) co_return co_await send_error(c, st);
+  }
+  if (c.has_query("attributes")) {
+    if (c.key.empty() || method != verb::get) {
+      co_return co_await send_error(
+          c, Status(Errc::method_not_allowed,
+                    "The specified method is not allowed against this resource"));
+    }
+    co_return co_await run(c, "GetObjectAttributes", &Impl::get_object_attributes);
   }
   for (auto sub : kUnsupportedBucketSub) {
     if (c.has_query(sub)) {
@@ -365,6 +436,8 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   f.set("x-amz-request-id", c.request_id);
   f.set("x-amz-id-2", c.request_id);
   if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
+  if (!c.rdma_challenge.empty()) f.set("x-amz-rdma-challenge", c.rdma_challenge);
+  for (const auto& [k, v] : c.cors_headers) f.set(k, v);
   if (rdma && rdma->enabled()) f.set("x-amz-rdma-fabrics", rdma->offered());
   return f;
 }

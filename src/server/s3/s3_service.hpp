@@ -36,10 +36,20 @@ struct S3Options {
   std::string domain;
   // access key -> user.
   std::map<std::string, User> users;
+  // Requests arrive over TLS (the aws:SecureTransport condition of bucket policies).
+  bool secure_transport = false;
   // Buffer size for streaming bodies between the socket and the store.
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).
   unsigned rdma_threads = 16;
+  // Endpoint binding and single use of RDMA tokens (docs/rdma_protocol.md): bound client
+  // endpoints kept (LRU beyond it), how long a binding lasts before the endpoint proves itself
+  // again (at most limits::rdma_binding_lifetime_max_s), and token nonces remembered (each until
+  // its token expires; past it new tokens get 503 SlowDown). 1 Mi nonces cover 5,825 tokens/s
+  // for the 180 s a token can live, in at most ~60 MiB.
+  std::size_t rdma_bindings_max = 65536;
+  std::uint32_t rdma_binding_lifetime_s = 600;
+  std::size_t rdma_replay_nonces_max = 1u << 20;
   // Threads that hash PUT bodies (MD5 of the ETag, checksums) while the request's own thread
   // receives and writes the bytes (one chunk in flight per request). 0: hash inline, in the
   // request's thread. objdirect-server defaults to one per core (single large PUTs 1.5x faster
@@ -51,6 +61,12 @@ struct S3Options {
   std::string metrics_allow;
   // JSON-lines access log: a file path, "-" for stderr, empty for none.
   std::string access_log;
+  // Lifecycle worker: one pass every lifecycle_interval_ms (0: no worker); a lifecycle "day"
+  // lasts lifecycle_day_seconds (tests shorten it); a pass deletes or aborts at most
+  // lifecycle_actions_per_pass_max objects / uploads and lists ten times as many entries.
+  std::uint32_t lifecycle_interval_ms = 0;
+  std::uint64_t lifecycle_day_seconds = 86400;
+  std::uint64_t lifecycle_actions_per_pass_max = 1000;
   // The clock that SigV4 dates and presigned expiries are checked against; empty: the system
   // clock. The HTTP fuzz target pins it so that its checked-in signed seeds stay valid.
   std::function<std::chrono::system_clock::time_point()> auth_clock;

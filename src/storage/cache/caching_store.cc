@@ -817,6 +817,31 @@ Result<ObjectMeta> CachingStore::replace_meta(std::string_view bucket, ObjectMet
   return r;
 }
 
+Result<ObjectMeta> CachingStore::set_object_tags(std::string_view bucket, std::string_view key,
+                                                 TagSet tags) {
+  core_->c.inner_requests++;
+  auto r = core_->inner->set_object_tags(bucket, key, std::move(tags));
+  if (r.ok()) core_->invalidate(bucket, key);
+  return r;
+}
+
+Status CachingStore::set_bucket_tags(std::string_view bucket, TagSet tags) {
+  core_->c.inner_requests++;
+  Status st = core_->inner->set_bucket_tags(bucket, std::move(tags));
+  std::lock_guard lock(core_->mu);
+  core_->buckets.erase(std::string(bucket));
+  return st;
+}
+
+Status CachingStore::set_bucket_config(std::string_view bucket, std::string_view name,
+                                       std::string document) {
+  core_->c.inner_requests++;
+  Status st = core_->inner->set_bucket_config(bucket, name, std::move(document));
+  std::lock_guard lock(core_->mu);
+  core_->buckets.erase(std::string(bucket));
+  return st;
+}
+
 Result<ObjectMeta> CachingStore::head_object(std::string_view bucket, std::string_view key) {
   auto v = core_->validated_meta(bucket, key);
   if (!v.ok()) return v.status();

@@ -37,12 +37,13 @@
 // never cuts a read. bytes_max 0, or a block (with header) larger than bytes_max, passes reads
 // straight through to the inner store.
 //
-// Writes are write-through: commit_object, complete_upload, replace_meta, delete_object and
-// delete_bucket go to the inner store and, once it succeeded, invalidate the key (or bucket)
-// here; commit_object and complete_upload also drop the key's blocks before the call, so that a
-// crash between the inner commit and the invalidation leaves no blocks of the old version of a
-// key (ETags reused by another version would otherwise match them). Listing, buckets and
-// multipart pass through. One process owns a cache directory (flock on <dir>/LOCK).
+// Writes are write-through: commit_object, complete_upload, replace_meta, set_object_tags,
+// set_bucket_tags, set_bucket_config, delete_object and delete_bucket go to the inner store and,
+// once it succeeded, invalidate the key (or bucket) here; commit_object and complete_upload also
+// drop the key's blocks before the call, so that a crash between the inner commit and the
+// invalidation leaves no blocks of the old version of a key (ETags reused by another version would
+// otherwise match them). Listing, buckets and multipart pass through. One process owns a cache
+// directory (flock on <dir>/LOCK).
 //
 // Thread safety: fully thread-safe (one mutex guards the index, the metadata and the fills; file
 // I/O runs outside it). Readers are used by one thread at a time and may outlive the store.
@@ -123,6 +124,11 @@ class CachingStore : public ObjectStore {
                                    const WriteCondition& cond) override;
   Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
                                   std::string_view expected_etag) override;
+  Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
+                                     TagSet tags) override;
+  Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
+  Status set_bucket_config(std::string_view bucket, std::string_view name,
+                           std::string document) override;
   Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override;
   Result<std::unique_ptr<ObjectReader>> open_object(std::string_view bucket,
                                                     std::string_view key) override;

@@ -453,6 +453,13 @@ class LocalStore final : public ObjectStore {
   Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
                                    std::unique_ptr<BlobWriter> data,
                                    const WriteCondition& cond) override;
+  Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
+                                     TagSet tags) override;
+  Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
+  Status set_bucket_config(std::string_view bucket, std::string_view name,
+                           std::string document) override;
+  // Reads the bucket record, applies `change` and writes it back in one transaction.
+  Status update_bucket(std::string_view bucket, const std::function<void(BucketInfo&)>& change);
   Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
                                   std::string_view expected_etag) override;
   Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override;
@@ -915,6 +922,51 @@ Result<ObjectMeta> LocalStore::replace_meta(std::string_view bucket, ObjectMeta 
   OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
   OBJDIRECT_RETURN_IF_ERROR(w->commit());
   return meta;
+}
+
+Result<ObjectMeta> LocalStore::set_object_tags(std::string_view bucket, std::string_view key,
+                                               TagSet tags) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_key(key));
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+  auto cur = get_object(w->txn, bucket, key);
+  if (!cur.ok()) return cur.status();
+  if (!cur->has_value()) return no_such_key();
+  ObjectRecord rec = std::move(**cur);
+  rec.meta.tags = std::move(tags);
+  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, key, encode_object(rec)));
+  OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  return std::move(rec.meta);
+}
+
+Status LocalStore::update_bucket(std::string_view bucket,
+                                 const std::function<void(BucketInfo&)>& change) {
+  auto w = begin_write_txn();
+  if (!w.ok()) return w.status();
+  auto cur = w->txn.get(db_->buckets, bucket);
+  if (!cur.ok()) return cur.status();
+  if (!cur->has_value()) return no_such_bucket();
+  auto info = decode_bucket(**cur);
+  if (!info.ok()) return info.status();
+  change(*info);
+  OBJDIRECT_RETURN_IF_ERROR(w->txn.put(db_->buckets, bucket, encode_bucket(*info)));
+  return w->commit();
+}
+
+Status LocalStore::set_bucket_tags(std::string_view bucket, TagSet tags) {
+  return update_bucket(bucket, [&](BucketInfo& b) { b.tags = std::move(tags); });
+}
+
+Status LocalStore::set_bucket_config(std::string_view bucket, std::string_view name,
+                                     std::string document) {
+  return update_bucket(bucket, [&](BucketInfo& b) {
+    if (document.empty()) {
+      b.config.erase(std::string(name));
+    } else {
+      b.config[std::string(name)] = std::move(document);
+    }
+  });
 }
 
 Result<ObjectMeta> LocalStore::head_object(std::string_view bucket, std::string_view key) {

@@ -36,8 +36,17 @@ class Encoder {
       str(v);
     }
   }
-  // Fields of ObjectMeta other than `parts`, shared by object and upload records.
-  void meta_fields(const ObjectMeta& m) {
+  void config(const std::map<std::string, std::string>& m) { checksums(m); }
+  void tags(const TagSet& t) {
+    u32(static_cast<std::uint32_t>(t.size()));
+    for (const auto& [k, v] : t) {
+      str(k);
+      str(v);
+    }
+  }
+  // Fields of ObjectMeta other than `parts`, shared by object and upload records. Version 2
+  // records (those with tags) append the tag set.
+  void meta_fields(const ObjectMeta& m, std::uint8_t version) {
     str(m.key);
     u64(m.size);
     str(m.etag);
@@ -55,6 +64,7 @@ class Encoder {
       str(v);
     }
     checksums(m.checksums);
+    if (version >= 2) tags(m.tags);
   }
   void part_info(const PartInfo& p) {
     u32(p.part_number);
@@ -65,10 +75,10 @@ class Encoder {
   }
 
   // Prepends the record header once the body is complete.
-  std::string finish(RecordKind kind) {
+  std::string finish(RecordKind kind, std::uint8_t version = 1) {
     std::string rec;
     rec.reserve(header_bytes + out_.size());
-    rec.push_back(static_cast<char>(meta_format_version));
+    rec.push_back(static_cast<char>(version));
     rec.push_back(static_cast<char>(kind));
     const auto n = static_cast<std::uint32_t>(out_.size());
     for (int i = 0; i < 4; ++i) rec.push_back(static_cast<char>(n >> (8 * i)));
@@ -155,6 +165,8 @@ class Decoder {
     std::memcpy(dst, in_.data() + pos_, n);
     pos_ += n;
   }
+  // The same layout as checksums: names strictly ascending.
+  std::map<std::string, std::string> config() { return checksums(); }
   ChecksumMap checksums() {
     ChecksumMap m;
     const std::uint32_t n = count(8);
@@ -163,12 +175,28 @@ class Decoder {
       std::string v = str();
       // Strictly ascending names keep the encoding canonical (a map cannot hold duplicates).
       if (!m.empty() && !(m.rbegin()->first < k)) {
-        fail("checksum names not strictly ascending");
+        fail("names not strictly ascending");
         break;
       }
       m.emplace_hint(m.end(), std::move(k), std::move(v));
     }
     return m;
+  }
+  // Version 2: u32 n, then n pairs of str key, str value. Object and upload records need n >= 1
+  // (a record without tags is written as version 1, which keeps the encoding canonical).
+  TagSet tags(bool allow_empty = false) {
+    TagSet t;
+    const std::uint32_t n = count(8);
+    if (ok() && n == 0 && !allow_empty) {
+      fail("version 2 record without tags (canonical form is version 1)");
+    }
+    t.reserve(n);
+    for (std::uint32_t i = 0; i < n && ok(); ++i) {
+      std::string k = str();
+      std::string v = str();
+      t.emplace_back(std::move(k), std::move(v));
+    }
+    return t;
   }
   void meta_fields(ObjectMeta& m) {
     m.key = str();
@@ -190,6 +218,7 @@ class Decoder {
       m.user_meta.emplace_back(std::move(k), std::move(v));
     }
     m.checksums = checksums();
+    if (version_ >= 2) m.tags = tags();
   }
   PartInfo part_info() {
     PartInfo p;
@@ -201,23 +230,38 @@ class Decoder {
     return p;
   }
 
-  // Checks the header and narrows the decoder to the body.
+  // Checks the header and narrows the decoder to the body. Part records exist only in
+  // version 1; the others in versions 1 and 2.
   void header(RecordKind kind) {
     if (in_.size() < header_bytes) return fail("shorter than the record header");
-    const std::uint8_t version = u8();
-    if (version != meta_format_version) return fail("unsupported format version");
+    version_ = u8();
+    if (version_ < 1 || version_ > meta_format_version ||
+        (version_ > 1 && kind == RecordKind::part)) {
+      return fail("unsupported format version");
+    }
     if (u8() != static_cast<std::uint8_t>(kind)) return fail("unexpected record kind");
     if (u32() != remaining()) return fail("body length does not match record size");
   }
   void end() {
     if (ok() && remaining() != 0) fail("trailing bytes");
   }
+  std::uint8_t version() const { return version_; }
 
  private:
   std::string_view in_;
   std::size_t pos_ = 0;
   const char* error_ = nullptr;
+  std::uint8_t version_ = 1;
 };
+
+// The version a record is written in: 2 when it carries tags (or, for a bucket, configuration),
+// else 1 (readable by older code).
+std::uint8_t version_for(const TagSet& tags) {
+  return tags.empty() ? 1 : 2;
+}
+std::uint8_t version_for(const BucketInfo& b) {
+  return b.tags.empty() && b.config.empty() ? 1 : 2;
+}
 
 constexpr std::size_t part_min_bytes = 4 + 8 + 4 + 8 + 4;
 constexpr std::size_t segment_bytes = 16 + 8;
@@ -274,7 +318,8 @@ std::size_t BlobIdHash::operator()(const BlobId& id) const noexcept {
 
 std::string encode_object(const ObjectRecord& rec) {
   Encoder e;
-  e.meta_fields(rec.meta);
+  const std::uint8_t version = version_for(rec.meta.tags);
+  e.meta_fields(rec.meta, version);
   e.u32(static_cast<std::uint32_t>(rec.meta.parts.size()));
   for (const PartInfo& p : rec.meta.parts) e.part_info(p);
   e.u32(static_cast<std::uint32_t>(rec.segments.size()));
@@ -282,7 +327,7 @@ std::string encode_object(const ObjectRecord& rec) {
     e.raw(s.blob.bytes.data(), s.blob.bytes.size());
     e.u64(s.size);
   }
-  return e.finish(RecordKind::object);
+  return e.finish(RecordKind::object, version);
 }
 
 namespace {
@@ -330,7 +375,12 @@ std::string encode_bucket(const BucketInfo& info) {
   e.i64(info.ctime_ns);
   e.str(info.owner);
   e.str(info.region);
-  return e.finish(RecordKind::bucket);
+  const std::uint8_t version = version_for(info);
+  if (version >= 2) {
+    e.tags(info.tags);
+    e.config(info.config);
+  }
+  return e.finish(RecordKind::bucket, version);
 }
 
 Result<BucketInfo> decode_bucket(std::string_view bytes) {
@@ -341,6 +391,13 @@ Result<BucketInfo> decode_bucket(std::string_view bytes) {
   info.ctime_ns = d.i64();
   info.owner = d.str();
   info.region = d.str();
+  if (d.version() >= 2) {
+    info.tags = d.tags(true);
+    info.config = d.config();
+    if (d.ok() && info.tags.empty() && info.config.empty()) {
+      d.fail("version 2 bucket record without tags or configuration (canonical form is version 1)");
+    }
+  }
   d.end();
   if (!d.ok()) return d.status();
   return info;
@@ -352,10 +409,11 @@ std::string encode_upload(const UploadInfo& info) {
   e.str(info.upload_id);
   e.i64(info.initiated_ns);
   e.str(info.checksum_algorithm);
-  e.meta_fields(info.meta_template);
+  const std::uint8_t version = version_for(info.meta_template.tags);
+  e.meta_fields(info.meta_template, version);
   e.u32(static_cast<std::uint32_t>(info.meta_template.parts.size()));
   for (const PartInfo& p : info.meta_template.parts) e.part_info(p);
-  return e.finish(RecordKind::upload);
+  return e.finish(RecordKind::upload, version);
 }
 
 Result<UploadInfo> decode_upload(std::string_view bytes) {

@@ -13,6 +13,7 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,7 +69,10 @@ struct PartRecord {
 // Record kinds (the second byte of every record).
 enum class RecordKind : std::uint8_t { object = 1, bucket = 2, upload = 3, part = 4 };
 
-inline constexpr std::uint8_t meta_format_version = 1;
+// The newest record version: 1, or 2 for object and upload records that carry tags and bucket
+// records with tags or configuration documents (docs/metadata_format.md). Other records are
+// still written as version 1.
+inline constexpr std::uint8_t meta_format_version = 2;
 
 std::string encode_object(const ObjectRecord& rec);
 std::string encode_bucket(const BucketInfo& info);

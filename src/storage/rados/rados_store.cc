@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <rados/librados.hpp>
@@ -890,6 +891,84 @@ class RadosStore : public ObjectStore {
       if (next->instance != b->instance) return no_such_bucket();
     }
     return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
+  }
+
+  Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
+                                     TagSet tags) override {
+    OBJDIRECT_RETURN_IF_ERROR(validate_key(key));
+    const std::string okey = "o" + std::string(key);
+    for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
+      auto e = read_entry(bucket, key, okey);
+      if (!e.ok()) return e.status();
+      const BucketRec* b = &e->b;
+      const std::string& oid = e->oid;
+      const std::optional<std::string>* cur = &e->raw;
+      if (!cur->has_value()) return no_such_key();
+      auto o = decode_object_val(**cur);
+      if (!o.ok()) return o.status();
+      o->rec.meta.tags = tags;
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      auto asserts = cmp_eq(okey, *cur);
+      assert_live(asserts);
+      op.omap_cmp(asserts, &rv);
+      op.omap_set({{okey, to_bl(encode_object_val(*o))}});
+      const int r = c_->meta.operate(oid, &op);
+      if (r == 0) return std::move(o->rec.meta);
+      if (r == -ENOENT) return no_such_bucket();
+      if (r != -ECANCELED) return rados_error(r, "tag update");
+      OBJDIRECT_RETURN_IF_ERROR(after_conflict(*b, oid, "", attempt).status());
+    }
+    return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
+  }
+
+  Status set_bucket_tags(std::string_view bucket, TagSet tags) override {
+    return update_bucket(bucket, [&](BucketInfo& b) { b.tags = tags; });
+  }
+
+  Status set_bucket_config(std::string_view bucket, std::string_view name,
+                           std::string document) override {
+    return update_bucket(bucket, [&](BucketInfo& b) {
+      if (document.empty()) {
+        b.config.erase(std::string(name));
+      } else {
+        b.config[std::string(name)] = document;
+      }
+    });
+  }
+
+  // Applies `change` to the bucket record. The record is replaced under omap_cmp against the
+  // value read, so a concurrent DeleteBucket mark or another update makes this one retry on the
+  // fresh record; a bucket being deleted answers operation_aborted.
+  Status update_bucket(std::string_view bucket, const std::function<void(BucketInfo&)>& change) {
+    const std::string name(bucket);
+    for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
+      auto raw = c_->omap_get1(buckets_oid, name);
+      if (!raw.ok()) return raw.status();
+      if (!raw->has_value()) {
+        forget_bucket(name);
+        return no_such_bucket();
+      }
+      auto rec = decode_bucket_rec(**raw);
+      if (!rec.ok()) return rec.status();
+      if (!rec->deleting.empty()) {
+        return Status(Errc::operation_aborted,
+                      "A conflicting operation (DeleteBucket) is in progress on this bucket; "
+                      "retry");
+      }
+      change(rec->info);
+      librados::ObjectWriteOperation op;
+      int rv = 0;
+      op.omap_cmp(cmp_eq(name, **raw), &rv);
+      op.omap_set({{name, to_bl(encode_bucket_rec(*rec))}});
+      const int r = c_->meta.operate(buckets_oid, &op);
+      if (r == 0) {
+        remember_bucket(*rec);
+        return Status();
+      }
+      if (r != -ECANCELED) return rados_error(r, "bucket record update");
+    }
+    return Status(Errc::slow_down, "Too many concurrent changes of this bucket; retry");
   }
 
   Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,

@@ -1,0 +1,82 @@
+// Tagging: Get/Put/DeleteObjectTagging and Get/Put/DeleteBucketTagging (tagging.hpp has the
+// document, the header form and AWS's limits; docs/s3-compatibility.md, "Tagging").
+#include "common/checksum.hpp"
+#include "common/limits.hpp"
+#include "s3/names.hpp"
+#include "s3/tagging.hpp"
+#include "server/s3/s3_internal.hpp"
+
+namespace objdirect::s3 {
+
+namespace {
+
+// Content-MD5 (or an x-amz-checksum-*) is required by AWS on these calls; verified when present.
+Status check_content_md5(const Ctx& c, const std::string& body) {
+  if (auto md5 = c.header("content-md5")) {
+    Md5 h;
+    h.update(body.data(), body.size());
+    if (base64_encode(h.raw()) != *md5) {
+      return Status(Errc::bad_digest,
+                    "The Content-MD5 you specified did not match what we received.");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Task<void> S3Service::Impl::tagging(Ctx& c) {
+  const auto method = c.req.method();
+  using bhttp::verb;
+  const bool object = !c.key.empty();
+  if (method == verb::get) {
+    c.op = object ? "GetObjectTagging" : "GetBucketTagging";
+  } else if (method == verb::put) {
+    c.op = object ? "PutObjectTagging" : "PutBucketTagging";
+  } else if (method == verb::delete_) {
+    c.op = object ? "DeleteObjectTagging" : "DeleteBucketTagging";
+  } else {
+    co_return co_await send_error(
+        c, Status(Errc::method_not_allowed,
+                  "The specified method is not allowed against this resource"));
+  }
+  if (object) {
+    if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  }
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+
+  if (method == verb::get) {
+    if (object) {
+      auto m = store->head_object(c.bucket, c.key);
+      if (!m.ok()) co_return co_await send_error(c, m.status());
+      co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(m->tags));
+    }
+    auto b = store->head_bucket(c.bucket);
+    if (!b.ok()) co_return co_await send_error(c, b.status());
+    if (b->tags.empty()) {
+      co_return co_await send_error(c, Status(Errc::no_such_tag_set, "The TagSet does not exist"));
+    }
+    co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(b->tags));
+  }
+
+  storage::TagSet tags;
+  if (method == verb::put) {
+    auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
+    if (!body.ok()) co_return co_await send_error(c, body.status());
+    if (auto st = check_content_md5(c, *body); !st.ok()) co_return co_await send_error(c, st);
+    auto parsed = parse_tagging(*body, object ? limits::object_tags_max : limits::bucket_tags_max);
+    if (!parsed.ok()) co_return co_await send_error(c, parsed.status());
+    tags = std::move(*parsed);
+  }
+  if (object) {
+    auto r = store->set_object_tags(c.bucket, c.key, std::move(tags));
+    if (!r.ok()) co_return co_await send_error(c, r.status());
+    co_return co_await send_empty(
+        c, method == verb::put ? bhttp::status::ok : bhttp::status::no_content);
+  }
+  if (auto st = store->set_bucket_tags(c.bucket, std::move(tags)); !st.ok())
+    co_return co_await send_error(c, st);
+  co_await send_empty(c, bhttp::status::no_content);
+}
+
+}  // namespace objdirect::s3

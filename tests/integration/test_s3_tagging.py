@@ -1,0 +1,211 @@
+"""Object and bucket tagging as AWS documents it: Put/Get/DeleteObjectTagging,
+Put/Get/DeleteBucketTagging, x-amz-tagging on PutObject, CopyObject (x-amz-tagging-directive) and
+CreateMultipartUpload, x-amz-tagging-count on GET, the limits (10 tags per object, 50 per bucket,
+128-character keys, 256-character values) and their error codes; with boto3, raw signed HTTP and
+`aws s3api` (Debian's AWS CLI v2)."""
+
+import json
+import os
+import subprocess
+
+import botocore.exceptions
+import pytest
+
+import objd
+
+NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+
+def code_of(excinfo):
+    return excinfo.value.response["Error"]["Code"]
+
+
+def tagset(d):
+    return [{"Key": k, "Value": v} for k, v in d.items()]
+
+
+def as_dict(ts):
+    return {t["Key"]: t["Value"] for t in ts}
+
+
+def test_put_get_delete_object_tagging(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"data")
+    assert s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
+    before = s3.head_object(Bucket=bucket, Key="k")
+    tags = {"project": "blue", "owner": "ml team", "empty": "", "unicode": "caf\u00e9"}
+    s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset(tags)})
+    got = s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]
+    assert got == tagset(tags)  # in the order given
+    g = s3.get_object(Bucket=bucket, Key="k")
+    assert g["Body"].read() == b"data"
+    assert g["TagCount"] == 4
+    after = s3.head_object(Bucket=bucket, Key="k")
+    # Tagging changes neither the bytes, the ETag nor Last-Modified.
+    assert after["ETag"] == before["ETag"] and after["LastModified"] == before["LastModified"]
+    s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset({"only": "one"})})
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]) == {"only": "one"}
+    r = s3.delete_object_tagging(Bucket=bucket, Key="k")
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
+    assert "TagCount" not in s3.get_object(Bucket=bucket, Key="k")
+    # An overwrite starts without tags.
+    s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset({"a": "1"})})
+    s3.put_object(Bucket=bucket, Key="k", Body=b"new")
+    assert s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
+
+
+def test_object_tagging_on_missing_object_and_bucket(s3, bucket):
+    for call in (lambda: s3.get_object_tagging(Bucket=bucket, Key="absent"),
+                 lambda: s3.put_object_tagging(Bucket=bucket, Key="absent",
+                                               Tagging={"TagSet": tagset({"a": "1"})}),
+                 lambda: s3.delete_object_tagging(Bucket=bucket, Key="absent")):
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            call()
+        assert code_of(e) == "NoSuchKey"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_object_tagging(Bucket=bucket + "-nope", Key="k")
+    assert code_of(e) == "NoSuchBucket"
+
+
+def test_object_tag_limits(server, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    ten = {f"k{i}": "v" for i in range(10)}
+    s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset(ten)})
+    assert len(s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]) == 10
+    bad = [
+        {f"k{i}": "v" for i in range(11)},  # limits::object_tags_max + 1
+        {"k" * 129: "v"},                   # limits::tag_key_chars_max + 1
+        {"k": "v" * 257},                   # limits::tag_value_chars_max + 1
+        {"aws:reserved": "v"},
+        {"bad*char": "v"},
+    ]
+    for tags in bad:
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset(tags)})
+        assert code_of(e) == "InvalidTag", tags
+    # At the limits exactly: accepted.
+    s3.put_object_tagging(Bucket=bucket, Key="k",
+                          Tagging={"TagSet": tagset({"k" * 128: "v" * 256})})
+    # Duplicate keys (boto3 cannot send them: raw XML).
+    body = (f'<Tagging xmlns="{NS}"><TagSet><Tag><Key>a</Key><Value>1</Value></Tag>'
+            "<Tag><Key>a</Key><Value>2</Value></Tag></TagSet></Tagging>").encode()
+    r = objd.request(server, "PUT", objd.opath(bucket, "k"), query={"tagging": ""}, body=body)
+    objd.assert_error(r, 400, "InvalidTag")
+    r = objd.request(server, "PUT", objd.opath(bucket, "k"), query={"tagging": ""},
+                     body=b"<Tagging><Tag/></Tagging>")
+    objd.assert_error(r, 400, "MalformedXML")
+    # Failed calls changed nothing.
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]) == {"k" * 128: "v" * 256}
+
+
+def test_x_amz_tagging_on_put(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", Tagging="a=1&b=two%20words&c=x+y&d")
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]) == {
+        "a": "1", "b": "two words", "c": "x y", "d": ""}
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="k2", Body=b"x", Tagging="&".join(f"k{i}=v" for i in range(11)))
+    assert code_of(e) == "InvalidTag"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="k2", Body=b"x", Tagging="a=1&a=2")
+    assert code_of(e) == "InvalidTag"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="k2", Body=b"x", Tagging="a=%zz")
+    assert code_of(e) == "InvalidArgument"
+    # Nothing was stored by the refused PUTs.
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="k2")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_copy_tagging_directive(server, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="src", Body=b"payload", Tagging="a=1&b=2")
+    src = {"Bucket": bucket, "Key": "src"}
+    s3.copy_object(Bucket=bucket, Key="copy", CopySource=src)  # COPY is the default
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="copy")["TagSet"]) == {"a": "1", "b": "2"}
+    s3.copy_object(Bucket=bucket, Key="replaced", CopySource=src, TaggingDirective="REPLACE",
+                   Tagging="c=3")
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="replaced")["TagSet"]) == {"c": "3"}
+    s3.copy_object(Bucket=bucket, Key="none", CopySource=src, TaggingDirective="REPLACE")
+    assert s3.get_object_tagging(Bucket=bucket, Key="none")["TagSet"] == []
+    # The metadata directive does not decide the tags.
+    s3.copy_object(Bucket=bucket, Key="meta", CopySource=src, MetadataDirective="REPLACE",
+                   Metadata={"m": "1"})
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="meta")["TagSet"]) == {"a": "1", "b": "2"}
+    r = objd.request(server, "PUT", objd.opath(bucket, "bad"),
+                     headers={"x-amz-copy-source": f"/{bucket}/src", "x-amz-tagging-directive": "MOVE"})
+    objd.assert_error(r, 400, "InvalidArgument")
+    assert s3.get_object(Bucket=bucket, Key="replaced")["Body"].read() == b"payload"
+
+
+def test_multipart_upload_tags(s3, bucket):
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp", Tagging="stage=raw&team=ml")
+    part = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"p" * 1000)
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up["UploadId"],
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mp")["TagSet"]) == {"stage": "raw", "team": "ml"}
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.create_multipart_upload(Bucket=bucket, Key="mp2", Tagging="aws:x=1")
+    assert code_of(e) == "InvalidTag"
+
+
+def test_bucket_tagging(server, s3, bucket):
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert code_of(e) == "NoSuchTagSet"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    tags = {f"t{i}": str(i) for i in range(50)}  # limits::bucket_tags_max
+    r = s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tagset(tags)})
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == tagset(tags)
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tagset({f"t{i}": "v" for i in range(51)})})
+    assert code_of(e) == "InvalidTag"
+    assert len(s3.get_bucket_tagging(Bucket=bucket)["TagSet"]) == 50
+    # A wrong Content-MD5 is refused.
+    body = f'<Tagging xmlns="{NS}"><TagSet/></Tagging>'.encode()
+    r = objd.request(server, "PUT", "/" + bucket, query={"tagging": ""}, body=body,
+                     headers={"Content-MD5": "1B2M2Y8AsgTpgAmY7PhCfg=="})
+    objd.assert_error(r, 400, "BadDigest")
+    r = s3.delete_bucket_tagging(Bucket=bucket)
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 204
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert code_of(e) == "NoSuchTagSet"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_bucket_tagging(Bucket=bucket + "-nope", Tagging={"TagSet": tagset({"a": "1"})})
+    assert code_of(e) == "NoSuchBucket"
+
+
+def test_aws_s3api_tagging(server, bucket, tmp_path):
+    aws = objd.which("aws")
+    if not aws:
+        pytest.skip("aws CLI not installed")
+    env = dict(os.environ)
+    env.pop("AWS_CA_BUNDLE", None)
+    env.update({"AWS_ACCESS_KEY_ID": objd.ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": objd.SECRET_KEY,
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": "/dev/null",
+                "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_PAGER": "",
+                "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1"})
+    base = [aws, "--endpoint-url", server.endpoint, "--output", "json", "s3api"]
+
+    def run(*args):
+        p = subprocess.run(base + list(args), env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+        return json.loads(p.stdout) if p.stdout.strip() else {}
+
+    src = tmp_path / "obj"
+    src.write_bytes(b"hello")
+    run("put-object", "--bucket", bucket, "--key", "k", "--body", str(src), "--tagging", "a=1&b=2")
+    assert as_dict(run("get-object-tagging", "--bucket", bucket, "--key", "k")["TagSet"]) == {"a": "1", "b": "2"}
+    run("put-object-tagging", "--bucket", bucket, "--key", "k",
+        "--tagging", json.dumps({"TagSet": [{"Key": "c", "Value": "3"}]}))
+    assert run("get-object-tagging", "--bucket", bucket, "--key", "k")["TagSet"] == [{"Key": "c", "Value": "3"}]
+    run("delete-object-tagging", "--bucket", bucket, "--key", "k")
+    assert run("get-object-tagging", "--bucket", bucket, "--key", "k")["TagSet"] == []
+    run("put-bucket-tagging", "--bucket", bucket,
+        "--tagging", json.dumps({"TagSet": [{"Key": "team", "Value": "ml"}]}))
+    assert run("get-bucket-tagging", "--bucket", bucket)["TagSet"] == [{"Key": "team", "Value": "ml"}]
+    run("delete-bucket-tagging", "--bucket", bucket)
+    p = subprocess.run(base + ["get-bucket-tagging", "--bucket", bucket], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "NoSuchTagSet" in p.stderr, (p.stdout, p.stderr)
