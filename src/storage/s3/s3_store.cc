@@ -621,11 +621,22 @@ constexpr MetaHeader kMetaHeaders[] = {
     {"expires", &ObjectMeta::expires},
 };
 
+// The object's full checksums, kept by the gateway in upstream user metadata under this prefix
+// (for upstreams that store no checksums, or only with headers the gateway does not send:
+// radosgw 16, moto 5.2). Read back when the upstream's HEAD has no native checksum; never shown
+// to clients as metadata.
+constexpr std::string_view kKeptChecksumMeta = "x-amz-meta-objdirect-checksum-";
+
 void add_meta_headers(Headers& h, const ObjectMeta& m) {
   for (const auto& [name, field] : kMetaHeaders) {
     if (!(m.*field).empty()) h.emplace_back(std::string(name), m.*field);
   }
   for (const auto& [k, v] : m.user_meta) h.emplace_back("x-amz-meta-" + lower(k), v);
+  for (const auto& [algo, v] : m.checksums) {
+    auto a = checksum_from_name(algo);
+    if (a && v.find('-') == std::string::npos)
+      h.emplace_back(std::string(kKeptChecksumMeta) + lower(checksum_name(*a)), v);
+  }
 }
 
 void add_checksum_headers(Headers& h, const ChecksumMap& sums) {
@@ -646,8 +657,12 @@ void add_condition(Headers& h, const WriteCondition& cond, bool unquoted = false
 ObjectMeta meta_from_head(std::string_view key, const Response& r) {
   ObjectMeta m;
   m.key = std::string(key);
+  ChecksumMap kept;
   for (const auto& [k, v] : r.headers) {
-    if (k == "content-length") {
+    if (k.starts_with(kKeptChecksumMeta)) {
+      if (auto a = checksum_from_name(std::string_view(k).substr(kKeptChecksumMeta.size())))
+        kept[std::string(checksum_name(*a))] = v;
+    } else if (k == "content-length") {
       parse_uint(v, m.size);
     } else if (k == "etag") {
       m.etag = objdirect::s3::unquote_etag(v);
@@ -663,6 +678,17 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
         m.checksums[std::string(checksum_name(*a))] = v;
     }
   }
+  // A multipart object's composite checksum without its "-N" (moto 5.2 drops it): AWS marks a
+  // full-object checksum of a multipart object with x-amz-checksum-type: FULL_OBJECT, so any
+  // other is composite and gets the part count of the ETag back.
+  const auto dash = m.etag.rfind('-');
+  if (dash != std::string::npos && r.header("x-amz-checksum-type").value_or("") != "FULL_OBJECT") {
+    for (auto& [algo, v] : m.checksums) {
+      if (v.find('-') == std::string::npos) v += m.etag.substr(dash);
+    }
+  }
+  // The upstream's own checksums win; kept ones are full-object checksums, never composite.
+  if (m.checksums.empty()) m.checksums = std::move(kept);
   return m;
 }
 
@@ -1424,11 +1450,15 @@ class S3Store final : public ObjectStore {
                                            std::string_view upload_id,
                                            std::uint32_t part_number_marker,
                                            std::uint32_t max_parts) override {
+    // The upstream is listed from the first part and the gateway skips to the marker itself:
+    // moto 5.2 reads part-number-marker as an index into the part list, not as a part number
+    // (with parts 1, 2, 3, 5, 8 a marker of 5 returns nothing). At most 10,000 parts per upload,
+    // so a page costs at most 10 upstream pages.
     std::vector<PartInfo> out;
-    std::uint32_t marker = part_number_marker;
+    std::uint32_t marker = 0;
     while (out.size() < max_parts) {
       Request r = object_request("GET", bucket, key);
-      const std::uint32_t ask = std::min<std::uint32_t>(max_parts - out.size(), 1000);
+      const std::uint32_t ask = 1000;
       r.query = {{"max-parts", std::to_string(ask)},
                  {"part-number-marker", std::to_string(marker)},
                  {"uploadId", std::string(upload_id)}};
@@ -1457,7 +1487,8 @@ class S3Store final : public ObjectStore {
           }
         }
         marker = pi.part_number;
-        if (out.size() < max_parts) out.push_back(std::move(pi));
+        if (pi.part_number > part_number_marker && out.size() < max_parts)
+          out.push_back(std::move(pi));
       }
       if (!any || std::string_view(root.child_value("IsTruncated")) != "true") break;
       std::uint32_t next = 0;
@@ -1526,6 +1557,34 @@ class S3Store final : public ObjectStore {
     out.truncated = std::string_view(root.child_value("IsTruncated")) == "true";
     out.next_key_marker = decoded(root.child_value("NextKeyMarker"), url);
     out.next_upload_id_marker = root.child_value("NextUploadIdMarker");
+    if (!q.delimiter.empty()) {
+      // An upstream that ignores the delimiter (moto 5.2) lists uploads below it: the gateway
+      // rolls them up into common prefixes itself (within the upstream's page).
+      std::vector<UploadInfo> kept;
+      for (auto& u : out.uploads) {
+        const auto at = u.key.find(q.delimiter, q.prefix.size());
+        if (!u.key.starts_with(q.prefix) || at == std::string::npos) {
+          kept.push_back(std::move(u));
+          continue;
+        }
+        std::string cp = u.key.substr(0, at + q.delimiter.size());
+        if (cp != q.key_marker &&
+            std::ranges::find(out.common_prefixes, cp) == out.common_prefixes.end())
+          out.common_prefixes.push_back(std::move(cp));
+      }
+      out.uploads = std::move(kept);
+      std::sort(out.common_prefixes.begin(), out.common_prefixes.end());
+    }
+    const std::uint32_t want = std::min<std::uint32_t>(q.max_uploads, 1000);
+    if (out.uploads.size() + out.common_prefixes.size() > want && out.common_prefixes.empty()) {
+      // An upstream that ignores max-uploads (moto 5.2): the page is cut here.
+      out.uploads.resize(want);
+      out.truncated = true;
+      if (!out.uploads.empty()) {
+        out.next_key_marker = out.uploads.back().key;
+        out.next_upload_id_marker = out.uploads.back().upload_id;
+      }
+    }
     return out;
   }
 
