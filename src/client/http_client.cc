@@ -13,7 +13,7 @@
 #include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/xml.hpp"
 
 namespace objdirect::client {
 

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "common/status.hpp"
-#include "server/s3/conditional.hpp"  // s3::unquote_etag, for the ETags these replies carry
+#include "s3/conditional.hpp"  // s3::unquote_etag, for the ETags these replies carry
 
 namespace objdirect::client {
 

@@ -8,9 +8,9 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
-#include "server/s3/names.hpp"
+#include "s3/names.hpp"
+#include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
 
 namespace objdirect::s3 {
 

@@ -5,11 +5,11 @@
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/time.hpp"
-#include "server/s3/conditional.hpp"
-#include "server/s3/names.hpp"
-#include "server/s3/range.hpp"
+#include "s3/conditional.hpp"
+#include "s3/names.hpp"
+#include "s3/range.hpp"
+#include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
 
 namespace objdirect::s3 {
 

@@ -9,11 +9,11 @@
 #include "common/scratch_buffer.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
-#include "server/s3/conditional.hpp"
-#include "server/s3/names.hpp"
-#include "server/s3/range.hpp"
+#include "s3/conditional.hpp"
+#include "s3/names.hpp"
+#include "s3/range.hpp"
+#include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
 
 namespace objdirect::s3 {
 

@@ -5,7 +5,7 @@
 
 #include "common/checksum.hpp"
 #include "common/scratch_buffer.hpp"
-#include "server/s3/chunked.hpp"
+#include "s3/chunked.hpp"
 #include "server/s3/s3_internal.hpp"
 
 namespace objdirect::s3 {

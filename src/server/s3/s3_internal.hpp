@@ -16,8 +16,8 @@
 
 #include "auth/sigv4.hpp"
 #include "common/checksum.hpp"
+#include "s3/conditional.hpp"
 #include "server/http/http_server.hpp"
-#include "server/s3/conditional.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/object_store.hpp"
 

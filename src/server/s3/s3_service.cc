@@ -12,9 +12,9 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "s3/xml.hpp"
 #include "server/rdma/rdma_engine.hpp"
 #include "server/s3/s3_internal.hpp"
-#include "server/s3/xml.hpp"
 
 namespace objdirect::s3 {
 

@@ -32,8 +32,8 @@
 #include "common/parallel.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
-#include "server/s3/conditional.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/conditional.hpp"
+#include "s3/xml.hpp"
 #include "storage/s3/upstream_retry.hpp"
 
 namespace objdirect::storage {

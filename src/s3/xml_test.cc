@@ -1,4 +1,4 @@
-#include "server/s3/xml.hpp"
+#include "s3/xml.hpp"
 
 #include <gtest/gtest.h>
 

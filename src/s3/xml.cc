@@ -1,16 +1,19 @@
-#include "server/s3/xml.hpp"
+#include "s3/xml.hpp"
 
 #include <cassert>
 #include <optional>
 #include <pugixml.hpp>
 
 #include "common/limits.hpp"
-#include "server/s3/conditional.hpp"
+#include "s3/conditional.hpp"
+#include "s3/xml_internal.hpp"
 
 namespace objdirect::s3 {
 namespace {
-
 constexpr std::string_view kDeclaration = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+}  // namespace
+
+namespace detail {
 
 Status malformed(std::string why) {
   return Status(Errc::malformed_xml,
@@ -39,6 +42,14 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_xml_space(s.back())) s.remove_suffix(1);
   return s;
 }
+
+}  // namespace detail
+
+namespace {
+using detail::about;
+using detail::is_xml_space;
+using detail::malformed;
+using detail::trim;
 
 bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -153,6 +164,10 @@ Status prescan(std::string_view body) {
   return Status::Ok();
 }
 
+}  // namespace
+
+namespace detail {
+
 std::string_view local_name(const pugi::xml_node& n) {
   std::string_view s = n.name();
   const std::size_t colon = s.find(':');
@@ -161,10 +176,9 @@ std::string_view local_name(const pugi::xml_node& n) {
 
 // Parses `body` into `doc` and returns its single root element, which must be named `root_name`.
 Result<pugi::xml_node> load(pugi::xml_document& doc, std::string_view body,
-                            std::string_view root_name) {
-  if (body.size() > limits::xml_body_bytes_max) {
-    return malformed("the body is larger than " + std::to_string(limits::xml_body_bytes_max) +
-                     " bytes");
+                            std::string_view root_name, std::size_t max_bytes) {
+  if (body.size() > max_bytes) {
+    return malformed("the body is larger than " + std::to_string(max_bytes) + " bytes");
   }
   if (trim(body).empty()) return malformed("the body is empty");
   OBJDIRECT_RETURN_IF_ERROR(prescan(body));
@@ -233,6 +247,14 @@ Result<std::optional<std::string>> unique_child_text(const pugi::xml_node& paren
   }
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+using detail::load;
+using detail::local_name;
+using detail::text_of;
+using detail::unique_child_text;
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

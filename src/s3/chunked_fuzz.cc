@@ -1,10 +1,10 @@
-#include "server/s3/chunked_fuzz.hpp"
+#include "s3/chunked_fuzz.hpp"
 
 #include <cstdlib>
 #include <string>
 
 #include "auth/sigv4.hpp"
-#include "server/s3/chunked.hpp"
+#include "s3/chunked.hpp"
 
 namespace objdirect::s3 {
 namespace {

@@ -1,5 +1,5 @@
 // libFuzzer target for evaluate_read/parse_write_conditions/unquote_etag (built with
-// -DOBJDIRECT_FUZZ=ON; see s3util.cmake). conditional_fuzz_one is also replayed by
+// -DOBJDIRECT_FUZZ=ON; see CMakeLists.txt). conditional_fuzz_one is also replayed by
 // conditional_test.cc so the ordinary build checks it.
 // Input: 8 bytes of mtime (ns), then up to five '\n'-separated fields: If-Match, If-None-Match,
 // If-Modified-Since, If-Unmodified-Since, object ETag. A field "-" means the header is absent.
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/s3/conditional.hpp"
+#include "s3/conditional.hpp"
 
 namespace objdirect::s3 {
 

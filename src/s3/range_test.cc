@@ -1,4 +1,4 @@
-#include "server/s3/range.hpp"
+#include "s3/range.hpp"
 
 #include <gtest/gtest.h>
 

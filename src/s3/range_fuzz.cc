@@ -1,5 +1,5 @@
 // libFuzzer target for parse_range/parse_copy_source_range/content_range (built with
-// -DOBJDIRECT_FUZZ=ON; see s3util.cmake). range_fuzz_one is also replayed by range_test.cc so the
+// -DOBJDIRECT_FUZZ=ON; see CMakeLists.txt). range_fuzz_one is also replayed by range_test.cc so the
 // ordinary build checks it. Input: 8 bytes of object size (little-endian; sizes are folded to a few
 // interesting classes), then the header value. Every invariant failure aborts.
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/s3/range.hpp"
+#include "s3/range.hpp"
 
 namespace objdirect::s3 {
 

@@ -1,4 +1,4 @@
-#include "server/s3/conditional.hpp"
+#include "s3/conditional.hpp"
 
 #include <gtest/gtest.h>
 

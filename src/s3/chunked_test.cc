@@ -1,4 +1,4 @@
-#include "server/s3/chunked.hpp"
+#include "s3/chunked.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "auth/sigv4.hpp"
 #include "common/checksum.hpp"
-#include "server/s3/chunked_fuzz.hpp"
+#include "s3/chunked_fuzz.hpp"
 
 namespace objdirect::s3 {
 namespace {

@@ -1,5 +1,5 @@
 // libFuzzer target for the XML parsers and XmlWriter (built with -DOBJDIRECT_FUZZ=ON; see
-// s3util.cmake). xml_fuzz_one is also replayed by xml_test.cc so the ordinary build checks it.
+// CMakeLists.txt). xml_fuzz_one is also replayed by xml_test.cc so the ordinary build checks it.
 // The input is a request body, fed to all three parsers; accepted Delete bodies are rewritten
 // with XmlWriter and must parse back to the same keys, and the input itself, used as element
 // text, must survive the writer and the parser. Every invariant failure aborts.
@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "common/limits.hpp"
-#include "server/s3/names.hpp"
-#include "server/s3/xml.hpp"
+#include "s3/names.hpp"
+#include "s3/xml.hpp"
 
 namespace objdirect::s3 {
 namespace {

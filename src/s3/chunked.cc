@@ -1,4 +1,4 @@
-#include "server/s3/chunked.hpp"
+#include "s3/chunked.hpp"
 
 #include <algorithm>
 #include <cstring>

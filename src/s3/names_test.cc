@@ -1,4 +1,4 @@
-#include "server/s3/names.hpp"
+#include "s3/names.hpp"
 
 #include <gtest/gtest.h>
 
