@@ -439,7 +439,10 @@ struct Core {
     const std::string auth =
         sigv4::sign(v, {opts.access_key, opts.secret_key}, opts.region, "s3", now);
     curl_slist* list = nullptr;
-    for (const auto& [k, val] : v.headers) list = curl_slist_append(list, (k + ": " + val).c_str());
+    // libcurl drops a "name:" header with an empty value, which then fails the signature
+    // (radosgw: 403 for x-amz-meta-empty ""); "name;" sends it empty.
+    for (const auto& [k, val] : v.headers)
+      list = curl_slist_append(list, (val.empty() ? k + ";" : k + ": " + val).c_str());
     list = curl_slist_append(list, ("authorization: " + auth).c_str());
     list = curl_slist_append(list, "Expect:");  // no 100-continue round trip
     list = curl_slist_append(list, "Accept:");
@@ -1533,8 +1536,9 @@ class S3Store final : public ObjectStore {
     r.query = {{"uploads", ""}, {"encoding-type", "url"}};
     r.query.emplace_back("max-uploads",
                          std::to_string(std::min<std::uint32_t>(q.max_uploads, 1000)));
+    // No delimiter upstream: radosgw 16 answers one with an empty listing and moto 5.2 ignores
+    // it, so the gateway rolls uploads up into common prefixes itself (below).
     if (!q.prefix.empty()) r.query.emplace_back("prefix", q.prefix);
-    if (!q.delimiter.empty()) r.query.emplace_back("delimiter", q.delimiter);
     if (!q.key_marker.empty()) r.query.emplace_back("key-marker", q.key_marker);
     if (!q.upload_id_marker.empty()) r.query.emplace_back("upload-id-marker", q.upload_id_marker);
     auto doc = call_xml(std::move(r), "ListMultipartUploads");
@@ -1558,8 +1562,7 @@ class S3Store final : public ObjectStore {
     out.next_key_marker = decoded(root.child_value("NextKeyMarker"), url);
     out.next_upload_id_marker = root.child_value("NextUploadIdMarker");
     if (!q.delimiter.empty()) {
-      // An upstream that ignores the delimiter (moto 5.2) lists uploads below it: the gateway
-      // rolls them up into common prefixes itself (within the upstream's page).
+      // Uploads below the delimiter roll up into common prefixes (within the upstream's page).
       std::vector<UploadInfo> kept;
       for (auto& u : out.uploads) {
         const auto at = u.key.find(q.delimiter, q.prefix.size());
