@@ -5,6 +5,11 @@
 #   scripts/ceph-cluster.sh start DIR   starts the cluster, prints the ceph.conf path
 #   scripts/ceph-cluster.sh env DIR     prints CEPH_CONF=DIR/ceph.conf (for eval)
 #   scripts/ceph-cluster.sh stop DIR    kills (SIGKILL) the daemons started in DIR
+#   scripts/ceph-cluster.sh rgw DIR     starts radosgw (Debian `radosgw`) on the running cluster
+#                                       in DIR, on a free 127.0.0.1 port, creates an S3 user and
+#                                       prints its endpoint URL (http://127.0.0.1:PORT); the user's
+#                                       keys are CEPH_RGW_ACCESS_KEY / CEPH_RGW_SECRET_KEY (defaults
+#                                       rgwtestkey / rgw-test-secret); stop also stops radosgw
 #
 # With CEPH_CLUSTER_OWNER_PID=PID set, start also leaves a watcher that stops the cluster when
 # that process exits (tests set it to their own pid, so a crashed test leaves no daemons).
@@ -19,7 +24,7 @@ set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
 if [ -z "$cmd" ] || [ -z "$dir" ]; then
-  echo "usage: $0 start|stop|env DIR" >&2
+  echo "usage: $0 start|stop|env|rgw DIR" >&2
   exit 2
 fi
 
@@ -57,8 +62,39 @@ case "$cmd" in
     exit 0
     ;;
   start) ;;
+  rgw)
+    command -v radosgw >/dev/null || { echo "ceph-cluster: radosgw not installed (scripts/bootstrap)" >&2; exit 3; }
+    dir=$(cd "$dir" && pwd)
+    conf=$dir/ceph.conf
+    ak=${CEPH_RGW_ACCESS_KEY:-rgwtestkey}
+    sk=${CEPH_RGW_SECRET_KEY:-rgw-test-secret}
+    mkdir -p "$dir/rgw"
+    # radosgw daemonises and writes run/rgw.pid (stop kills it with the others). Its first start
+    # creates the zone's pools (about 10 s on 2 busy cores). The port is picked free and then
+    # bound by radosgw; another process may take it in between, so retry with a new port.
+    for attempt in 1 2 3 4 5; do
+      port=$(free_port)
+      rm -f "$dir/run/rgw.pid"
+      radosgw -c "$conf" -n client.rgw --rgw-frontends "beast endpoint=127.0.0.1:$port" \
+        --rgw-data "$dir/rgw" --pid-file "$dir/run/rgw.pid" --log-file "$dir/log/rgw.log" \
+        --rgw-enable-usage-log=false --rgw-enable-ops-log=false >>"$dir/log/rgw.out" 2>&1 || continue
+      for _ in $(seq 600); do
+        if curl -s -o /dev/null -m 2 "http://127.0.0.1:$port/"; then
+          radosgw-admin -c "$conf" user create --uid=objdirect-test --display-name=objdirect-test \
+            --access-key="$ak" --secret-key="$sk" >>"$dir/log/rgw-admin.out" 2>&1
+          echo "http://127.0.0.1:$port"
+          exit 0
+        fi
+        [ -f "$dir/run/rgw.pid" ] && ! kill -0 "$(cat "$dir/run/rgw.pid")" 2>/dev/null && break
+        sleep 0.1
+      done
+      [ -f "$dir/run/rgw.pid" ] && kill -KILL "$(cat "$dir/run/rgw.pid")" 2>/dev/null || true
+    done
+    echo "ceph-cluster: radosgw did not start; see $dir/log/rgw.log" >&2
+    exit 1
+    ;;
   *)
-    echo "usage: $0 start|stop|env DIR" >&2
+    echo "usage: $0 start|stop|env|rgw DIR" >&2
     exit 2
     ;;
 esac

@@ -1,5 +1,5 @@
 """The read-through cache (--cache-dir, storage/cache) in the real server, in front of the local
-backend: real boto3 GETs and an RDMA GET through the objdirect CLI (libfabric tcp on loopback),
+backend (or, under scripts/with-upstream.sh, the gateway backend in front of radosgw or moto): real boto3 GETs and an RDMA GET through the objdirect CLI (libfabric tcp on loopback),
 with /metrics showing that repeated reads are served from the cache without asking the backend,
 and bad flag combinations refused with a clear message."""
 
@@ -35,7 +35,9 @@ def cached_server(tmp_path, monkeypatch):
     monkeypatch.setenv("FI_TCP_IFACE", "lo")
     srv = objd.Server(str(tmp_path / "data"), str(tmp_path / "server.log"), extra_args=[
         "--cache-dir", str(tmp_path / "cache"), "--cache-bytes-max", str(64 * BLOCK),
-        "--cache-block-bytes", str(BLOCK), "--cache-ttl-s", "600", "--fabric", "libfabric:tcp"])
+        "--cache-block-bytes", str(BLOCK), "--cache-ttl-s", "600", "--fabric", "libfabric:tcp"]
+        # the gateway_radosgw / gateway_moto entries: the same cache in front of the gateway backend
+        + os.environ.get("OBJDIRECT_SERVER_ARGS", "").split())
     srv.start()
     yield srv
     crashed = not srv.alive()

@@ -132,15 +132,23 @@ def test_multipart_composite_checksum(server, s3, bucket, alg):
         assert r.status == 200, r
         assert r.header(f"x-amz-checksum-{alg}") == checksum(alg, p)
         done.append({"PartNumber": i, "ETag": r.header("etag"), field: checksum(alg, p)})
-    s3.complete_multipart_upload(Bucket=bucket, Key="mpc", UploadId=uid, MultipartUpload={"Parts": done})
+    res = s3.complete_multipart_upload(Bucket=bucket, Key="mpc", UploadId=uid, MultipartUpload={"Parts": done})
     raw = b"".join(base64.b64decode(checksum(alg, p)) for p in parts)
     if alg == "crc32":
         comp = base64.b64encode(zlib.crc32(raw).to_bytes(4, "big")).decode()
     else:
         comp = base64.b64encode(hashlib.sha256(raw).digest()).decode()
+    # Complete's answer carries the composite on every backend and upstream (a gateway keeps the
+    # part checksums where the upstream's ListParts lacks them).
+    assert res.get(field) == f"{comp}-2", res
     g = objd.request(server, "GET", objd.opath(bucket, "mpc"), headers={"x-amz-checksum-mode": "ENABLED"})
     assert g.status == 200 and g.body == b"".join(parts)
-    assert g.header(f"x-amz-checksum-{alg}") == f"{comp}-2", g.headers
+    if os.environ.get("OBJDIRECT_UPSTREAM_KIND") == "radosgw":
+        # radosgw 16 stores no checksums and an upload's metadata is fixed at Create, before the
+        # composite is known: later GETs have none (docs/scale-out.md, "Verified upstreams").
+        assert g.header(f"x-amz-checksum-{alg}") is None, g.headers
+    else:
+        assert g.header(f"x-amz-checksum-{alg}") == f"{comp}-2", g.headers
     g = objd.request(server, "GET", objd.opath(bucket, "mpc"),
                      headers={"x-amz-checksum-mode": "ENABLED", "Range": "bytes=0-9"})
     assert g.status == 206 and not [k for k in g.headers if k.startswith("x-amz-checksum-")], g.headers

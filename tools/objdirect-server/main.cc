@@ -118,6 +118,18 @@ int main(int argc, char** argv) {
                  "Ranged GETs in flight per large read (an RDMA staging buffer)")
       ->envname("OBJDIRECT_UPSTREAM_PARALLEL_GETS")
       ->capture_default_str();
+  app.add_option("--upstream-retry-attempts", gw.retry.max_attempts,
+                 "Attempts per upstream request: 5xx, 429 and refused or reset connections are "
+                 "retried with exponential backoff and full jitter (1: no retry)")
+      ->envname("OBJDIRECT_UPSTREAM_RETRY_ATTEMPTS")
+      ->capture_default_str();
+  app.add_option("--upstream-conditional-writes", gw.conditional_writes,
+                 "Who checks If-None-Match: * / If-Match on PutObject and "
+                 "CompleteMultipartUpload: auto (probe the upstream once per bucket), upstream, "
+                 "or gateway (a HEAD first, under a per-key lock; docs/scale-out.md)")
+      ->envname("OBJDIRECT_UPSTREAM_CONDITIONAL_WRITES")
+      ->check(CLI::IsMember({"auto", "upstream", "gateway"}))
+      ->capture_default_str();
   app.add_option("--gateway-spool-dir", gw.spool_dir,
                  "Where uploads are spooled before the write-through (default: $TMPDIR or /tmp)")
       ->envname("OBJDIRECT_GATEWAY_SPOOL_DIR");

@@ -7,15 +7,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -30,6 +33,7 @@
 #include "s3/conditional.hpp"
 #include "s3/documents.hpp"
 #include "s3/xml.hpp"
+#include "storage/s3/upstream_retry.hpp"
 
 namespace objdirect::storage {
 namespace {
@@ -93,7 +97,8 @@ struct CurlGlobal {
 struct Counters {
   std::atomic<std::uint64_t> requests{0}, get_requests{0}, connections_created{0},
       connections_in_use{0}, connections_peak{0}, pool_waits_timed_out{0}, spooled_to_file{0},
-      multipart_commits{0};
+      multipart_commits{0}, retries{0}, capability_probes{0}, gateway_checked_conditions{0},
+      kept_part_checksums_used{0};
 };
 
 // --- connection pool ---------------------------------------------------------------------------
@@ -338,6 +343,29 @@ struct Core {
   std::mutex templates_mu;
   std::unordered_map<std::string, UploadInfo> templates;  // upload id -> create_upload's info
   std::deque<std::string> template_order;
+  // Part checksums the gateway keeps itself (upload id -> part number -> upstream ETag and the
+  // checksums the S3 layer computed), for upstreams whose ListParts does not return them. Only
+  // for uploads with a template; at most kept_parts_max parts in all (under templates_mu).
+  struct KeptPart {
+    std::string etag;
+    ChecksumMap sums;
+  };
+  std::unordered_map<std::string, std::map<std::uint32_t, KeptPart>> kept_parts;
+  std::size_t kept_parts_count = 0;
+
+  // What the upstream was found to do (probed once, at the first conditional write; see
+  // conditions_checked_upstream). nullopt: not known yet.
+  std::mutex caps_mu;
+  std::optional<bool> put_conditions, complete_conditions;
+  bool put_if_match_unquoted = false;  // found by the PutObject probe
+  // Striped per-key locks: while the gateway checks a write condition itself, the check and the
+  // write of one key through this gateway do not interleave with another such write.
+  static constexpr std::size_t kKeyLockStripes = 4096;
+  std::array<std::mutex, kKeyLockStripes> key_locks;
+  std::mutex& key_lock(std::string_view bucket, std::string_view key) {
+    const std::size_t h = std::hash<std::string>{}(std::string(bucket) + '/' + std::string(key));
+    return key_locks[h % kKeyLockStripes];
+  }
 
   std::string target(const Request& r) const {
     std::string t = "/";
@@ -410,7 +438,10 @@ struct Core {
     const std::string auth =
         sigv4::sign(v, {opts.access_key, opts.secret_key}, opts.region, "s3", now);
     curl_slist* list = nullptr;
-    for (const auto& [k, val] : v.headers) list = curl_slist_append(list, (k + ": " + val).c_str());
+    // libcurl drops a "name:" header with an empty value, which then fails the signature
+    // (radosgw: 403 for x-amz-meta-empty ""); "name;" sends it empty.
+    for (const auto& [k, val] : v.headers)
+      list = curl_slist_append(list, (val.empty() ? k + ";" : k + ": " + val).c_str());
     list = curl_slist_append(list, ("authorization: " + auth).c_str());
     list = curl_slist_append(list, "Expect:");  // no 100-continue round trip
     list = curl_slist_append(list, "Accept:");
@@ -458,8 +489,10 @@ struct Core {
   // One complete request on a pooled connection. The sink (default: the body into resp.body,
   // bounded) sees the response. Transport failures become unavailable/io_error; HTTP errors are
   // returned as a Response for the caller to map.
+  // `rc_out`, when given, receives the curl result (CURLE_OK once a response arrived).
   Result<Response> perform(Request r, Sink* sink = nullptr,
-                           std::size_t body_max = s3_limits::xml_reply_bytes_max) {
+                           std::size_t body_max = s3_limits::xml_reply_bytes_max,
+                           CURLcode* rc_out = nullptr) {
     auto conn = pool->acquire(true);
     if (!conn.ok()) return conn.status();
     Transfer t;
@@ -469,6 +502,7 @@ struct Core {
     curl_slist* list = prepare(**conn, r, t, tgt);
     curl_multi_add_handle((*conn)->multi, (*conn)->easy);
     CURLcode rc = drive(**conn);
+    if (rc_out) *rc_out = rc;
     curl_multi_remove_handle((*conn)->multi, (*conn)->easy);
     curl_slist_free_all(list);
     const bool reusable = rc == CURLE_OK;
@@ -487,13 +521,35 @@ struct Core {
     return std::move(t.resp);
   }
 
-  // perform() that also maps a non-2xx status to the upstream's error.
-  Result<Response> call(Request r) {
+  // perform() that also maps a non-2xx status to the upstream's error. Transient failures (the
+  // retry policy's: 5xx, 429, refused or reset connections) are retried with backoff, at most
+  // opts.retry.max_attempts attempts in all; the final error names the attempts. `attempts_out`,
+  // when given, receives the number of attempts made.
+  Result<Response> call(Request r, std::uint32_t* attempts_out = nullptr) {
     const std::string what = r.method + " " + target(r);
-    auto resp = perform(std::move(r));
-    if (!resp.ok()) return resp;
-    if (resp->status < 200 || resp->status > 299) return upstream_error(*resp, what);
-    return resp;
+    for (std::uint32_t attempt = 1;; ++attempt) {
+      if (attempts_out) *attempts_out = attempt;
+      CURLcode rc = CURLE_OK;
+      auto resp = perform(r, nullptr, s3_limits::xml_reply_bytes_max, &rc);
+      const bool transient = rc == CURLE_COULDNT_CONNECT || rc == CURLE_SEND_ERROR ||
+                             rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING;
+      const long status = resp.ok() ? resp->status : 0;
+      const bool failed = !resp.ok() || status < 200 || status > 299;
+      if (failed && attempt < opts.retry.max_attempts &&
+          UpstreamRetryPolicy::retryable(status, !resp.ok() && transient)) {
+        ctr.retries++;
+        std::this_thread::sleep_for(opts.retry.backoff(attempt));
+        continue;
+      }
+      const std::string tries =
+          attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : std::string();
+      if (!resp.ok()) return Status(resp.code(), resp.status().message() + tries);
+      if (failed) {
+        Status st = upstream_error(*resp, what);
+        return Status(st.code(), st.message() + tries);
+      }
+      return resp;
+    }
   }
 
   void remember_template(const std::string& id, UploadInfo info) {
@@ -501,6 +557,7 @@ struct Core {
     // The order deque may name ids already forgotten (completed, aborted): skip those.
     while (templates.size() >= opts.upload_templates && !template_order.empty()) {
       templates.erase(template_order.front());
+      drop_kept_parts(template_order.front());
       template_order.pop_front();
     }
     if (template_order.size() > 2 * opts.upload_templates) {
@@ -518,6 +575,38 @@ struct Core {
   void forget_template(const std::string& id) {
     std::lock_guard lk(templates_mu);
     templates.erase(id);  // the order deque keeps the id until it ages out; erase() tolerates it
+    drop_kept_parts(id);
+  }
+  void drop_kept_parts(const std::string& id) {  // under templates_mu
+    auto it = kept_parts.find(id);
+    if (it == kept_parts.end()) return;
+    kept_parts_count -= it->second.size();
+    kept_parts.erase(it);
+  }
+  // Keeps a committed part's checksums (only for an upload this process created).
+  void keep_part(const std::string& id, std::uint32_t number, const std::string& etag,
+                 const ChecksumMap& sums) {
+    if (sums.empty()) return;
+    std::lock_guard lk(templates_mu);
+    if (!templates.count(id)) return;
+    auto& parts = kept_parts[id];
+    auto it = parts.find(number);
+    if (it == parts.end()) {
+      if (kept_parts_count >= s3_limits::kept_parts_max) return;
+      ++kept_parts_count;
+      it = parts.emplace(number, KeptPart{}).first;
+    }
+    it->second = KeptPart{etag, sums};
+  }
+  // The kept checksums of a part, if its ETag is still the one they were kept for.
+  std::optional<ChecksumMap> kept_part(const std::string& id, std::uint32_t number,
+                                       const std::string& etag) {
+    std::lock_guard lk(templates_mu);
+    auto u = kept_parts.find(id);
+    if (u == kept_parts.end()) return std::nullopt;
+    auto p = u->second.find(number);
+    if (p == u->second.end() || p->second.etag != etag) return std::nullopt;
+    return p->second.sums;
   }
 };
 
@@ -534,11 +623,22 @@ constexpr MetaHeader kMetaHeaders[] = {
     {"expires", &ObjectMeta::expires},
 };
 
+// The object's full checksums, kept by the gateway in upstream user metadata under this prefix
+// (for upstreams that store no checksums, or only with headers the gateway does not send:
+// radosgw 16, moto 5.2). Read back when the upstream's HEAD has no native checksum; never shown
+// to clients as metadata.
+constexpr std::string_view kKeptChecksumMeta = "x-amz-meta-objdirect-checksum-";
+
 void add_meta_headers(Headers& h, const ObjectMeta& m) {
   for (const auto& [name, field] : kMetaHeaders) {
     if (!(m.*field).empty()) h.emplace_back(std::string(name), m.*field);
   }
   for (const auto& [k, v] : m.user_meta) h.emplace_back("x-amz-meta-" + lower(k), v);
+  for (const auto& [algo, v] : m.checksums) {
+    auto a = checksum_from_name(algo);
+    if (a && v.find('-') == std::string::npos)
+      h.emplace_back(std::string(kKeptChecksumMeta) + lower(checksum_name(*a)), v);
+  }
 }
 
 void add_checksum_headers(Headers& h, const ChecksumMap& sums) {
@@ -548,17 +648,23 @@ void add_checksum_headers(Headers& h, const ChecksumMap& sums) {
   }
 }
 
-void add_condition(Headers& h, const WriteCondition& cond) {
+// `unquoted`: the ETag of If-Match without its quotes (radosgw 16 compares PutObject's If-Match
+// with the bare ETag and answers 412 to the quoted form that S3 specifies).
+void add_condition(Headers& h, const WriteCondition& cond, bool unquoted = false) {
   if (cond.kind == WriteCondition::Kind::must_be_absent) h.emplace_back("if-none-match", "*");
   if (cond.kind == WriteCondition::Kind::etag_must_match)
-    h.emplace_back("if-match", quote(cond.etag));
+    h.emplace_back("if-match", unquoted ? cond.etag : quote(cond.etag));
 }
 
 ObjectMeta meta_from_head(std::string_view key, const Response& r) {
   ObjectMeta m;
   m.key = std::string(key);
+  ChecksumMap kept;
   for (const auto& [k, v] : r.headers) {
-    if (k == "content-length") {
+    if (k.starts_with(kKeptChecksumMeta)) {
+      if (auto a = checksum_from_name(std::string_view(k).substr(kKeptChecksumMeta.size())))
+        kept[std::string(checksum_name(*a))] = v;
+    } else if (k == "content-length") {
       parse_uint(v, m.size);
     } else if (k == "etag") {
       m.etag = objdirect::s3::unquote_etag(v);
@@ -574,6 +680,17 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
         m.checksums[std::string(checksum_name(*a))] = v;
     }
   }
+  // A multipart object's composite checksum without its "-N" (moto 5.2 drops it): AWS marks a
+  // full-object checksum of a multipart object with x-amz-checksum-type: FULL_OBJECT, so any
+  // other is composite and gets the part count of the ETag back.
+  const auto dash = m.etag.rfind('-');
+  if (dash != std::string::npos && r.header("x-amz-checksum-type").value_or("") != "FULL_OBJECT") {
+    for (auto& [algo, v] : m.checksums) {
+      if (v.find('-') == std::string::npos) v += m.etag.substr(dash);
+    }
+  }
+  // The upstream's own checksums win; kept ones are full-object checksums, never composite.
+  if (m.checksums.empty()) m.checksums = std::move(kept);
   return m;
 }
 
@@ -1118,9 +1235,16 @@ class S3Store final : public ObjectStore {
     if (!w || w->core() != core_)
       return Status(Errc::internal, "commit_object: the writer is not from this store");
     if (meta.size != w->size()) return Status(Errc::internal, "commit_object: size mismatch");
-    Result<std::string> etag = meta.size > core_->opts.multipart_threshold_bytes
-                                   ? multipart_put(bucket, meta, *w, cond)
-                                   : single_put(bucket, meta, *w, cond);
+    const bool large = meta.size > core_->opts.multipart_threshold_bytes;
+    // The condition is always forwarded; where the upstream ignores it, the gateway checks it
+    // first, holding the key's lock across the check and the write.
+    std::unique_lock<std::mutex> key_lock;
+    if (cond.kind != WriteCondition::Kind::none && !upstream_checks(bucket, large)) {
+      key_lock = std::unique_lock(core_->key_lock(bucket, meta.key));
+      OBJDIRECT_RETURN_IF_ERROR(check_condition(bucket, meta.key, cond));
+    }
+    Result<std::string> etag =
+        large ? multipart_put(bucket, meta, *w, cond) : single_put(bucket, meta, *w, cond);
     if (!etag.ok()) return etag.status();
     meta.etag = *etag;
     meta.mtime_ns = now_ns();
@@ -1140,6 +1264,7 @@ class S3Store final : public ObjectStore {
     if (!doc.ok()) return doc.status();
     meta.etag = std::move(doc->etag);
     if (auto t = parse_iso8601(doc->last_modified)) meta.mtime_ns = ns_of(*t);
+    if (meta.etag.empty()) return Status(Errc::io_error, "upstream CopyObject: no ETag");
     return meta;
   }
 
@@ -1283,6 +1408,7 @@ class S3Store final : public ObjectStore {
         call_xml(std::move(r), "CreateMultipartUpload", objdirect::s3::decode_initiate_multipart);
     if (!doc.ok()) return doc.status();
     std::string id = std::move(doc->upload_id);
+    if (id.empty()) return Status(Errc::io_error, "upstream CreateMultipartUpload: no UploadId");
     UploadInfo kept = info;
     kept.upload_id = id;
     if (kept.initiated_ns == 0) kept.initiated_ns = now_ns();
@@ -1295,7 +1421,7 @@ class S3Store final : public ObjectStore {
     Request r = object_request("GET", bucket, key);
     r.query = {{"max-parts", "1"}, {"uploadId", std::string(upload_id)}};
     auto doc = call_xml(std::move(r), "ListParts", objdirect::s3::decode_list_parts);
-    if (!doc.ok()) return doc.status();
+    if (!doc.ok()) return upload_error(bucket, doc.status());
     if (auto t = core_->find_template(std::string(upload_id)); t && t->key == key) return *t;
     UploadInfo u;
     u.key = std::string(key);
@@ -1319,6 +1445,7 @@ class S3Store final : public ObjectStore {
     info.etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
     if (info.etag.empty()) return Status(Errc::io_error, "upstream UploadPart: no ETag");
     info.mtime_ns = now_ns();
+    core_->keep_part(std::string(upload_id), info.part_number, info.etag, info.checksums);
     return info;
   }
 
@@ -1326,16 +1453,20 @@ class S3Store final : public ObjectStore {
                                            std::string_view upload_id,
                                            std::uint32_t part_number_marker,
                                            std::uint32_t max_parts) override {
+    // The upstream is listed from the first part and the gateway skips to the marker itself:
+    // moto 5.2 reads part-number-marker as an index into the part list, not as a part number
+    // (with parts 1, 2, 3, 5, 8 a marker of 5 returns nothing). At most 10,000 parts per upload,
+    // so a page costs at most 10 upstream pages.
     std::vector<PartInfo> out;
-    std::uint32_t marker = part_number_marker;
+    std::uint32_t marker = 0;
     while (out.size() < max_parts) {
       Request r = object_request("GET", bucket, key);
-      const std::uint32_t ask = std::min<std::uint32_t>(max_parts - out.size(), 1000);
+      const std::uint32_t ask = 1000;
       r.query = {{"max-parts", std::to_string(ask)},
                  {"part-number-marker", std::to_string(marker)},
                  {"uploadId", std::string(upload_id)}};
       auto doc = call_xml(std::move(r), "ListParts", objdirect::s3::decode_list_parts);
-      if (!doc.ok()) return doc.status();
+      if (!doc.ok()) return upload_error(bucket, doc.status());
       bool any = false;
       for (auto& p : doc->parts) {
         any = true;
@@ -1349,8 +1480,17 @@ class S3Store final : public ObjectStore {
             pi.checksums[std::string(checksum_name(*a))] = std::move(value);
           }
         }
+        if (pi.checksums.empty()) {
+          // An upstream without part checksums in ListParts (or none at all): the ones the
+          // gateway kept when the part was committed, if the part is still that one.
+          if (auto kept = core_->kept_part(std::string(upload_id), pi.part_number, pi.etag)) {
+            pi.checksums = std::move(*kept);
+            core_->ctr.kept_part_checksums_used++;
+          }
+        }
         marker = pi.part_number;
-        if (out.size() < max_parts) out.push_back(std::move(pi));
+        if (pi.part_number > part_number_marker && out.size() < max_parts)
+          out.push_back(std::move(pi));
       }
       if (!any || !doc->is_truncated) break;
       if (doc->next_part_number_marker && *doc->next_part_number_marker > marker)
@@ -1364,6 +1504,11 @@ class S3Store final : public ObjectStore {
                                      const WriteCondition& cond) override {
     std::vector<std::pair<std::uint32_t, std::string>> named;
     for (const auto& p : parts) named.emplace_back(p.part_number, p.etag);
+    std::unique_lock<std::mutex> key_lock;
+    if (cond.kind != WriteCondition::Kind::none && !upstream_checks(bucket, true)) {
+      key_lock = std::unique_lock(core_->key_lock(bucket, meta.key));
+      OBJDIRECT_RETURN_IF_ERROR(check_condition(bucket, meta.key, cond));
+    }
     auto etag = complete(bucket, meta.key, upload_id, named, meta.parts, cond);
     if (!etag.ok()) return etag.status();
     core_->forget_template(std::string(upload_id));
@@ -1378,7 +1523,7 @@ class S3Store final : public ObjectStore {
     r.query = {{"uploadId", std::string(upload_id)}};
     auto st = core_->call(std::move(r)).status();
     if (st.ok()) core_->forget_template(std::string(upload_id));
-    return st;
+    return st.ok() ? st : upload_error(bucket, st);
   }
 
   Result<ListUploadsResult> list_uploads(std::string_view bucket,
@@ -1388,8 +1533,9 @@ class S3Store final : public ObjectStore {
     r.query = {{"uploads", ""}, {"encoding-type", "url"}};
     r.query.emplace_back("max-uploads",
                          std::to_string(std::min<std::uint32_t>(q.max_uploads, 1000)));
+    // No delimiter upstream: radosgw 16 answers one with an empty listing and moto 5.2 ignores
+    // it, so the gateway rolls uploads up into common prefixes itself (below).
     if (!q.prefix.empty()) r.query.emplace_back("prefix", q.prefix);
-    if (!q.delimiter.empty()) r.query.emplace_back("delimiter", q.delimiter);
     if (!q.key_marker.empty()) r.query.emplace_back("key-marker", q.key_marker);
     if (!q.upload_id_marker.empty()) r.query.emplace_back("upload-id-marker", q.upload_id_marker);
     auto doc = call_xml(std::move(r), "ListMultipartUploads", objdirect::s3::decode_list_uploads);
@@ -1410,6 +1556,33 @@ class S3Store final : public ObjectStore {
     out.truncated = doc->is_truncated;
     out.next_key_marker = decoded(doc->next_key_marker.value_or(""), url);
     out.next_upload_id_marker = doc->next_upload_id_marker.value_or("");
+    if (!q.delimiter.empty()) {
+      // Uploads below the delimiter roll up into common prefixes (within the upstream's page).
+      std::vector<UploadInfo> kept;
+      for (auto& u : out.uploads) {
+        const auto at = u.key.find(q.delimiter, q.prefix.size());
+        if (!u.key.starts_with(q.prefix) || at == std::string::npos) {
+          kept.push_back(std::move(u));
+          continue;
+        }
+        std::string cp = u.key.substr(0, at + q.delimiter.size());
+        if (cp != q.key_marker &&
+            std::ranges::find(out.common_prefixes, cp) == out.common_prefixes.end())
+          out.common_prefixes.push_back(std::move(cp));
+      }
+      out.uploads = std::move(kept);
+      std::sort(out.common_prefixes.begin(), out.common_prefixes.end());
+    }
+    const std::uint32_t want = std::min<std::uint32_t>(q.max_uploads, 1000);
+    if (out.uploads.size() + out.common_prefixes.size() > want && out.common_prefixes.empty()) {
+      // An upstream that ignores max-uploads (moto 5.2): the page is cut here.
+      out.uploads.resize(want);
+      out.truncated = true;
+      if (!out.uploads.empty()) {
+        out.next_key_marker = out.uploads.back().key;
+        out.next_upload_id_marker = out.uploads.back().upload_id;
+      }
+    }
     return out;
   }
 
@@ -1421,6 +1594,142 @@ class S3Store final : public ObjectStore {
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
     return decode_reply(*resp, what, decode);
+  }
+
+  // An upload call's error: radosgw answers an unknown upload id on ListParts with NoSuchKey,
+  // which S3 spells NoSuchUpload (the bucket's existence is checked, so a missing bucket stays
+  // NoSuchBucket).
+  Status upload_error(std::string_view bucket, Status st) {
+    if (st.code() != Errc::no_such_key) return st;
+    auto b = head_bucket(bucket);
+    if (!b.ok()) return b.status();
+    return Status(Errc::no_such_upload,
+                  "The specified upload does not exist. The upload ID may be invalid, or the "
+                  "upload may have been aborted or completed. (" +
+                      st.message() + ")");
+  }
+
+  // Whether the upstream enforces write conditions on PutObject (complete = false) or
+  // CompleteMultipartUpload (true). In "auto" mode the first call probes the upstream in
+  // `bucket` and remembers the answer; a failed probe answers false (the gateway checks: safe)
+  // and is repeated next time.
+  bool upstream_checks(std::string_view bucket, bool complete) {
+    const std::string& mode = core_->opts.conditional_writes;
+    if (mode == "upstream") return true;
+    if (mode == "gateway") return false;
+    {
+      std::lock_guard lk(core_->caps_mu);
+      const auto& known = complete ? core_->complete_conditions : core_->put_conditions;
+      if (known) return *known;
+    }
+    auto probed = complete ? probe_complete_conditions(bucket) : probe_put_conditions(bucket);
+    if (!probed.ok()) return false;
+    std::lock_guard lk(core_->caps_mu);
+    (complete ? core_->complete_conditions : core_->put_conditions) = *probed;
+    return *probed;
+  }
+
+  static std::string probe_key() {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+    return ".objdirect-gateway-probe/" + std::string(buf);
+  }
+
+  // PUT a scratch key, then PUT it again with If-None-Match: * and with a wrong If-Match (an
+  // upstream that enforces conditions answers 412 to both) and with its right If-Match (200;
+  // radosgw 16 answers 412 to the quoted ETag and 200 to the bare one, which is then used). The
+  // key is deleted afterwards.
+  Result<bool> probe_put_conditions(std::string_view bucket) {
+    core_->ctr.capability_probes++;
+    const std::string key = probe_key();
+    auto first = core_->call(object_request("PUT", bucket, key));
+    if (!first.ok()) return first.status();
+    const std::string etag = objdirect::s3::unquote_etag(first->header("etag").value_or(""));
+    auto put_with = [&](std::string name, std::string value) {
+      Request r = object_request("PUT", bucket, key);
+      r.headers.emplace_back(std::move(name), std::move(value));
+      return core_->perform(std::move(r));
+    };
+    auto a = put_with("if-none-match", "*");
+    auto b = put_with("if-match", quote("00000000000000000000000000000000"));
+    auto c = put_with("if-match", quote(etag));
+    bool unquoted = false;
+    if (c.ok() && c->status == 412) {
+      auto d = put_with("if-match", etag);
+      unquoted = d.ok() && d->status == 200;
+      if (!unquoted) c = std::move(d);
+    }
+    (void)core_->call(object_request("DELETE", bucket, key));
+    for (const auto* r : {&a, &b, &c})
+      if (!r->ok()) return r->status();
+    const bool enforced = a->status == 412 && b->status == 412 && (unquoted || c->status == 200);
+    if (enforced) {
+      std::lock_guard lk(core_->caps_mu);
+      core_->put_if_match_unquoted = unquoted;
+    }
+    return enforced;
+  }
+
+  // PUT a scratch key, then complete a one-part upload of it with If-None-Match: *: an upstream
+  // that enforces conditions on Complete answers 412 (radosgw 16 overwrites). Cleaned up after.
+  Result<bool> probe_complete_conditions(std::string_view bucket) {
+    core_->ctr.capability_probes++;
+    const std::string key = probe_key();
+    auto first = core_->call(object_request("PUT", bucket, key));
+    if (!first.ok()) return first.status();
+    UploadInfo info;
+    info.key = key;
+    Result<bool> out = Status(Errc::internal, "probe not run");
+    auto id = create_upload(bucket, info);
+    if (id.ok()) {
+      const std::string byte = "p";
+      Request part = part_request(bucket, key, *id, 1);
+      part.body = Body{byte.data(), -1, 0, byte.size(), 0, 0};
+      auto pr = core_->call(std::move(part));
+      if (!pr.ok()) {
+        out = pr.status();
+      } else {
+        const std::string etag = objdirect::s3::unquote_etag(pr->header("etag").value_or(""));
+        auto done =
+            complete(bucket, key, *id, {{1, etag}}, {}, {WriteCondition::Kind::must_be_absent, ""});
+        if (done.ok()) {
+          out = false;
+        } else if (done.code() == Errc::precondition_failed) {
+          out = true;
+        } else {
+          out = done.status();
+        }
+      }
+      (void)abort_upload(bucket, key, *id);  // completed already where the upstream overwrote
+      core_->forget_template(*id);
+    } else {
+      out = id.status();
+    }
+    (void)core_->call(object_request("DELETE", bucket, key));
+    return out;
+  }
+
+  // A write condition checked by the gateway (the caller holds the key's lock): a HEAD. S3's
+  // answers: If-None-Match: * on an existing key and a different ETag are 412; If-Match on a
+  // missing key is 404 NoSuchKey.
+  Status check_condition(std::string_view bucket, std::string_view key,
+                         const WriteCondition& cond) {
+    core_->ctr.gateway_checked_conditions++;
+    auto h = head_object(bucket, key);
+    if (cond.kind == WriteCondition::Kind::must_be_absent) {
+      if (h.ok())
+        return Status(Errc::precondition_failed,
+                      "At least one of the pre-conditions you specified did not hold (the key "
+                      "exists; checked by the gateway)");
+      return h.code() == Errc::no_such_key ? Status::Ok() : h.status();
+    }
+    if (!h.ok()) return h.status();
+    if (h->etag != cond.etag)
+      return Status(Errc::precondition_failed,
+                    "At least one of the pre-conditions you specified did not hold (ETag is " +
+                        h->etag + "; checked by the gateway)");
+    return Status::Ok();
   }
 
   Request part_request(std::string_view bucket, std::string_view key, std::string_view upload_id,
@@ -1436,7 +1745,12 @@ class S3Store final : public ObjectStore {
     r.body = w.body(0, w.size());
     add_meta_headers(r.headers, meta);
     add_checksum_headers(r.headers, meta.checksums);
-    add_condition(r.headers, cond);
+    bool unquoted = false;
+    {
+      std::lock_guard lk(core_->caps_mu);
+      unquoted = core_->put_if_match_unquoted;
+    }
+    add_condition(r.headers, cond, unquoted);
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
     auto etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
@@ -1525,11 +1839,31 @@ class S3Store final : public ObjectStore {
     r.headers.emplace_back("content-type", "application/xml");
     add_condition(r.headers, cond);
     r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+    std::uint32_t attempts = 1;
+    auto resp = core_->call(std::move(r), &attempts);
     // An <Error> inside a 200, too.
-    auto reply =
-        call_xml(std::move(r), "CompleteMultipartUpload", objdirect::s3::decode_complete_result);
-    if (!reply.ok()) return reply.status();
+    Result<objdirect::s3::CompleteMultipartResult> reply =
+        resp.ok()
+            ? decode_reply(*resp, "CompleteMultipartUpload", objdirect::s3::decode_complete_result)
+            : Result<objdirect::s3::CompleteMultipartResult>(resp.status());
+    const std::string multipart_suffix = "-" + std::to_string(named.size());
+    if (!reply.ok()) {
+      Status st = upload_error(bucket, reply.status());
+      if (attempts > 1 && st.code() == Errc::no_such_upload) {
+        // A retried Complete whose first answer was lost: the upload may have completed. The
+        // object's ETag says so (a multipart ETag of this many parts).
+        auto h = head_object(bucket, key);
+        if (h.ok() && h->etag.ends_with(multipart_suffix)) return h->etag;
+      }
+      return st;
+    }
     std::string etag = std::move(reply->etag);
+    if (etag.empty()) {
+      // radosgw 16 answers an empty <ETag/>: the object's HEAD has it.
+      auto h = head_object(bucket, key);
+      if (!h.ok()) return h.status();
+      etag = h->etag;
+    }
     if (etag.empty()) return Status(Errc::io_error, "upstream CompleteMultipartUpload: no ETag");
     return etag;
   }
@@ -1583,6 +1917,13 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
     return bad("upload templates must be 1.." + std::to_string(s3_limits::upload_templates_max));
   if (o.low_speed_time_s == 0 || o.connect_timeout_ms == 0)
     return bad("upstream timeouts must be positive");
+  if (o.conditional_writes != "auto" && o.conditional_writes != "upstream" &&
+      o.conditional_writes != "gateway")
+    return bad("upstream conditional writes must be auto, upstream or gateway, got '" +
+               o.conditional_writes + "'");
+  if (o.retry.max_attempts == 0 || o.retry.max_attempts > s3_limits::retry_attempts_max)
+    return bad("upstream retry attempts must be 1.." +
+               std::to_string(s3_limits::retry_attempts_max));
 
   auto core = std::make_shared<Core>();
   core->opts = o;
@@ -1614,6 +1955,10 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   s.pool_waits_timed_out = c.pool_waits_timed_out;
   s.spooled_to_file = c.spooled_to_file;
   s.multipart_commits = c.multipart_commits;
+  s.retries = c.retries;
+  s.capability_probes = c.capability_probes;
+  s.gateway_checked_conditions = c.gateway_checked_conditions;
+  s.kept_part_checksums_used = c.kept_part_checksums_used;
   return s;
 }
 

@@ -59,6 +59,7 @@
 
 #include "common/status.hpp"
 #include "storage/object_store.hpp"
+#include "storage/s3/upstream_retry.hpp"
 
 namespace objdirect::storage {
 
@@ -76,6 +77,9 @@ inline constexpr std::size_t error_body_bytes_max = 64 * 1024;
 inline constexpr std::size_t xml_reply_bytes_max = 16ull << 20;
 // Upload templates remembered between create_upload and complete (oldest dropped first).
 inline constexpr std::size_t upload_templates_max = 1'000'000;
+// Part checksums the gateway keeps for upstreams whose ListParts does not return them (all uploads
+// together; past it, further parts are not kept and their Complete checks no checksum).
+inline constexpr std::size_t kept_parts_max = 1'000'000;
 }  // namespace s3_limits
 
 struct S3StoreOptions {
@@ -104,6 +108,16 @@ struct S3StoreOptions {
   // Probe the upstream at open (ListBuckets): unreachable -> unavailable, bad credentials ->
   // the upstream's error. Tests that start without an upstream turn it off.
   bool probe = true;
+  // Retries of transient upstream failures (upstream_retry.hpp); max_attempts
+  // <= s3_limits::retry_attempts_max.
+  UpstreamRetryPolicy retry;
+  // Who checks write conditions (If-None-Match: *, If-Match) on PutObject and Complete: "auto"
+  // probes the upstream once (at the first conditional write of each kind, with a scratch key
+  // in that bucket) and checks them in the gateway where the upstream ignores them; "upstream"
+  // trusts the upstream; "gateway" always checks them in the gateway (a HEAD before the write,
+  // under a per-key lock: atomic against other writes through this gateway, racy against
+  // writers that bypass it).
+  std::string conditional_writes = "auto";
 };
 
 // Upstream traffic of one store, for tests and metrics.
@@ -116,6 +130,10 @@ struct S3StoreStats {
   std::uint64_t pool_waits_timed_out = 0;
   std::uint64_t spooled_to_file = 0;    // writers that spilled to a temporary file
   std::uint64_t multipart_commits = 0;  // commit_object calls that used a multipart upload
+  std::uint64_t retries = 0;            // upstream requests sent again after a transient failure
+  std::uint64_t capability_probes = 0;  // probes of the upstream's conditional writes
+  std::uint64_t gateway_checked_conditions = 0;  // write conditions checked by the gateway itself
+  std::uint64_t kept_part_checksums_used = 0;    // ListParts entries completed from kept checksums
 };
 
 // Opens the store (and probes the upstream, see S3StoreOptions::probe).
