@@ -6,6 +6,8 @@ server  (session): the real objdirect-server on 127.0.0.1:<free port>, fresh dat
 s3      (session): Debian boto3 client on that server.
 bucket  (function): a fresh, created bucket name; emptied and deleted afterwards (best effort).
 source_file (session): the 100 MiB random file of the client suites.
+testbed (function): testbed(n=2, tag="t") -> a started netns.Testbed of n hosts made from network
+                   namespaces (tests/integration/netns.py); torn down after the test, pass or fail.
 """
 
 import hashlib
@@ -83,6 +85,21 @@ def bucket(s3):
     s3.create_bucket(Bucket=name)
     yield name
     empty_and_delete(s3, name)
+
+
+@pytest.fixture
+def testbed():
+    import netns
+    made = []
+
+    def make(n=2, tag="t", net="10.201.0"):
+        tb = netns.Testbed(n, tag=f"{tag}{len(made)}", net=net)
+        made.append(tb)
+        return tb.start()
+
+    yield make
+    for tb in made:
+        tb.close()
 
 
 @pytest.hookimpl(hookwrapper=True)

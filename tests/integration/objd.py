@@ -59,30 +59,41 @@ def server_binary():
 class Server:
     """One objdirect-server process. Not thread-safe; one test drives it."""
 
-    def __init__(self, data_dir, log_path, extra_args=()):
+    def __init__(self, data_dir, log_path, extra_args=(), listen_host="127.0.0.1", netns=None,
+                 connect_host=None, env=None):
+        """listen_host: --listen address (port 0); netns: run it in that network namespace
+        (tests/integration/netns.py); connect_host: the address clients use (listen_host unless
+        that is 0.0.0.0); env: extra environment variables for the server."""
         self.data_dir = data_dir
         self.log_path = log_path
         self.extra_args = list(extra_args)
+        self.listen_host = listen_host
+        self.netns = netns
+        self.connect_host = connect_host or listen_host
+        self.env = dict(env or {})
         self.proc = None
         self.port = None
         self._pump = None
 
     @property
     def host(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.connect_host}:{self.port}"
 
     @property
     def endpoint(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.connect_host}:{self.port}"
 
     def start(self, timeout_s=30):
         os.makedirs(self.data_dir, exist_ok=True)
-        cmd = [server_binary(), "--listen", "127.0.0.1:0", "--data", self.data_dir,
+        cmd = [server_binary(), "--listen", f"{self.listen_host}:0", "--data", self.data_dir,
                "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY] + self.extra_args
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns] + cmd  # ip execs the server: same pid
         log = open(self.log_path, "ab")
         log.write(("\n### " + " ".join(cmd) + "\n").encode())
         log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        env = dict(os.environ, **self.env) if self.env else None
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + timeout_s
         line = b""
         while not line.endswith(b"\n"):
@@ -103,7 +114,7 @@ class Server:
         text = line.decode(errors="replace").strip()
         log.write(("### stdout: " + text + "\n").encode())
         log.flush()
-        prefix = "objdirect-server listening on http://127.0.0.1:"
+        prefix = f"objdirect-server listening on http://{self.listen_host}:"
         assert text.startswith(prefix), f"unexpected first stdout line {text!r}"
         self.port = int(text[len(prefix):].rstrip("/"))
 
