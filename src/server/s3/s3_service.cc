@@ -365,7 +365,11 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   f.set("x-amz-request-id", c.request_id);
   f.set("x-amz-id-2", c.request_id);
   if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
-  if (rdma && rdma->enabled()) f.set("x-amz-rdma-fabrics", rdma->offered());
+  if (rdma && rdma->enabled()) {
+    f.set("x-amz-rdma-fabrics", rdma->offered());
+    // Which kernel serves them: a client proposes shared memory only on its own (token_format.md).
+    if (const auto& id = transport::host_identity(); !id.empty()) f.set("x-amz-rdma-host-id", id);
+  }
   return f;
 }
 
