@@ -50,16 +50,6 @@ struct Config {
   // "libfabric:tcp" opens "tcp;ofi_rxm" on the interface of local_host (below). "ucx" lets UCX
   // choose (sm/tcp/rc/dc) and honours UCX_TLS.
   std::string fabric;
-  // libfabric:tcp only: the local address whose interface the endpoint listens on and connects
-  // from (fi_getinfo node with FI_SOURCE). A client passes the local address of its HTTP
-  // connection to the server (the interface that reaches it), a server its --listen host;
-  // "0.0.0.0" (or "::") serves every interface and lets the kernel's routes pick the source of
-  // each connection. Empty: 127.0.0.1 (loopback only). FI_TCP_IFACE set in the environment wins:
-  // local_host is then ignored and the provider picks an address of that interface.
-  // ucx: on a host without RDMA devices (uses_nic("ucx") false), a non-loopback, non-wildcard
-  // local_host limits UCX's network devices to the interface that owns it, unless
-  // UCX_NET_DEVICES is set.
-  std::string local_host;
   // Run a thread that polls the provider with back-off. Without it the owner must call
   // progress() often, including on the target side while a peer moves data.
   // Test-only: the environment variable OBJDIRECT_TEST_PROGRESS_DELAY_MS=<n> (at most 10000)
@@ -79,6 +69,17 @@ struct Config {
   // flight (the server) holds a handle for the transfer, a target (the client, while a token is
   // out) for the request. Higher: less idle CPU (about 1e6 / this value wake-ups per second).
   std::chrono::microseconds progress_idle_poll{20'000};
+  // (Last: tests build Config positionally.)
+  // libfabric:tcp only: the local address whose interface the endpoint listens on and connects
+  // from (fi_getinfo node with FI_SOURCE). A client passes the local address of its HTTP
+  // connection to the server (the interface that reaches it), a server its --listen host;
+  // "0.0.0.0" (or "::") serves every interface and lets the kernel's routes pick the source of
+  // each connection. Empty: 127.0.0.1 (loopback only). FI_TCP_IFACE set in the environment wins:
+  // local_host is then ignored and the provider picks an address of that interface.
+  // ucx: on a host without RDMA devices (uses_nic("ucx") false), a non-loopback, non-wildcard
+  // local_host limits UCX's network devices to the interface that owns it, unless
+  // UCX_NET_DEVICES is set.
+  std::string local_host;
 };
 
 struct Capabilities {
