@@ -98,7 +98,9 @@ struct ClientConfig {
   std::uint32_t connect_timeout_ms = 10'000;
   // Longest wait for any progress on a connection (a header, a body chunk, an RDMA reply).
   std::uint32_t io_timeout_ms = 120'000;
-  std::uint32_t token_lifetime_s = 300;  // expiry of each x-amz-rdma-token, 1..3600
+  // Expiry of each x-amz-rdma-token, 1..120 s (limits::token_lifetime_max_s; a short lifetime
+  // bounds the server's replay cache, docs/rdma_protocol.md).
+  std::uint32_t token_lifetime_s = 60;
   // Registration cache bounds (per fabric): least recently used unpinned entries are dropped.
   std::uint32_t registrations_max = 256;
   std::uint64_t registered_bytes_max = 64ull << 30;
@@ -258,7 +260,7 @@ class Client {
  public:
   // Validates the config and opens nothing yet: connections and fabrics open on first use.
   // Errors: invalid_argument (empty or non-http endpoint, zero concurrency or part size, token
-  // lifetime outside 1..3600, unknown fabric name).
+  // lifetime outside 1..120, unknown fabric name).
   static Result<std::unique_ptr<Client>> create(ClientConfig config);
   ~Client();
   Client(const Client&) = delete;

@@ -257,6 +257,29 @@ struct Client::Impl {
     return std::move(*t);
   }
 
+  // Endpoint binding (docs/rdma_protocol.md, "Endpoint binding"): the server refused the token
+  // because this fabric's endpoint has not yet proved that it belongs to our access key
+  // (403 RDMAEndpointNotBound with x-amz-rdma-challenge). Writes the proof into the fabric's
+  // mailbox and puts a fresh token (new nonce, proof_ready) into req. Returns whether req should
+  // be sent again; at most once per request, so a server that keeps refusing costs one round trip
+  // and the caller then falls back to HTTP.
+  bool prove_and_retoken(const Result<HttpResponse>& r, HttpRequest& req,
+                         std::span<const std::byte> buf, PathInfo& info,
+                         std::shared_ptr<void>& hold, std::shared_ptr<client::Fabric>& used,
+                         bool direct) {
+    if (!r.ok() || r->status != 403 || !used) return false;
+    auto challenge = r->header("x-amz-rdma-challenge");
+    if (!challenge) return false;
+    if (!used->prove_binding(*challenge, cfg.secret_key).ok()) return false;
+    hold.reset();  // a refusal moved nothing: the old token's registration hold may go
+    std::string token = try_token(buf, info, hold, used, direct);
+    if (token.empty()) return false;
+    for (auto& [name, value] : req.headers) {
+      if (name == "x-amz-rdma-token") value = token;
+    }
+    return true;
+  }
+
   // Whether the answer to a token request leaves open that the server's provider still holds an
   // operation on the buffer: no answer (connection error, timeout), or a 5xx (RDMATransferFailed
   // after an op timeout, a storage failure mid-transfer). A 2xx means every operation completed;
@@ -325,12 +348,16 @@ struct Client::Impl {
     if (!token.empty()) {
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
       auto r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
+      if (prove_and_retoken(r, req, dst, out.info, hold, fabric_used, direct)) {
+        r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
+      }
       if (transfer_may_linger(r)) revoke(fabric_used, dst, hold);
       if (!r.ok()) return r.status();
       if (!r->ok()) {
         Status st = client::status_from_response(*r);
         if (st.code() != Errc::invalid_rdma_token && st.code() != Errc::rdma_transfer_failed &&
-            st.code() != Errc::rdma_declined && st.code() != Errc::slow_down) {
+            st.code() != Errc::rdma_declined && st.code() != Errc::slow_down &&
+            st.code() != Errc::rdma_endpoint_unbound && st.code() != Errc::rdma_token_replayed) {
           return st;
         }
         // The server refused the token itself: ask again without one.
@@ -402,6 +429,10 @@ struct Client::Impl {
       req.headers.emplace_back("x-amz-rdma-token", std::move(token));
       auto r = execute_rdma(req, std::nullopt);
       ++out.requests;
+      if (prove_and_retoken(r, req, src, out.info, hold, fabric_used, direct)) {
+        r = execute_rdma(req, std::nullopt);
+        ++out.requests;
+      }
       if (transfer_may_linger(r)) revoke(fabric_used, src, hold);
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
@@ -420,10 +451,11 @@ struct Client::Impl {
         out.info.reason = "server answered x-amz-rdma-reply: " + std::string(*reply);
       } else {
         Status st = client::status_from_response(*r);
-        bool rdma_error = (reply && *reply == "501") || st.code() == Errc::rdma_declined ||
-                          st.code() == Errc::invalid_rdma_token ||
-                          st.code() == Errc::rdma_transfer_failed ||
-                          st.code() == Errc::not_implemented || st.code() == Errc::slow_down;
+        bool rdma_error =
+            (reply && *reply == "501") || st.code() == Errc::rdma_declined ||
+            st.code() == Errc::invalid_rdma_token || st.code() == Errc::rdma_transfer_failed ||
+            st.code() == Errc::not_implemented || st.code() == Errc::slow_down ||
+            st.code() == Errc::rdma_endpoint_unbound || st.code() == Errc::rdma_token_replayed;
         if (!rdma_error) return st;
         out.info.reason = "server declined RDMA: " + st.message();
         if (st.code() == Errc::rdma_transfer_failed) fabric_failed(fabric_used, st.message());
@@ -692,7 +724,8 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   if (config.part_size_bytes == 0) return Status(Errc::invalid_argument, "part size must be > 0");
   if (config.concurrency == 0) return Status(Errc::invalid_argument, "concurrency must be > 0");
   if (config.token_lifetime_s == 0 || config.token_lifetime_s > limits::token_lifetime_max_s) {
-    return Status(Errc::invalid_argument, "token lifetime must be 1..3600 s");
+    return Status(Errc::invalid_argument, "token lifetime must be 1.." +
+                                              std::to_string(limits::token_lifetime_max_s) + " s");
   }
   const std::string& f = config.fabric;
   const auto rows = client::fabric_rows();

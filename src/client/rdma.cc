@@ -2,11 +2,15 @@
 // the OD1 token for one request's buffer.
 #include "client/rdma.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "client/cuda/device_path.hpp"
 #include "client/registration_cache.hpp"
+#include "token/binding.hpp"
 #include "token/token.hpp"
 #include "transport/transport.hpp"
 
@@ -27,9 +31,16 @@ class TransportFabric final : public Fabric {
             [t = transport_.get()](void* p, std::size_t n) {
               return t->register_memory(p, n, transport::MemoryType::host);
             },
-            o.registrations_max, o.registered_bytes_max)) {}
+            o.registrations_max, o.registered_bytes_max)) {
+    // The binding mailbox: its own registration, never handed out as a data segment.
+    auto mr = transport_->register_memory(mailbox_->data(), mailbox_->size(),
+                                          transport::MemoryType::host);
+    if (mr.ok()) mailbox_mr_ = *mr;
+  }
 
-  ~TransportFabric() override = default;
+  ~TransportFabric() override {
+    mailbox_mr_.reset();  // before the transport (declared after it, destroyed first anyway)
+  }
 
   const std::string& name() const override { return name_; }
 
@@ -47,6 +58,7 @@ class TransportFabric final : public Fabric {
     token::Token t = transport::make_token(
         *transport_, {hit->reg->remote_segment(offset, buf.size())}, transport::MemoryType::host,
         static_cast<std::uint64_t>(now) + lifetime_s);
+    name_mailbox(t);
     OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
     // Until the reply is read the server may move data into or out of buf: this process is the
     // target and must progress at full rate (its progress thread idles otherwise).
@@ -101,9 +113,27 @@ class TransportFabric final : public Fabric {
     token::Token t = transport::make_token(*transport_, {(*reg)->remote_segment(0, buf.size())},
                                            transport::MemoryType::cuda,
                                            static_cast<std::uint64_t>(now) + lifetime_s);
+    name_mailbox(t);
     OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
     hold = *reg;
     return token::encode(t);
+  }
+
+  Status prove_binding(std::string_view challenge_text, std::string_view secret_key) override {
+    if (!mailbox_mr_) return Status(Errc::rdma_declined, name_ + ": mailbox not registered");
+    auto challenge = token::decode_challenge(challenge_text);
+    if (!challenge.ok()) return challenge.status();
+    const token::Proof proof =
+        token::bind_proof(secret_key, *challenge, transport_->local_address());
+    {
+      std::lock_guard lk(mailbox_mu_);
+      std::memcpy(mailbox_->data(), proof.data(), proof.size());
+      // The server's RDMA READ of the mailbox runs on the provider's thread: order this write
+      // before it.
+      mailbox_mr_->synchronize();
+    }
+    proof_ready_.store(true, std::memory_order_release);
+    return Status::Ok();
   }
 
   Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) override {
@@ -125,10 +155,24 @@ class TransportFabric final : public Fabric {
   }
 
  private:
+  // Names the binding mailbox in t (a token without one cannot bind; the server then refuses it
+  // and the client falls back to HTTP).
+  void name_mailbox(token::Token& t) const {
+    if (!mailbox_mr_) return;
+    t.mailbox = mailbox_mr_->remote_segment(0, limits::token_mailbox_bytes);
+    t.proof_ready = proof_ready_.load(std::memory_order_acquire);
+  }
+
   std::string name_;
   std::unique_ptr<transport::Transport> transport_;
   bool cache_unregistered_;
   std::shared_ptr<RegistrationCache<transport::MemoryRegion>> cache_;
+  // The mailbox lives on the heap so that its address stays fixed for the registration.
+  std::unique_ptr<std::array<std::byte, limits::token_mailbox_bytes>> mailbox_ =
+      std::make_unique<std::array<std::byte, limits::token_mailbox_bytes>>();
+  std::shared_ptr<transport::MemoryRegion> mailbox_mr_;
+  std::mutex mailbox_mu_;
+  std::atomic<bool> proof_ready_{false};
 };
 
 }  // namespace

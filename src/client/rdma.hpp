@@ -86,6 +86,18 @@ class Fabric {
     (void)buf;
     hold.reset();
   }
+  // Endpoint binding (docs/rdma_protocol.md, "Endpoint binding"): every token names this
+  // fabric's mailbox, 32 registered bytes. When a server refuses a token with
+  // RDMAEndpointNotBound and an x-amz-rdma-challenge, this writes
+  // token::bind_proof(secret_key, challenge, endpoint) into the mailbox; every token made after
+  // it carries proof_ready, so the server reads the mailbox and binds this endpoint to the
+  // signer. One mailbox per fabric: a Client (one principal, one server) owns its fabric.
+  // Errors: invalid_argument (not a challenge), rdma_declined (no mailbox).
+  virtual Status prove_binding(std::string_view challenge_text, std::string_view secret_key) {
+    (void)challenge_text;
+    (void)secret_key;
+    return Status(Errc::rdma_declined, name() + " has no binding mailbox");
+  }
   // Pins a registration of [ptr, ptr+len) until the returned object is destroyed.
   virtual Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) = 0;
   // Whether the transport registers CUDA device memory itself (caps().cuda_memory: FI_HMEM_CUDA,

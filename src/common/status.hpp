@@ -69,6 +69,9 @@ namespace objdirect {
   X(invalid_rdma_token, "InvalidRDMAToken", 400)                      \
   X(rdma_transfer_failed, "RDMATransferFailed", 500)                  \
   X(rdma_declined, "RDMANotSupported", 501)                           \
+  X(rdma_token_expired, "InvalidRDMAToken", 400)                      \
+  X(rdma_endpoint_unbound, "RDMAEndpointNotBound", 403)               \
+  X(rdma_token_replayed, "RDMATokenReplayed", 403)                    \
   X(transport_error, "InternalError", 500)
 
 enum class Errc : std::uint16_t {

@@ -21,7 +21,7 @@ struct TokenHeader {
   std::uint64_t expires_unix_s;
   std::uint8_t nonce[16];
   std::uint8_t provider_len;
-  std::uint8_t flags;  // reserved, must be 0
+  std::uint8_t flags;  // flag_has_mailbox | flag_proof_ready; other bits must be 0
   std::uint16_t endpoint_len;
   std::uint16_t segment_count;
   std::uint16_t reserved;  // must be 0
@@ -76,6 +76,7 @@ T get_le(std::string_view in, std::size_t at) {
 std::size_t binary_size(const Token& t) {
   std::size_t n = sizeof(TokenHeader) + t.provider.size() + t.endpoint.size();
   for (const auto& s : t.segments) n += segment_fixed_bytes + s.rkey.size();
+  if (t.mailbox) n += segment_fixed_bytes + t.mailbox->rkey.size();
   return n;
 }
 
@@ -235,6 +236,23 @@ Status validate(const Token& t) {
     return invalid("sum of segment lengths " + std::to_string(sum) + " != total_length " +
                    std::to_string(t.total_length));
   }
+  if (t.mailbox) {
+    const Segment& m = *t.mailbox;
+    if (m.length != limits::token_mailbox_bytes) {
+      return invalid("mailbox of " + std::to_string(m.length) + " bytes, must be " +
+                     std::to_string(limits::token_mailbox_bytes));
+    }
+    if (m.addr > std::numeric_limits<std::uint64_t>::max() - m.length) {
+      return invalid("mailbox: addr + length overflows 64 bits");
+    }
+    if (m.rkey.size() > limits::token_rkey_bytes_max) return invalid("mailbox: rkey too long");
+    if (t.backend == Backend::ucx && m.rkey.empty()) return invalid("UCX mailbox without rkey");
+    if (t.backend == Backend::libfabric && !m.rkey.empty()) {
+      return invalid("libfabric mailbox carries a packed rkey");
+    }
+  } else if (t.proof_ready) {
+    return invalid("proof_ready without a mailbox");
+  }
   std::size_t text_len = text_prefix.size() + base64_len(binary_size(t));
   if (text_len > limits::token_bytes_max) {
     return invalid("encoded token of " + std::to_string(text_len) + " bytes exceeds " +
@@ -263,15 +281,20 @@ std::string encode(const Token& t) {
                         static_cast<std::uint16_t>(t.endpoint.size()));
   put_le<std::uint16_t>(bin, offsetof(TokenHeader, segment_count),
                         static_cast<std::uint16_t>(t.segments.size()));
+  put_le<std::uint8_t>(bin, offsetof(TokenHeader, flags),
+                       static_cast<std::uint8_t>((t.mailbox ? flag_has_mailbox : 0) |
+                                                 (t.proof_ready ? flag_proof_ready : 0)));
   bin += t.provider;
   bin += t.endpoint;
-  for (const auto& s : t.segments) {
+  auto append_segment = [&bin](const Segment& s) {
     append_le<std::uint64_t>(bin, s.addr);
     append_le<std::uint64_t>(bin, s.length);
     append_le<std::uint64_t>(bin, s.key);
     append_le<std::uint16_t>(bin, static_cast<std::uint16_t>(s.rkey.size()));
     bin += s.rkey;
-  }
+  };
+  for (const auto& s : t.segments) append_segment(s);
+  if (t.mailbox) append_segment(*t.mailbox);
   std::string text(text_prefix);
   text += base64url_encode(bin);
   return text;
@@ -283,7 +306,7 @@ Result<Token> decode(std::string_view text, std::uint64_t now_unix_s) {
                    std::to_string(limits::token_bytes_max));
   }
   if (text.substr(0, text_prefix.size()) != text_prefix) {
-    return invalid("missing \"OD1.\" prefix (not an ObjDirect v1 token)");
+    return invalid("missing \"OD1.\" prefix (not an ObjDirect token)");
   }
   auto bin_or = base64url_decode(text.substr(text_prefix.size()));
   if (!bin_or.ok()) return bin_or.status();
@@ -297,7 +320,11 @@ Result<Token> decode(std::string_view text, std::uint64_t now_unix_s) {
   }
   auto u8 = [&](std::size_t at) { return get_le<std::uint8_t>(bin, at); };
   if (u8(offsetof(TokenHeader, version)) != version) {
-    return invalid("unsupported version " + std::to_string(u8(offsetof(TokenHeader, version))));
+    // Another version of our own format is no garbage: decline it (the body goes over HTTP).
+    return Status(Errc::rdma_declined, "ObjDirect token version " +
+                                           std::to_string(u8(offsetof(TokenHeader, version))) +
+                                           " is not served here; this server needs version " +
+                                           std::to_string(version) + " (docs/token_format.md)");
   }
   Token t;
   std::uint8_t backend = u8(offsetof(TokenHeader, backend));
@@ -319,10 +346,12 @@ Result<Token> decode(std::string_view text, std::uint64_t now_unix_s) {
   std::size_t provider_len = u8(offsetof(TokenHeader, provider_len));
   std::size_t endpoint_len = get_le<std::uint16_t>(bin, offsetof(TokenHeader, endpoint_len));
   std::size_t segment_count = get_le<std::uint16_t>(bin, offsetof(TokenHeader, segment_count));
-  if (u8(offsetof(TokenHeader, flags)) != 0 ||
+  const std::uint8_t flags = u8(offsetof(TokenHeader, flags));
+  if ((flags & ~(flag_has_mailbox | flag_proof_ready)) != 0 ||
       get_le<std::uint16_t>(bin, offsetof(TokenHeader, reserved)) != 0) {
     return invalid("reserved header bits set");
   }
+  t.proof_ready = (flags & flag_proof_ready) != 0;
   if (provider_len > limits::token_provider_bytes_max) return invalid("provider name too long");
   if (endpoint_len > limits::token_endpoint_bytes_max) return invalid("endpoint address too long");
   if (segment_count > limits::token_segments_max) {
@@ -337,32 +366,40 @@ Result<Token> decode(std::string_view text, std::uint64_t now_unix_s) {
   if (!r.take(endpoint_len, piece)) return invalid("truncated in endpoint address");
   t.endpoint = piece;
   t.segments.reserve(segment_count);
-  for (std::size_t i = 0; i < segment_count; ++i) {
+  const bool has_mailbox = (flags & flag_has_mailbox) != 0;
+  for (std::size_t i = 0; i < segment_count + (has_mailbox ? 1 : 0); ++i) {
+    const std::string name = i < segment_count ? "segment " + std::to_string(i) : "mailbox";
     Segment s;
     std::uint16_t rkey_len = 0;
     if (!r.take_le(s.addr) || !r.take_le(s.length) || !r.take_le(s.key) || !r.take_le(rkey_len)) {
-      return invalid("truncated in segment " + std::to_string(i));
+      return invalid("truncated in " + name);
     }
-    if (rkey_len > limits::token_rkey_bytes_max) {
-      return invalid("segment " + std::to_string(i) + ": packed rkey too long");
-    }
-    if (!r.take(rkey_len, piece))
-      return invalid("truncated in rkey of segment " + std::to_string(i));
+    if (rkey_len > limits::token_rkey_bytes_max) return invalid(name + ": packed rkey too long");
+    if (!r.take(rkey_len, piece)) return invalid("truncated in rkey of " + name);
     s.rkey = piece;
-    t.segments.push_back(std::move(s));
+    if (i < segment_count) {
+      t.segments.push_back(std::move(s));
+    } else {
+      t.mailbox = std::move(s);
+    }
   }
   if (r.remaining() != 0) {
     return invalid(std::to_string(r.remaining()) + " trailing bytes after the last segment");
   }
   OBJDIRECT_RETURN_IF_ERROR(validate(t));
   if (now_unix_s >= t.expires_unix_s) {
-    return invalid("expired at " + std::to_string(t.expires_unix_s) + ", now " +
-                   std::to_string(now_unix_s));
+    return Status(Errc::rdma_token_expired,
+                  "invalid RDMA token: expired at " + std::to_string(t.expires_unix_s) +
+                      ", server time " + std::to_string(now_unix_s) +
+                      "; build a new token for every request, and check this client's clock "
+                      "against the server's (Date header)");
   }
   const std::uint64_t horizon = limits::token_lifetime_max_s + limits::token_clock_skew_max_s;
   if (t.expires_unix_s - now_unix_s > horizon) {
     return invalid("expiry " + std::to_string(t.expires_unix_s) + " is more than " +
-                   std::to_string(horizon) + " s ahead of now " + std::to_string(now_unix_s));
+                   std::to_string(horizon) + " s ahead of server time " +
+                   std::to_string(now_unix_s) + " (token lifetime at most " +
+                   std::to_string(limits::token_lifetime_max_s) + " s)");
   }
   return t;
 }

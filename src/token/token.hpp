@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +34,10 @@ inline constexpr std::size_t token_endpoint_bytes_max = 1024;
 // One packed UCX rkey (~11 B on tcp, larger on InfiniBand).
 inline constexpr std::size_t token_rkey_bytes_max = 256;
 // Tolerated clock difference between client and server when judging a token's expiry.
-inline constexpr std::uint64_t token_clock_skew_max_s = 15 * 60;
+inline constexpr std::uint64_t token_clock_skew_max_s = 60;
+// The mailbox a token names: the client's registered bytes that hold its endpoint-binding proof
+// (docs/rdma_protocol.md, "Endpoint binding").
+inline constexpr std::size_t token_mailbox_bytes = 32;
 }  // namespace objdirect::limits
 
 namespace objdirect::token {
@@ -42,7 +46,11 @@ namespace objdirect::token {
 inline constexpr std::string_view text_prefix = "OD1.";
 // First four binary bytes ("ODTK") and the binary layout version.
 inline constexpr std::array<std::uint8_t, 4> magic = {'O', 'D', 'T', 'K'};
-inline constexpr std::uint8_t version = 1;
+// 2: the header's flags carry has_mailbox / proof_ready and a mailbox segment follows the segments.
+inline constexpr std::uint8_t version = 2;
+// Header flag bits.
+inline constexpr std::uint8_t flag_has_mailbox = 1;
+inline constexpr std::uint8_t flag_proof_ready = 2;
 
 enum class Backend : std::uint8_t { libfabric = 1, ucx = 2 };
 
@@ -73,6 +81,11 @@ struct Token {
   std::array<std::uint8_t, 16> nonce{};
   std::string endpoint;  // client endpoint address bytes (fi_getname / ucp worker address)
   std::vector<Segment> segments;
+  // The client's binding mailbox (token_mailbox_bytes long, same backend rules as a segment),
+  // where the server reads the endpoint-binding proof; absent in a token that cannot bind.
+  std::optional<Segment> mailbox;
+  // The mailbox holds a proof for the server's current challenge: the server may read it.
+  bool proof_ready = false;
 
   friend bool operator==(const Token&, const Token&) = default;
 };
@@ -89,12 +102,15 @@ Status validate(const Token& token);
 // it encodes to text that decode() refuses (never to a different valid token).
 std::string encode(const Token& token);
 
-// Parses and validates text. Total: every input yields a Token or Errc::invalid_rdma_token with
-// a message saying why (bad prefix, bad base64, truncated, trailing bytes, unknown version, too
-// many segments, overflow of addr+len, sum of lengths != total_length, expired, expiry too far in
-// the future). Work is bounded by token_bytes_max: longer input is refused before parsing.
-// A token is expired when now_unix_s >= expires_unix_s; it is refused as implausible when
-// expires_unix_s > now_unix_s + token_lifetime_max_s + token_clock_skew_max_s.
+// Parses and validates text. A well-formed ObjDirect token of another binary version (1 had no
+// mailbox) is Errc::rdma_declined, so that the server serves it over HTTP; an expired one is
+// Errc::rdma_token_expired (S3 code InvalidRDMAToken). Otherwise total: every input yields a Token
+// or Errc::invalid_rdma_token with a message saying why (bad prefix, bad base64, truncated,
+// trailing bytes, unknown version, too many segments, overflow of addr+len, sum of lengths !=
+// total_length, expired, expiry too far in the future). Work is bounded by token_bytes_max: longer
+// input is refused before parsing. A token is expired when now_unix_s >= expires_unix_s; it is
+// refused as implausible when expires_unix_s > now_unix_s + token_lifetime_max_s +
+// token_clock_skew_max_s.
 Result<Token> decode(std::string_view text, std::uint64_t now_unix_s);
 
 // Checks that the token's segments cover at least needed_bytes (a GET of needed_bytes may land

@@ -19,11 +19,13 @@ Token sample_libfabric() {
   t.provider = "tcp";
   t.addressing = Addressing::offset;
   t.memory_type = MemoryType::host;
-  t.expires_unix_s = now + 300;
+  t.expires_unix_s = now + 100;
   for (std::size_t i = 0; i < t.nonce.size(); ++i) t.nonce[i] = static_cast<std::uint8_t>(i * 17);
   t.endpoint = std::string("\x02\x00\x1f\x90\x7f\x00\x00\x01", 8) + std::string(8, '\0');
   t.segments = {{0, 4096, 0xdeadbeefcafef00dull, ""}, {8192, 1, 7, ""}};
   t.total_length = 4097;
+  t.mailbox = Segment{65536, limits::token_mailbox_bytes, 42, ""};
+  t.proof_ready = true;
   return t;
 }
 
@@ -100,6 +102,47 @@ TEST(Token, RoundTripUcxAndSize) {
   EXPECT_EQ(encode(t).size(), 4u + 262u);
 }
 
+TEST(Token, MailboxRoundTripsAndIsChecked) {
+  Token t = sample_libfabric();
+  for (bool ready : {false, true}) {
+    t.proof_ready = ready;
+    auto back = decode(encode(t), now);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, t);
+  }
+  Token none = t;
+  none.mailbox.reset();
+  none.proof_ready = false;
+  auto back = decode(encode(none), now);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->mailbox);
+  // The mailbox adds exactly one segment to the binary form.
+  EXPECT_EQ(binary_of(t).size(), binary_of(none).size() + 26);
+  none.proof_ready = true;
+  EXPECT_EQ(validate(none).code(), Errc::invalid_rdma_token);
+  Token wrong = t;
+  wrong.mailbox->length = 33;
+  EXPECT_NE(validate(wrong).message().find("mailbox"), std::string::npos);
+  wrong.mailbox->length = limits::token_mailbox_bytes;
+  wrong.mailbox->rkey = "x";  // libfabric carries no packed rkey
+  EXPECT_EQ(validate(wrong).code(), Errc::invalid_rdma_token);
+  Token ucx = sample_ucx();
+  ucx.mailbox = Segment{0x7f0000002000ull, limits::token_mailbox_bytes, 0, ""};
+  EXPECT_NE(validate(ucx).message().find("UCX mailbox"), std::string::npos);
+  ucx.mailbox->rkey = std::string(11, '\x02');
+  back = decode(encode(ucx), now);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, ucx);
+}
+
+TEST(Token, ForeignFormatsAreNotOurs) {
+  // cuObject's DC_V1 descriptor (81 hex characters) has no "OD1." prefix.
+  const std::string dc_v1 = std::string(16, 'a') + ":" + std::string(8, '0') + ":" +
+                            std::string(8, '1') + ":" + std::string(4, '2') + ":" +
+                            std::string(6, '3') + ":1:" + std::string(32, 'f');
+  EXPECT_EQ(decode(dc_v1, now).code(), Errc::invalid_rdma_token);
+}
+
 TEST(Token, ZeroLengthTokenHasNoSegments) {
   Token t = sample_libfabric();
   t.segments.clear();
@@ -170,11 +213,19 @@ TEST(Token, RejectsBadMagicVersionAndEnums) {
     return text_of(b);
   };
   expect_invalid(tamper(0, 'X'), "magic");
-  expect_invalid(tamper(4, 2), "version");
+  // Another version of our own format is declined (served over HTTP), not refused as garbage.
+  for (char v : {char{1}, char{3}}) {
+    auto r = decode(tamper(4, v), now);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.code(), Errc::rdma_declined);
+    EXPECT_NE(r.status().message().find("version"), std::string::npos);
+  }
   expect_invalid(tamper(5, 9), "backend");
   expect_invalid(tamper(6, 0), "addressing");
   expect_invalid(tamper(7, 3), "memory type");
-  expect_invalid(tamper(41, 1), "reserved");
+  expect_invalid(tamper(41, 4), "reserved");
+  // The mailbox flag cleared: the mailbox's bytes are left over.
+  expect_invalid(tamper(41, 2), "trailing");
   expect_invalid(tamper(47, 1), "reserved");
 }
 
@@ -252,16 +303,20 @@ TEST(Token, Expiry) {
   Token t = sample_libfabric();
   t.expires_unix_s = now + 1;
   EXPECT_TRUE(decode(encode(t), now).ok());
-  t.expires_unix_s = now;
-  expect_invalid(encode(t), "expired");
-  t.expires_unix_s = 0;
-  expect_invalid(encode(t), "expired");
+  for (std::uint64_t e : {now, std::uint64_t{0}}) {
+    t.expires_unix_s = e;
+    auto r = decode(encode(t), now);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.code(), Errc::rdma_token_expired);
+    EXPECT_EQ(s3_code(r.code()), "InvalidRDMAToken");
+    EXPECT_NE(r.status().message().find("expired"), std::string::npos);
+  }
   t.expires_unix_s = now + limits::token_lifetime_max_s + limits::token_clock_skew_max_s;
   EXPECT_TRUE(decode(encode(t), now).ok());
   t.expires_unix_s += 1;
-  expect_invalid(encode(t), "ahead of now");
+  expect_invalid(encode(t), "ahead of server time");
   t.expires_unix_s = std::numeric_limits<std::uint64_t>::max();
-  expect_invalid(encode(t), "ahead of now");
+  expect_invalid(encode(t), "ahead of server time");
 }
 
 TEST(Token, CheckScope) {

@@ -129,7 +129,7 @@ int run_child(const char* spec) {
   }
   // The parent learns everything from a real token, as an S3 server would.
   token::Token tok =
-      make_token(**t, {(*mr)->remote_segment(0, bytes)}, MemoryType::host, unix_now() + 600);
+      make_token(**t, {(*mr)->remote_segment(0, bytes)}, MemoryType::host, unix_now() + 60);
   if (Status st = token::validate(tok); !st.ok()) {
     reply("FAIL " + st.to_string());
     return 0;

@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -26,6 +29,7 @@
 #include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "token/binding.hpp"
 #include "token/token.hpp"
 #include "transport/transport.hpp"
 
@@ -178,12 +182,55 @@ std::string s3_code(const client::HttpResponse& r) {
   return r.body.substr(a + 6, b - a - 6);
 }
 
-// A transport plus one registered buffer: the client side of a transfer.
+// A transport plus one registered buffer and a binding mailbox: the client side of a transfer.
+// The server moves bytes only to or from an endpoint bound to the signer: bind() proves it
+// (docs/rdma_protocol.md, "Endpoint binding").
 struct ClientSide {
   std::unique_ptr<transport::Transport> tr;
   std::vector<std::byte> buf;
   std::shared_ptr<transport::MemoryRegion> mr;
   std::shared_ptr<void> hot;
+  std::unique_ptr<std::array<std::byte, limits::token_mailbox_bytes>> mailbox =
+      std::make_unique<std::array<std::byte, limits::token_mailbox_bytes>>();
+  std::shared_ptr<transport::MemoryRegion> mailbox_mr;
+  bool proof_ready = false;
+
+  token::Token with_mailbox(token::Token t) const {
+    t.mailbox = mailbox_mr->remote_segment(0, limits::token_mailbox_bytes);
+    t.proof_ready = proof_ready;
+    return t;
+  }
+
+  // The explicit bind call: POST /?rdma-bind is refused with a challenge, the proof goes into the
+  // mailbox, and the second call binds. Returns whether the endpoint is bound.
+  bool bind(ServerProcess& s, const std::string& secret = kSk) {
+    return bind_via(
+        [&](const std::string& tok) {
+          return request(s, "POST", "/?rdma-bind", {{"x-amz-rdma-token", tok}});
+        },
+        secret);
+  }
+  // bind() through `post`, which sends POST /?rdma-bind with the given token.
+  bool bind_via(const std::function<client::HttpResponse(const std::string&)>& post,
+                const std::string& secret = kSk) {
+    auto bind_token = [&] {
+      return token::encode(
+          with_mailbox(transport::make_token(*tr, {}, token::MemoryType::host, now_s() + 60)));
+    };
+    auto r = post(bind_token());
+    if (r.status == 204) return true;
+    auto challenge = token::decode_challenge(header(r, "x-amz-rdma-challenge"));
+    EXPECT_EQ(r.status, 403) << r.body;
+    EXPECT_EQ(s3_code(r), "RDMAEndpointNotBound");
+    if (!challenge.ok()) return false;
+    const token::Proof proof = token::bind_proof(secret, *challenge, tr->local_address());
+    std::memcpy(mailbox->data(), proof.data(), proof.size());
+    mailbox_mr->synchronize();
+    proof_ready = true;
+    r = post(bind_token());
+    EXPECT_EQ(r.status, 204) << r.body;
+    return r.status == 204;
+  }
 
   static std::optional<ClientSide> open(const std::string& fabric, std::size_t bytes,
                                         bool progress_thread = true) {
@@ -199,15 +246,18 @@ struct ClientSide {
     auto mr = c.tr->register_memory(c.buf.data(), c.buf.size(), token::MemoryType::host);
     if (!mr.ok()) return std::nullopt;
     c.mr = *mr;
+    auto mb = c.tr->register_memory(c.mailbox->data(), c.mailbox->size(), token::MemoryType::host);
+    if (!mb.ok()) return std::nullopt;
+    c.mailbox_mr = *mb;
     return c;
   }
 
   std::string token(std::size_t offset, std::size_t length, std::uint64_t expires) const {
     auto t = transport::make_token(*tr, {mr->remote_segment(offset, length)},
                                    token::MemoryType::host, expires);
-    return token::encode(t);
+    return token::encode(with_mailbox(std::move(t)));
   }
-  std::string token(std::size_t length) const { return token(0, length, now_s() + 300); }
+  std::string token(std::size_t length) const { return token(0, length, now_s() + 60); }
 };
 
 class RdmaServerTest : public ::testing::Test {
@@ -236,6 +286,7 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   EXPECT_EQ(header(put, "etag"), md5_etag(data));
   auto c = ClientSide::open("libfabric:tcp", n);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
 
   auto r = request(*server_, "GET", "/bkt/obj", {{"x-amz-rdma-token", c->token(n)}});
   EXPECT_EQ(r.status, 200) << r.body;
@@ -299,6 +350,7 @@ TEST(RdmaServerDigestThreads, PutEtagsAreTheMd5OfTheBytesOverHttpAndRdma) {
 
   auto c = ClientSide::open("libfabric:tcp", n);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(server));
   auto up = pattern(n, 8);
   std::copy(up.begin(), up.end(), c->buf.begin());
   r = request(server, "PUT", "/bkt/rdma",
@@ -329,6 +381,7 @@ TEST_F(RdmaServerTest, MultipartMixesRdmaAndHttpParts) {
   ASSERT_FALSE(id.empty());
   auto c = ClientSide::open("libfabric:tcp", part);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   const std::vector<std::pair<std::string, std::string>> unsigned_payload = {
       {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}};
   std::vector<std::string> etags;
@@ -404,6 +457,7 @@ TEST(RdmaServerZeroCopy, GetSpansPartFilesFollowsOverwritesAndCanBeTurnedOff) {
       const std::size_t total = part + p2.size();
       auto c = ClientSide::open(fabric, total);
       if (!c) GTEST_SKIP() << fabric << " unavailable";
+      ASSERT_TRUE(c->bind(server));
       r = request(server, "GET", "/bkt/mp", {{"x-amz-rdma-token", c->token(total)}});
       ASSERT_EQ(r.status, 200) << r.body;
       EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
@@ -435,6 +489,7 @@ TEST(RdmaServerZeroCopy, GetSpansPartFilesFollowsOverwritesAndCanBeTurnedOff) {
 TEST_F(RdmaServerTest, PutChecksumIsVerifiedOverTheRdmaBytes) {
   auto c = ClientSide::open("libfabric:shm", 4096);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   auto r = request(*server_, "PUT", "/bkt/sum",
                    {{"x-amz-rdma-token", c->token(4096)},
                     {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"},
@@ -447,6 +502,7 @@ TEST_F(RdmaServerTest, PutChecksumIsVerifiedOverTheRdmaBytes) {
 TEST_F(RdmaServerTest, ExpiredTokenIsRefusedAndNothingIsWritten) {
   auto c = ClientSide::open("libfabric:tcp", 4096);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   std::string expired = c->token(0, 4096, now_s() - 5);
   auto r = request(*server_, "PUT", "/bkt/exp",
                    {{"x-amz-rdma-token", expired}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
@@ -462,6 +518,7 @@ TEST_F(RdmaServerTest, TokenReplayAfterExpiryIsRefused) {
   ASSERT_EQ(request(*server_, "PUT", "/bkt/replay", {}, data).status, 200);
   auto c = ClientSide::open("libfabric:tcp", 4096);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   const std::string tok = c->token(0, 4096, now_s() + 2);
   auto r = request(*server_, "GET", "/bkt/replay", {{"x-amz-rdma-token", tok}});
   ASSERT_EQ(r.status, 200);
@@ -521,6 +578,7 @@ TEST_F(RdmaServerTest, WidenedTokenBreaksTheSignature) {
   ASSERT_EQ(request(*server_, "PUT", "/bkt/wide", {}, data).status, 200);
   auto c = ClientSide::open("libfabric:tcp", 8192);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   const std::string narrow = c->token(0, 4096, now_s() + 60);
   auto t = token::decode(narrow, now_s());
   ASSERT_TRUE(t.ok()) << t.status().to_string();
@@ -548,6 +606,7 @@ TEST_F(RdmaServerTest, TokenShorterThanTheObjectIsRefusedBeforeAnyByteMoves) {
   ASSERT_EQ(request(*server_, "PUT", "/bkt/big", {}, data).status, 200);
   auto c = ClientSide::open("libfabric:tcp", 8192);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   auto r = request(*server_, "GET", "/bkt/big", {{"x-amz-rdma-token", c->token(4096)}});
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(s3_code(r), "InvalidRDMAToken");
@@ -658,6 +717,7 @@ TEST_F(RdmaServerTest, GatewayUpstreamOverwriteDuringGetFailsNeverMixes) {
   };
   auto c = ClientSide::open("libfabric:tcp", n);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   bool saw_412 = false;
   for (int attempt = 0; attempt < 3 && !saw_412; ++attempt) {
     const std::string e1 = complete(stage(v1));
@@ -723,6 +783,7 @@ TEST(RdmaServerAdmission, NoStagingBudgetAnswersSlowDown) {
   ASSERT_EQ(request(s, "PUT", "/bkt/o", {}, data).status, 200);
   auto c = ClientSide::open("libfabric:tcp", data.size());
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(s));
   auto r = request(s, "GET", "/bkt/o", {{"x-amz-rdma-token", c->token(data.size())}});
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(s3_code(r), "SlowDown");
@@ -741,6 +802,21 @@ void stalled_client(const std::string& endpoint, const std::string& method, std:
   o.credentials = {kAk, kSk};
   o.region = "us-east-1";
   client::HttpClient http(o);
+  {
+    // Binding needs the server's read of our mailbox to progress: poll by hand meanwhile.
+    std::atomic<bool> done{false};
+    std::thread poll([&] {
+      while (!done) c->tr->progress();
+    });
+    const bool bound = c->bind_via([&](const std::string& tok) {
+      client::HttpRequest b{"POST", "/?rdma-bind", {{"x-amz-rdma-token", tok}}, {}, true};
+      auto res = http.execute(b);
+      return res.ok() ? *res : client::HttpResponse{};
+    });
+    done = true;
+    poll.join();
+    if (!bound) _exit(4);
+  }
   client::HttpRequest r;
   r.method = method;
   r.target = method == "GET" ? "/bkt/victim" : "/bkt/uploaded";
@@ -791,6 +867,7 @@ TEST_P(ClientDeathTest, KilledClientFreesServerBuffersAndServerKeepsServing) {
   // And RDMA still works for a healthy client.
   auto c = ClientSide::open("libfabric:tcp", 4096);
   ASSERT_TRUE(c);
+  ASSERT_TRUE(c->bind(*server_));
   ASSERT_EQ(request(*server_, "PUT", "/bkt/small", {}, std::span(data.data(), 4096)).status, 200);
   r = request(*server_, "GET", "/bkt/small", {{"x-amz-rdma-token", c->token(4096)}});
   EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");

@@ -132,7 +132,9 @@ int worker_main(int argc, char** argv) {
     std::string failure;
     for (std::uint32_t t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
+        const auto a = Clock::now();
         auto r = one(t);
+        const double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - a).count();
         std::lock_guard lock(mu);
         if (!r.ok()) {
           if (failure.empty()) failure = r.status().message();
@@ -140,6 +142,11 @@ int worker_main(int argc, char** argv) {
           warm_path = std::string(path_name(r->path));
           warm_note = r->fabric;
           if (!r->reason.empty()) warm_note += (warm_note.empty() ? "(" : " (") + r->reason + ")";
+          // The first transfer of a fresh client: peer connection set-up and, over RDMA, the
+          // endpoint binding's extra round trip (docs/rdma_protocol.md).
+          char first[48];
+          std::snprintf(first, sizeof(first), " first=%.3fms", first_ms);
+          warm_note += first;
         }
       });
     }

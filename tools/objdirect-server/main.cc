@@ -15,6 +15,7 @@
 #include "storage/cache/caching_store.hpp"
 #include "storage/local/local_store.hpp"
 #include "storage/s3/s3_store.hpp"
+#include "token/binding.hpp"
 #ifdef OBJDIRECT_WITH_RADOS
 #include "storage/rados/rados_store.hpp"
 #endif
@@ -272,6 +273,23 @@ int main(int argc, char** argv) {
                      "thread; past it, SlowDown at once); at most half of --threads")
           ->envname("OBJDIRECT_RDMA_ADMISSION_WAITERS_MAX")
           ->capture_default_str();
+  app.add_option("--rdma-bindings-max", s3opts.rdma_bindings_max,
+                 "Client endpoints remembered as bound to their access key (least recently used "
+                 "evicted beyond it; docs/rdma_protocol.md)")
+      ->envname("OBJDIRECT_RDMA_BINDINGS_MAX")
+      ->check(CLI::Range(std::size_t{1}, limits::rdma_bindings_max))
+      ->capture_default_str();
+  app.add_option("--rdma-binding-lifetime-s", s3opts.rdma_binding_lifetime_s,
+                 "Seconds a client endpoint stays bound before it proves itself again")
+      ->envname("OBJDIRECT_RDMA_BINDING_LIFETIME_S")
+      ->check(CLI::Range(1u, limits::rdma_binding_lifetime_max_s))
+      ->capture_default_str();
+  app.add_option("--rdma-replay-nonces-max", s3opts.rdma_replay_nonces_max,
+                 "RDMA token nonces remembered, each until its token expires (single use; past "
+                 "it new tokens get SlowDown); about 56 bytes each")
+      ->envname("OBJDIRECT_RDMA_REPLAY_NONCES_MAX")
+      ->check(CLI::Range(std::size_t{1}, limits::rdma_replay_nonces_max))
+      ->capture_default_str();
   app.add_option("--tls-cert", hopts.tls_cert_file, "PEM certificate chain: serve HTTPS")
       ->envname("OBJDIRECT_TLS_CERT");
   app.add_option("--tls-key", hopts.tls_key_file, "PEM private key for --tls-cert")

@@ -71,6 +71,11 @@ void Registry::rdma_error(const std::string& reason) {
   ++rdma_errors_[reason];
 }
 
+void Registry::rdma_refusal(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  ++rdma_refusals_[reason];
+}
+
 void Registry::add_gauge(const std::string& name, const std::string& help, GaugeFn fn) {
   std::lock_guard lock(mu_);
   gauges_[name] = {help, std::move(fn)};
@@ -114,6 +119,12 @@ std::string Registry::render() const {
        "# TYPE objdirect_rdma_errors_total counter\n";
   for (const auto& [k, v] : rdma_errors_) {
     o << "objdirect_rdma_errors_total{reason=\"" << escape_label(k) << "\"} " << v << "\n";
+  }
+  o << "# HELP objdirect_rdma_token_refusals_total RDMA tokens refused before any byte moved, "
+       "by reason (docs/rdma_protocol.md).\n"
+       "# TYPE objdirect_rdma_token_refusals_total counter\n";
+  for (const auto& [k, v] : rdma_refusals_) {
+    o << "objdirect_rdma_token_refusals_total{reason=\"" << escape_label(k) << "\"} " << v << "\n";
   }
   for (const auto& [name, g] : gauges_) {
     o << "# HELP " << name << " " << g.first << "\n# TYPE " << name << " gauge\n"

@@ -33,6 +33,9 @@ class Registry {
   // An RDMA decline (reason: "no-transport", "disabled", ...) or failure (reason: S3 code).
   void rdma_decline(const std::string& reason);
   void rdma_error(const std::string& reason);
+  // A token refused before any byte moved (docs/rdma_protocol.md, "Refusals"): unbound-endpoint,
+  // bound-to-other-principal, replayed-nonce, expired, replay-cache-full.
+  void rdma_refusal(const std::string& reason);
 
   // Gauges that live elsewhere are sampled at render time.
   using GaugeFn = std::function<double()>;
@@ -53,6 +56,7 @@ class Registry {
   std::map<std::pair<std::string, std::string>, std::uint64_t> bytes_;
   std::map<std::string, std::uint64_t> rdma_declines_;
   std::map<std::string, std::uint64_t> rdma_errors_;
+  std::map<std::string, std::uint64_t> rdma_refusals_;
   std::map<std::string, std::pair<std::string, GaugeFn>> gauges_;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -615,6 +616,55 @@ std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
     r->live_peer_hold = tr;
   }
   return r;
+}
+
+Status RdmaEngine::read_mailbox(const token::Token& t, std::span<std::byte> out) {
+  if (!t.mailbox || out.size() < t.mailbox->length) {
+    return Status(Errc::invalid_argument, "read_mailbox: no mailbox, or a short buffer");
+  }
+  const std::size_t ti = transport_index(t, false);
+  if (ti == transports_.size()) return can_serve(t, false);
+  std::shared_ptr<transport::Transport> tr;
+  {
+    std::lock_guard lk(mu_);
+    tr = transports_[ti];
+  }
+  // The buffer and its registration live together; both are kept if the provider may still
+  // write the buffer after a failure.
+  struct Landing {
+    std::vector<std::byte> bytes;
+    std::shared_ptr<transport::MemoryRegion> mr;
+  };
+  auto landing = std::make_shared<Landing>();
+  landing->bytes.resize(static_cast<std::size_t>(t.mailbox->length));
+  auto mr = tr->register_memory(landing->bytes.data(), landing->bytes.size(),
+                                transport::MemoryType::host);
+  if (!mr.ok()) return mr.status();
+  landing->mr = *mr;
+  const transport::LocalSegment local{landing->mr.get(), 0, landing->bytes.size()};
+  const transport::RemoteSegment remote = *t.mailbox;
+  auto op = tr->post_read(t.endpoint, std::span(&local, 1), std::span(&remote, 1));
+  if (!op.ok()) return op.status();
+  {
+    std::lock_guard lk(mu_);
+    ++stats_.mailbox_reads;
+  }
+  Status st = tr->wait(*op, opts_.op_timeout);
+  if (!st.ok()) {
+    Abandoned abandoned;
+    abandoned.ops.push_back(*op);
+    await_settled(*tr, abandoned);
+    if (!tr->op_settled(*op)) {
+      std::lock_guard lk(mu_);
+      kept_mailbox_buffers_.push_back(landing);
+      ++stats_.mailbox_buffers_kept;
+    }
+    maybe_reset_transport(ti, tr);
+    return st;
+  }
+  landing->mr->synchronize();
+  std::memcpy(out.data(), landing->bytes.data(), landing->bytes.size());
+  return Status::Ok();
 }
 
 Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,

@@ -141,6 +141,8 @@ struct RdmaStats {
   std::uint64_t bytes_written = 0;         // GET: server -> client
   std::uint64_t bytes_written_mapped = 0;  // of those, written from the page cache (zero copy)
   std::uint64_t bytes_read = 0;            // PUT: client -> server
+  std::uint64_t mailbox_reads = 0;         // read_mailbox() calls that reached the provider
+  std::uint64_t mailbox_buffers_kept = 0;  // their buffers kept after an unsettled failure
 };
 
 class RdmaEngine {
@@ -173,6 +175,15 @@ class RdmaEngine {
   // PUT: reads the token's total_length bytes from the client, passing them to `sink` in order.
   Status receive(const token::Token& t,
                  const std::function<Status(std::span<const std::byte>)>& sink);
+
+  // Endpoint binding (docs/rdma_protocol.md): RDMA-READs the token's mailbox
+  // (limits::token_mailbox_bytes) into `out` through a small registration of its own, outside
+  // admission control (32 bytes need no staging chunk). A failed read is answered once the
+  // provider is done with it (as send/receive); a buffer it may still write is kept until the
+  // engine is destroyed (stats().mailbox_buffers_kept).
+  // Errors: invalid_argument (no mailbox, or out too small), rdma_declined (no transport serves
+  // the token), rdma_transfer_failed, transport_error.
+  Status read_mailbox(const token::Token& t, std::span<std::byte> out);
 
   RdmaStats stats() const;
 
@@ -241,7 +252,8 @@ class RdmaEngine {
   std::vector<Buffer*> free_;
   std::map<std::string, std::uint64_t> per_client_;
   RdmaStats stats_;
-  std::vector<std::unique_ptr<RetiredSet>> retired_;  // under mu_
+  std::vector<std::unique_ptr<RetiredSet>> retired_;         // under mu_
+  std::vector<std::shared_ptr<void>> kept_mailbox_buffers_;  // under mu_ (read_mailbox)
   std::list<Waiter*> waiters_;        // under mu_: transfers waiting for admission, by arrival
   std::condition_variable admit_cv_;  // with mu_: a lease released, a waiter left, shutdown()
   bool closing_ = false;              // under mu_: shutdown() was called

@@ -20,6 +20,7 @@
 #include "server/s3/conditional.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/object_store.hpp"
+#include "token/binding.hpp"
 
 namespace objdirect::s3 {
 
@@ -45,6 +46,8 @@ struct Ctx {
   std::string error_code;  // S3 code of an error response
   // x-amz-rdma-reply to send with the response (set by the RDMA path on success or decline).
   std::string rdma_reply;
+  // x-amz-rdma-challenge to send with an RDMAEndpointNotBound refusal.
+  std::string rdma_challenge;
 
   bool has_query(std::string_view name) const;
   std::optional<std::string> query_value(std::string_view name) const;
@@ -73,6 +76,11 @@ struct S3Service::Impl {
   Task<bool> serve_metrics(http::Exchange& ex);
   // Blocking RDMA transfers run here, off the HTTP event loop.
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
+  // Endpoint binding and single use (rdma_ops.cc, docs/rdma_protocol.md): this process's random
+  // challenge key, the bound endpoints and the nonces seen. Created with the service.
+  std::string bind_key;
+  std::unique_ptr<token::BindingTable> bindings;
+  std::unique_ptr<token::ReplayCache> replay;
   // PUT bodies are hashed here (MD5 of the ETag, checksums) while the request's own thread
   // receives and writes them (OverlappedDigest); null (hash inline) unless
   // S3Options::put_digest_threads > 0.
@@ -123,6 +131,15 @@ struct S3Service::Impl {
   // and answers with x-amz-rdma-reply, or declines (501) and serves the body over HTTP.
   Task<void> rdma_get(Ctx& c, storage::ObjectReader& reader, bhttp::status status,
                       http::Fields headers, std::uint64_t offset, std::uint64_t length);
+  // The admission of a decoded token before any byte moves (docs/rdma_protocol.md): its nonce is
+  // accepted once, and its endpoint is bound to the request's signer (reading the proof from the
+  // token's mailbox when the token says it is there). Errors: rdma_token_replayed,
+  // rdma_endpoint_unbound (c.rdma_challenge set), slow_down (replay cache full), access_denied.
+  Task<Status> admit_token(Ctx& c, const token::Token& t);
+  // POST /?rdma-bind with a token (no segments needed): admits it and answers 204, or refuses it
+  // as a data request would be (RDMAEndpointNotBound with a challenge). An explicit bind call for
+  // clients that prefer to prove before their first transfer.
+  Task<void> rdma_bind(Ctx& c);
   // PUT/UploadPart with x-amz-rdma-token: pulls the payload from the client's memory into dst
   // with the same verification as receive_payload. A decline is returned as Errc::rdma_declined.
   Task<Result<PayloadResult>> rdma_receive(Ctx& c, storage::BlobWriter& dst,

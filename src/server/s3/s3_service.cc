@@ -135,6 +135,21 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
         std::min(impl_->opts.put_digest_threads, limits::put_digest_threads_max));
   }
   if (!impl_->opts.metrics) impl_->opts.metrics = std::make_shared<metrics::Registry>();
+  {
+    // The challenge key never leaves this process: challenges are recomputed to verify them.
+    unsigned char key[32];
+    if (RAND_bytes(key, sizeof(key)) != 1) throw std::runtime_error("RAND_bytes failed");
+    impl_->bind_key.assign(reinterpret_cast<const char*>(key), sizeof(key));
+    const auto lifetime =
+        std::min(impl_->opts.rdma_binding_lifetime_s, limits::rdma_binding_lifetime_max_s);
+    impl_->bindings = std::make_unique<token::BindingTable>(
+        std::clamp<std::size_t>(impl_->opts.rdma_bindings_max, 1, limits::rdma_bindings_max),
+        std::chrono::seconds(std::max<std::uint32_t>(lifetime, 1)));
+    impl_->replay = std::make_unique<token::ReplayCache>(
+        std::clamp<std::size_t>(impl_->opts.rdma_replay_nonces_max, 1,
+                                limits::rdma_replay_nonces_max),
+        limits::token_lifetime_max_s + limits::token_clock_skew_max_s);
+  }
   if (impl_->opts.access_log == "-") {
     impl_->access_log = stderr;
   } else if (!impl_->opts.access_log.empty()) {
@@ -235,6 +250,9 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
   using bhttp::verb;
   if (c.bucket.empty()) {
     if (method == verb::get) co_return co_await run(c, "ListBuckets", &Impl::list_buckets);
+    if (method == verb::post && c.has_query("rdma-bind") && c.header("x-amz-rdma-token")) {
+      co_return co_await run(c, "RdmaBind", &Impl::rdma_bind);
+    }
     co_return co_await send_error(
         c, Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource"));
@@ -365,6 +383,7 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   f.set("x-amz-request-id", c.request_id);
   f.set("x-amz-id-2", c.request_id);
   if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
+  if (!c.rdma_challenge.empty()) f.set("x-amz-rdma-challenge", c.rdma_challenge);
   if (rdma && rdma->enabled()) {
     f.set("x-amz-rdma-fabrics", rdma->offered());
     // Which kernel serves them: a client proposes shared memory only on its own (token_format.md).

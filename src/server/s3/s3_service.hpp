@@ -40,6 +40,14 @@ struct S3Options {
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).
   unsigned rdma_threads = 16;
+  // Endpoint binding and single use of RDMA tokens (docs/rdma_protocol.md): bound client
+  // endpoints kept (LRU beyond it), how long a binding lasts before the endpoint proves itself
+  // again (at most limits::rdma_binding_lifetime_max_s), and token nonces remembered (each until
+  // its token expires; past it new tokens get 503 SlowDown). 1 Mi nonces cover 5,825 tokens/s
+  // for the 180 s a token can live, in at most ~60 MiB.
+  std::size_t rdma_bindings_max = 65536;
+  std::uint32_t rdma_binding_lifetime_s = 600;
+  std::size_t rdma_replay_nonces_max = 1u << 20;
   // Threads that hash PUT bodies (MD5 of the ETag, checksums) while the request's own thread
   // receives and writes the bytes (one chunk in flight per request). 0: hash inline, in the
   // request's thread. objdirect-server defaults to one per core (single large PUTs 1.5x faster
