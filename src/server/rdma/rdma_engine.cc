@@ -644,7 +644,11 @@ Status RdmaEngine::read_mailbox(const token::Token& t, std::span<std::byte> out)
   const transport::LocalSegment local{landing->mr.get(), 0, landing->bytes.size()};
   const transport::RemoteSegment remote = *t.mailbox;
   auto op = tr->post_read(t.endpoint, std::span(&local, 1), std::span(&remote, 1));
-  if (!op.ok()) return op.status();
+  if (!op.ok()) {
+    std::lock_guard lk(mu_);
+    ++stats_.transfers_refused_by_transport;  // the peer is unreachable: nothing was posted
+    return op.status();
+  }
   {
     std::lock_guard lk(mu_);
     ++stats_.mailbox_reads;
