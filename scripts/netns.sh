@@ -10,7 +10,8 @@
 #                                          B (indices): interface p<B> = NET.1/24 in A, p<A> = NET.2/24
 #                                          in B. Other hosts have no route to NET.
 #   scripts/netns.sh down PREFIX           kills the processes left in PREFIX-* namespaces (by pid,
-#                                          SIGKILL), deletes the namespaces; idempotent.
+#                                          SIGKILL; not itself or its caller), deletes the
+#                                          namespaces; idempotent.
 #   scripts/netns.sh run PREFIX I CMD...   runs CMD in host I (ip netns exec PREFIX-hI CMD...).
 #
 # PREFIX should carry the caller's pid (tests use od<pid><tag>) so that parallel runs never share a
@@ -30,6 +31,8 @@ cmd_down() {
   local prefix=$1 ns pid
   for ns in $(ns_list "$prefix"); do
     for pid in $(ip netns pids "$ns" 2>/dev/null || true); do
+      # not ourselves nor our caller (objdirect-bench --netns lives in a host it made)
+      [[ $pid == "$$" || $pid == "$PPID" ]] && continue
       kill -9 "$pid" 2>/dev/null || true
     done
   done

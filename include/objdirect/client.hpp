@@ -77,9 +77,21 @@ struct ClientConfig {
   std::string secret_key;
   std::string session_token;  // sent as x-amz-security-token when not empty
   std::string profile;        // the profile that load() used ("default" when none named)
-  // "auto" | "libfabric:tcp" | "libfabric:shm" | "ucx" | "none". auto picks the first fabric the
-  // server offers (x-amz-rdma-fabrics) that opens here, trying shm, tcp, ucx in that order.
+  // "auto" | "libfabric:tcp" | "libfabric:shm" | "libfabric:verbs" | "libfabric:efa" | "ucx" |
+  // "none". auto tries, in fabric_order, each fabric the server offers (x-amz-rdma-fabrics) and
+  // keeps the first that opens here and has not failed against this server recently
+  // (docs/client.md, "Choosing a fabric").
   std::string fabric = "auto";
+  // auto's order: a comma list of fabric names, only those are tried. Empty: the default,
+  // libfabric:shm (only towards a server on this kernel: x-amz-rdma-host-id), then fabrics that
+  // move bytes by an RDMA NIC (libfabric:verbs, libfabric:efa, ucx where UCX finds rc/dc), then
+  // libfabric:tcp, then ucx over tcp/sm. At most limits::client_fabric_order_entries_max names.
+  std::string fabric_order;
+  // A fabric whose transfer failed against this server (RDMATransferFailed: e.g. the server
+  // cannot reach the address the fabric advertised) is skipped for that server this long, by
+  // every Client of the process: auto moves to the next fabric, a named fabric to HTTP. Then it
+  // is tried again. 0: never skipped. At most limits::client_fabric_failure_memory_ms_max.
+  std::uint32_t fabric_failure_memory_ms = 30'000;
   std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
   std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
   std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
@@ -107,7 +119,8 @@ struct ClientConfig {
   //    the profile's keys win over the environment's (as with `aws --profile`);
   //  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1";
   //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
-  // Also honoured: OBJDIRECT_FABRIC (fabric). Missing files are fine.
+  // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_FABRIC_ORDER (fabric_order),
+  // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms). Missing files are fine.
   // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
   // "default" that neither file holds, or when a file cannot be parsed (the message names the
   // file and line).
@@ -231,6 +244,11 @@ struct ClientStats {
   // server write the provider still held cannot land in the buffer afterwards
   // (docs/RELIABILITY.md section 5).
   std::uint64_t rdma_revocations = 0;
+  // Per fabric: transfers the server failed over it (RDMATransferFailed), each of which makes
+  // the fabric skipped against that server for fabric_failure_memory_ms; and requests that
+  // skipped it because of such a recent failure (they went over the next fabric or HTTP).
+  std::map<std::string, std::uint64_t> fabric_failures;
+  std::map<std::string, std::uint64_t> fabric_skips;
   // HTTP requests in progress right now.
   std::uint64_t requests_in_flight = 0;
 

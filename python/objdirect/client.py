@@ -101,8 +101,15 @@ class Client:
             "default"). Keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
             AWS_SESSION_TOKEN, else the profile; an explicitly named profile wins over the
             environment (as ``aws --profile``).
-        fabric: "auto" (OBJDIRECT_FABRIC if set, else the first fabric both sides have: shm, tcp,
-            ucx), "libfabric:tcp", "libfabric:shm", "ucx", or "none" (HTTP only).
+        fabric: "auto" (OBJDIRECT_FABRIC if set, else the first fabric of fabric_order that the
+            server offers, opens here and has not failed against this server recently),
+            "libfabric:tcp", "libfabric:shm", "libfabric:verbs", "libfabric:efa", "ucx", or
+            "none" (HTTP only).
+        fabric_order: auto's order, a comma list (default OBJDIRECT_FABRIC_ORDER, else shm on
+            the server's own kernel, then verbs, efa, UCX over rc/dc, then libfabric:tcp, then
+            UCX over tcp/sm; docs/client.md, "Choosing a fabric").
+        fabric_failure_memory_ms: how long a fabric that failed against a server is skipped
+            there (default 30000; 0: never).
         access_key, secret_key, session_token: explicit credentials.
         part_size_bytes: objects above this move in parts (default 8 MiB).
         concurrency: parts in flight per call, and the worker threads of the *_async methods.
@@ -120,8 +127,10 @@ class Client:
                  concurrency: Optional[int] = None, connections_max: Optional[int] = None,
                  connect_timeout_s: Optional[float] = None, io_timeout_s: Optional[float] = None,
                  token_lifetime_s: Optional[int] = None, registrations_max: Optional[int] = None,
-                 registered_bytes_max: Optional[int] = None):
+                 registered_bytes_max: Optional[int] = None, fabric_order: Optional[str] = None,
+                 fabric_failure_memory_ms: Optional[int] = None):
         self._args = dict(endpoint=endpoint, region=region, profile=profile, fabric=fabric,
+                          fabric_order=fabric_order, fabric_failure_memory_ms=fabric_failure_memory_ms,
                           access_key=access_key, secret_key=secret_key,
                           session_token=session_token, part_size_bytes=part_size_bytes,
                           concurrency=concurrency, connections_max=connections_max,
@@ -133,7 +142,8 @@ class Client:
                          part_size_bytes=part_size_bytes, concurrency=concurrency,
                          connections_max=connections_max, token_lifetime_s=token_lifetime_s,
                          registrations_max=registrations_max,
-                         registered_bytes_max=registered_bytes_max)
+                         registered_bytes_max=registered_bytes_max, fabric_order=fabric_order,
+                         fabric_failure_memory_ms=fabric_failure_memory_ms)
         # "auto" leaves the choice to the loaded config: OBJDIRECT_FABRIC, else auto.
         overrides["fabric"] = None if fabric in (None, "auto") else fabric
         if connect_timeout_s is not None:

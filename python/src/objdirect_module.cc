@@ -321,6 +321,10 @@ class NativeClient {
         config.session_token = v.cast<std::string>();
       } else if (k == "fabric") {
         config.fabric = v.cast<std::string>();
+      } else if (k == "fabric_order") {
+        config.fabric_order = v.cast<std::string>();
+      } else if (k == "fabric_failure_memory_ms") {
+        config.fabric_failure_memory_ms = v.cast<std::uint32_t>();
       } else if (k == "part_size_bytes") {
         config.part_size_bytes = v.cast<std::uint64_t>();
       } else if (k == "concurrency") {
@@ -352,6 +356,8 @@ class NativeClient {
     d["profile"] = c.profile;
     d["access_key"] = c.access_key;
     d["fabric"] = c.fabric;
+    d["fabric_order"] = c.fabric_order;
+    d["fabric_failure_memory_ms"] = c.fabric_failure_memory_ms;
     d["part_size_bytes"] = c.part_size_bytes;
     d["concurrency"] = c.concurrency;
     d["connections_max"] = c.connections_max;
@@ -557,7 +563,7 @@ class NativeClient {
 
   // Client::stats() as a dict (see ClientStats in client.hpp): requests {op: {class: n}}, bytes,
   // transfers and rdma_declines {key: n}, errors {errc name: n}, retries, rdma_revocations,
-  // requests_in_flight.
+  // fabric_failures and fabric_skips {fabric: n}, requests_in_flight.
   py::dict stats() const {
     ClientStats s = client_->stats();
     auto flat = [](const std::map<std::string, std::uint64_t>& m) {
@@ -575,6 +581,8 @@ class NativeClient {
     out["errors"] = flat(s.errors);
     out["retries"] = s.retries;
     out["rdma_revocations"] = s.rdma_revocations;
+    out["fabric_failures"] = flat(s.fabric_failures);
+    out["fabric_skips"] = flat(s.fabric_skips);
     out["requests_in_flight"] = s.requests_in_flight;
     return out;
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -94,8 +95,6 @@ struct PathInfo {
   }
 };
 
-const char* kKnownFabrics[] = {"libfabric:shm", "libfabric:tcp", "ucx"};
-
 // CUDA device or managed memory (never touched by the CPU: the device paths move it).
 bool is_device_memory(const void* p) {
   auto kind = cuda::classify_buffer(p);
@@ -127,35 +126,26 @@ struct Client::Impl {
   client::Endpoint endpoint;
   std::unique_ptr<HttpClient> http;
 
-  // RDMA state, settled on first use.
+  // RDMA state: which fabric, decided in client/fabric_choice.hpp; settled on first use.
   std::mutex fabric_mu;
   bool fabric_settled = false;
-  std::shared_ptr<client::Fabric> fabric;  // null: HTTP only
-  std::string no_rdma_reason;              // why fabric is null (or was disabled)
+  bool rdma_disabled = false;                  // the server does not know the protocol
+  std::vector<std::string> fabric_candidates;  // in the order they are tried
+  std::map<std::string, std::shared_ptr<client::Fabric>> fabrics_open;
+  std::map<std::string, std::string> fabric_open_errors;  // never opens in this process
+  std::string no_rdma_reason;                             // why there is no candidate at all
+  std::string local_host;                                 // of our HTTP connection (libfabric tcp)
 
   // --- RDMA decision ------------------------------------------------------------------------
-  std::vector<std::string> server_fabrics(bool& known) {
-    known = false;
+  client::ServerFabrics server_fabrics() {
     HttpRequest req{"GET", "/?rdma-capabilities", {}, {}, false};
     auto r = http->execute(req);
     if (!r.ok()) return {};
-    auto h = r->header("x-amz-rdma-fabrics");
-    if (!h) return {};
-    known = true;
-    std::vector<std::string> out;
-    std::string_view v = *h;
-    while (!v.empty()) {
-      auto comma = v.find(',');
-      std::string_view item = v.substr(0, comma);
-      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-      if (!item.empty()) out.emplace_back(item);
-      if (comma == std::string_view::npos) break;
-      v.remove_prefix(comma + 1);
-    }
-    return out;
+    return client::parse_server_fabrics(r->header("x-amz-rdma-fabrics"),
+                                        r->header("x-amz-rdma-host-id"));
   }
 
+  // The candidates, once: the named fabric, or auto's list for this server.
   void settle_fabric() {
     fabric_settled = true;
     if (cfg.fabric == "none") {
@@ -166,48 +156,80 @@ struct Client::Impl {
       no_rdma_reason = "built without the RDMA transport";
       return;
     }
-    client::FabricOptions fo{cfg.registrations_max, cfg.registered_bytes_max};
-    std::vector<std::string> candidates;
-    if (cfg.fabric == "auto") {
-      bool known = false;
-      auto offered = server_fabrics(known);
-      for (const char* f : kKnownFabrics) {
-        if (known && std::find(offered.begin(), offered.end(), f) == offered.end()) continue;
-        // Shared memory reaches only a server on this host.
-        if (std::string_view(f) == "libfabric:shm" && !is_loopback(endpoint.host)) continue;
-        candidates.emplace_back(f);
-      }
-      if (candidates.empty()) {
-        no_rdma_reason = "server offers no fabric this client can use";
-        return;
-      }
+    if (cfg.fabric != "auto") {
+      fabric_candidates.push_back(cfg.fabric);
     } else {
-      candidates.push_back(cfg.fabric);
+      choose_auto_candidates();
     }
-    std::string errors;
-    for (const auto& name : candidates) {
-      auto f = client::open_fabric(name, fo);
-      if (f.ok()) {
-        fabric = std::move(*f);
-        return;
-      }
-      if (!errors.empty()) errors += "; ";
-      errors += f.status().message();
-    }
-    no_rdma_reason = "no fabric opened: " + errors;
+    // The interface that reaches the server, for fabrics that serve one address (libfabric tcp).
+    if (auto local = http->local_address(); local.ok()) local_host = *local;
   }
 
+  void choose_auto_candidates() {
+    auto offered = server_fabrics();
+    const auto rows = client::fabric_rows();
+    std::string unused;
+    auto order = client::parse_fabric_order(cfg.fabric_order, rows, unused);  // checked in create
+    const bool same = client::same_host(offered, client::own_host_id(), is_loopback(endpoint.host));
+    fabric_candidates =
+        client::auto_candidates(offered, same, order.value_or(std::vector<std::string>{}), rows);
+    if (fabric_candidates.empty()) no_rdma_reason = "server offers no fabric this client can use";
+  }
+
+  // The fabric for the next request: the first candidate that opens and has not failed against
+  // this server within fabric_failure_memory_ms; null (with the reason) for HTTP.
   std::shared_ptr<client::Fabric> current_fabric(std::string& reason) {
     std::lock_guard lk(fabric_mu);
     if (!fabric_settled) settle_fabric();
-    if (!fabric) reason = no_rdma_reason;
-    return fabric;
+    if (rdma_disabled || fabric_candidates.empty()) {
+      reason = no_rdma_reason;
+      return nullptr;
+    }
+    std::string why;
+    auto& failures = client::FabricFailures::process();
+    for (const auto& name : fabric_candidates) {
+      std::string skip;
+      if (auto e = fabric_open_errors.find(name); e != fabric_open_errors.end()) {
+        skip = e->second;
+      } else if (auto recent = failures.skipped(endpoint.host_header, name)) {
+        skip = *recent;
+        stats.on_fabric_skipped(name);
+      } else if (auto it = fabrics_open.find(name); it != fabrics_open.end()) {
+        return it->second;
+      } else {
+        client::FabricOptions fo{cfg.registrations_max, cfg.registered_bytes_max, local_host};
+        auto f = client::open_fabric(name, fo);
+        if (f.ok()) {
+          std::shared_ptr<client::Fabric> opened = std::move(*f);
+          fabrics_open.emplace(name, opened);
+          return opened;
+        }
+        skip = f.status().message();
+        fabric_open_errors.emplace(name, skip);
+      }
+      if (!why.empty()) why += "; ";
+      why += skip;
+    }
+    reason =
+        fabric_candidates.size() == fabric_open_errors.size() ? "no fabric opened: " + why : why;
+    return nullptr;
+  }
+
+  // A transfer over `f` failed on the server's side of the fabric (RDMATransferFailed): skip
+  // it against this server for fabric_failure_memory_ms (auto then takes the next candidate).
+  void fabric_failed(const std::shared_ptr<client::Fabric>& f, const std::string& reason) {
+    if (!f || cfg.fabric_failure_memory_ms == 0) return;
+    client::FabricFailures::process().record(
+        endpoint.host_header, f->name(), reason,
+        std::chrono::milliseconds(cfg.fabric_failure_memory_ms));
+    stats.on_fabric_failure(f->name());
   }
 
   // The server showed it does not know the protocol: stop proposing tokens.
   void disable_rdma(std::string reason) {
     std::lock_guard lk(fabric_mu);
-    fabric.reset();
+    rdma_disabled = true;
+    fabrics_open.clear();
     no_rdma_reason = "RDMA disabled: " + std::move(reason);
   }
 
@@ -340,6 +362,7 @@ struct Client::Impl {
         // The server refused the token itself: ask again without one.
         out.info.fell_back = true;
         out.info.reason = "server refused the token: " + st.message();
+        if (st.code() == Errc::rdma_transfer_failed) fabric_failed(fabric_used, st.message());
         if (direct) return Status(Errc::rdma_declined, out.info.reason);
         req.headers.pop_back();
       } else {
@@ -434,6 +457,7 @@ struct Client::Impl {
             st.code() == Errc::rdma_endpoint_unbound || st.code() == Errc::rdma_token_replayed;
         if (!rdma_error) return st;
         out.info.reason = "server declined RDMA: " + st.message();
+        if (st.code() == Errc::rdma_transfer_failed) fabric_failed(fabric_used, st.message());
       }
       if (direct) return Status(Errc::rdma_declined, out.info.reason);
     } else {
@@ -698,9 +722,21 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
                                               std::to_string(limits::token_lifetime_max_s) + " s");
   }
   const std::string& f = config.fabric;
-  if (f != "auto" && f != "none" && f != "libfabric:tcp" && f != "libfabric:shm" && f != "ucx") {
+  const auto rows = client::fabric_rows();
+  if (f != "auto" && f != "none" && client::fabrics_built_in() &&
+      std::none_of(rows.begin(), rows.end(), [&](const auto& r) { return r.name == f; })) {
+    std::string known = "auto, none";
+    for (const auto& r : rows) known += ", " + r.name;
+    return Status(Errc::invalid_argument, "unknown fabric '" + f + "' (" + known + ")");
+  }
+  std::string order_error;
+  if (!client::parse_fabric_order(config.fabric_order, rows, order_error)) {
+    return Status(Errc::invalid_argument, order_error);
+  }
+  if (config.fabric_failure_memory_ms > limits::client_fabric_failure_memory_ms_max) {
     return Status(Errc::invalid_argument,
-                  "unknown fabric '" + f + "' (auto, libfabric:tcp, libfabric:shm, ucx, none)");
+                  "fabric failure memory must be at most " +
+                      std::to_string(limits::client_fabric_failure_memory_ms_max) + " ms");
   }
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(config);

@@ -2,6 +2,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -159,6 +160,18 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
     c.endpoint = value_of(fs, "endpoint_url");
   }
   if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
+  if (const char* o = env("OBJDIRECT_FABRIC_ORDER")) c.fabric_order = o;
+  if (const char* m = env("OBJDIRECT_FABRIC_FAILURE_MEMORY_MS")) {
+    std::string_view v(m);
+    std::uint32_t ms = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+    if (ec != std::errc() || p != v.data() + v.size()) {
+      return Status(
+          Errc::invalid_argument,
+          "OBJDIRECT_FABRIC_FAILURE_MEMORY_MS: not a number of milliseconds: " + std::string(v));
+    }
+    c.fabric_failure_memory_ms = ms;
+  }
   return c;
 }
 

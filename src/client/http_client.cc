@@ -125,6 +125,18 @@ HttpClient::HttpClient(HttpOptions options) : opts_(std::move(options)) {
 
 HttpClient::~HttpClient() = default;
 
+Result<std::string> HttpClient::local_address() {
+  {
+    std::lock_guard lk(mu_);
+    if (!local_address_.empty()) return local_address_;
+  }
+  auto c = acquire(false);
+  if (!c.ok()) return c.status();
+  release(std::move(*c), true);
+  std::lock_guard lk(mu_);
+  return local_address_;
+}
+
 std::size_t HttpClient::connections_open() const {
   std::lock_guard lk(mu_);
   return open_;
@@ -174,6 +186,10 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
                        "cannot connect to " + opts_.endpoint.host_header + ": " + ec.message()));
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
+  if (auto local = c->stream.socket().local_endpoint(ec); !ec) {
+    std::lock_guard lk(mu_);
+    local_address_ = local.address().to_string();
+  }
   return c;
 }
 

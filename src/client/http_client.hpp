@@ -101,6 +101,11 @@ class HttpClient {
   // Open connections (idle plus busy), for tests.
   std::size_t connections_open() const;
 
+  // The local IP address of a connection to the server ("10.0.0.2", "::1"): the address of the
+  // interface that reaches it. Opens a connection (kept in the pool, no request sent) when none
+  // was made yet. Errors: as acquiring a connection (unavailable).
+  Result<std::string> local_address();
+
   struct Connection;
 
  private:
@@ -115,6 +120,7 @@ class HttpClient {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t open_ = 0;
+  std::string local_address_;
 };
 
 // The Status of a non-2xx reply: from the S3 XML <Code>/<Message> when present, else from the

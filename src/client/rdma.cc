@@ -181,13 +181,27 @@ bool fabrics_built_in() noexcept {
   return true;
 }
 
+std::vector<FabricRow> fabric_rows() {
+  std::vector<FabricRow> rows;
+  for (const auto& f : transport::fabric_table()) {
+    rows.push_back(FabricRow{std::string(f.name), f.same_host_only, transport::uses_nic(f.name),
+                             f.preference});
+  }
+  return rows;
+}
+
+std::string own_host_id() {
+  return transport::host_identity();
+}
+
 Result<std::unique_ptr<Fabric>> open_fabric(std::string_view name, const FabricOptions& options) {
-  if (name != "libfabric:tcp" && name != "libfabric:shm" && name != "ucx") {
+  if (transport::find_fabric(name) == nullptr) {
     return Status(Errc::invalid_argument, "unknown fabric '" + std::string(name) + "'");
   }
   transport::Config tc;
   tc.fabric = std::string(name);
   tc.progress_thread = true;
+  tc.local_host = options.local_host;
   auto t = transport::create_transport(tc);
   if (!t.ok()) {
     return Status(Errc::unavailable, std::string(name) + ": " + t.status().message());

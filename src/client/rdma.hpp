@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/fabric_choice.hpp"
 #include "common/status.hpp"
 
 namespace objdirect::limits {
@@ -32,6 +33,9 @@ namespace objdirect::client {
 struct FabricOptions {
   std::uint32_t registrations_max = 256;
   std::uint64_t registered_bytes_max = 64ull << 30;
+  // libfabric:tcp: the local address of the client's HTTP connection to the server, i.e. of
+  // the interface that reaches it (transport::Config::local_host; empty: loopback).
+  std::string local_host;
 };
 
 class Fabric {
@@ -115,7 +119,14 @@ class Fabric {
 // Whether this build has the transport library (false: open_fabric always fails).
 bool fabrics_built_in() noexcept;
 
-// Opens `name` ("libfabric:tcp" | "libfabric:shm" | "ucx") with a progress thread.
+// The fabrics this build can open, with what choosing among them needs (fabric_choice.hpp);
+// empty without the transport library.
+std::vector<FabricRow> fabric_rows();
+// This kernel's identity (transport::host_identity); empty without the transport library.
+std::string own_host_id();
+
+// Opens `name` (a fabric_rows() name: "libfabric:tcp", "libfabric:shm", "libfabric:verbs",
+// "libfabric:efa", "ucx") with a progress thread.
 // Errors: invalid_argument (unknown name), unavailable (not built in, or the provider does not
 // initialise here, with its message).
 Result<std::unique_ptr<Fabric>> open_fabric(std::string_view name, const FabricOptions& options);

@@ -7,6 +7,14 @@ bool fabrics_built_in() noexcept {
   return false;
 }
 
+std::vector<FabricRow> fabric_rows() {
+  return {};
+}
+
+std::string own_host_id() {
+  return {};
+}
+
 Result<std::unique_ptr<Fabric>> open_fabric(std::string_view name, const FabricOptions&) {
   return Status(Errc::unavailable,
                 "fabric " + std::string(name) + " unavailable: built without the RDMA transport");

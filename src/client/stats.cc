@@ -101,6 +101,16 @@ void ClientCounters::on_rdma_revocation() {
   ++s_.rdma_revocations;
 }
 
+void ClientCounters::on_fabric_failure(const std::string& fabric) {
+  std::lock_guard lk(mu_);
+  ++s_.fabric_failures[fabric];
+}
+
+void ClientCounters::on_fabric_skipped(const std::string& fabric) {
+  std::lock_guard lk(mu_);
+  ++s_.fabric_skips[fabric];
+}
+
 void ClientCounters::on_transfer(const TransferResult& res) {
   const std::string path(path_name(res.path));
   std::lock_guard lk(mu_);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "client/http_client.hpp"
@@ -22,6 +23,9 @@ class ClientCounters {
   void on_retry();
   // A registration revoked after an RDMA request that did not succeed.
   void on_rdma_revocation();
+  // A transfer the server failed over `fabric`; a request that skipped `fabric` after one.
+  void on_fabric_failure(const std::string& fabric);
+  void on_fabric_skipped(const std::string& fabric);
   // A successful data call.
   void on_transfer(const TransferResult& res);
 

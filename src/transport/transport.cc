@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <utility>
 
+#include "common/checksum.hpp"
 #include "transport/detail.hpp"
 #include "transport/libfabric/libfabric_transport.hpp"
 #include "transport/ucx/ucx_transport.hpp"
@@ -65,6 +67,56 @@ Status check_token(const Transport& transport, const token::Token& token, bool n
   if (need_write && !caps.can_write) return decline("no RMA write");
   if (!need_write && !caps.can_read) return decline("no RMA read");
   return Status::Ok();
+}
+
+namespace {
+
+// auto's default order (client/fabric_choice.cc): same-host first, then NIC fabrics, then
+// software ones, each group by `preference`. libfabric tcp runs at 4.5-6 GB/s on loopback here,
+// UCX's software RMA at 0.75 (docs/BENCHMARKS.md), hence tcp before software UCX.
+constexpr FabricTraits kFabrics[] = {
+    {"libfabric:shm", true, FabricTraits::Nic::never, 0},
+    {"libfabric:verbs", false, FabricTraits::Nic::always, 0},
+    {"libfabric:efa", false, FabricTraits::Nic::always, 1},
+    {"ucx", false, FabricTraits::Nic::when_present, 4},  // after tcp when both are software
+    {"libfabric:tcp", false, FabricTraits::Nic::never, 3},
+};
+
+}  // namespace
+
+std::span<const FabricTraits> fabric_table() {
+  return kFabrics;
+}
+
+const FabricTraits* find_fabric(std::string_view name) {
+  for (const auto& f : kFabrics) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+bool uses_nic(std::string_view name) {
+  const FabricTraits* f = find_fabric(name);
+  if (f == nullptr) return false;
+  switch (f->nic) {
+    case FabricTraits::Nic::never:
+      return false;
+    case FabricTraits::Nic::always:
+      return true;
+    case FabricTraits::Nic::when_present:
+      return ucx::ucx_uses_nic();
+  }
+  return false;
+}
+
+const std::string& host_identity() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string boot;
+    if (!std::getline(in, boot) || boot.empty()) return std::string();
+    return sha256_hex(boot).substr(0, 16);
+  }();
+  return id;
 }
 
 Result<std::unique_ptr<Transport>> create_transport(const Config& config) {

@@ -47,9 +47,8 @@ using token::MemoryType;
 
 struct Config {
   // "libfabric:tcp" | "libfabric:shm" | "libfabric:verbs" | "libfabric:efa" | "ucx".
-  // "libfabric:tcp" opens "tcp;ofi_rxm" and, when FI_TCP_IFACE is unset, sets FI_TCP_IFACE=lo
-  // in this process's environment (tcp;ofi_rxm ignores the domain hint; without it the provider
-  // may pick an external interface). "ucx" lets UCX choose (sm/tcp/rc/dc) and honours UCX_TLS.
+  // "libfabric:tcp" opens "tcp;ofi_rxm" on the interface of local_host (below). "ucx" lets UCX
+  // choose (sm/tcp/rc/dc) and honours UCX_TLS.
   std::string fabric;
   // Run a thread that polls the provider with back-off. Without it the owner must call
   // progress() often, including on the target side while a peer moves data.
@@ -70,6 +69,17 @@ struct Config {
   // flight (the server) holds a handle for the transfer, a target (the client, while a token is
   // out) for the request. Higher: less idle CPU (about 1e6 / this value wake-ups per second).
   std::chrono::microseconds progress_idle_poll{20'000};
+  // (Last: tests build Config positionally.)
+  // libfabric:tcp only: the local address whose interface the endpoint listens on and connects
+  // from (fi_getinfo node with FI_SOURCE). A client passes the local address of its HTTP
+  // connection to the server (the interface that reaches it), a server its --listen host;
+  // "0.0.0.0" (or "::") serves every interface and lets the kernel's routes pick the source of
+  // each connection. Empty: 127.0.0.1 (loopback only). FI_TCP_IFACE set in the environment wins:
+  // local_host is then ignored and the provider picks an address of that interface.
+  // ucx: on a host without RDMA devices (uses_nic("ucx") false), a non-loopback, non-wildcard
+  // local_host limits UCX's network devices to the interface that owns it, unless
+  // UCX_NET_DEVICES is set.
+  std::string local_host;
 };
 
 struct Capabilities {
@@ -228,6 +238,36 @@ token::Token make_token(const Transport& transport, std::vector<RemoteSegment> s
 // RMA write/read as needed (need_write: GET pushes into the client; PUT reads from it).
 // Errors: rdma_declined, saying what differs (the server then answers 501 / falls back to HTTP).
 Status check_token(const Transport& transport, const token::Token& token, bool need_write);
+
+// What code outside the backends may know about a fabric name, without opening it: one row per
+// name create_transport() accepts. Callers look fabrics up here instead of comparing names.
+struct FabricTraits {
+  std::string_view name;
+  // Moves bytes through memory shared by the two processes (libfabric shm: /dev/shm and CMA):
+  // only between processes of one kernel, i.e. where host_identity() is equal on both sides.
+  bool same_host_only = false;
+  // How it moves bytes: always by an RDMA NIC (verbs, efa), never (tcp, shm: the CPU copies),
+  // or by a NIC only where one is present (UCX over rc/dc; over tcp or sm it emulates RMA in
+  // software): see uses_nic().
+  enum class Nic : std::uint8_t { never, always, when_present } nic = Nic::never;
+  // Where `auto` tries it, lowest first, among fabrics of the same kind (same-host, NIC,
+  // software; client/fabric_choice.hpp).
+  int preference = 0;
+};
+std::span<const FabricTraits> fabric_table();
+// The row for `name`, or null for a name no backend accepts.
+const FabricTraits* find_fabric(std::string_view name);
+// Whether `name` would move bytes by an RDMA NIC on this machine: Nic::always, or for
+// Nic::when_present what the backend finds (ucx: an RDMA device in /sys/class/infiniband and a
+// UCX_TLS that does not rule rc/dc out). Cheap: opens nothing.
+bool uses_nic(std::string_view name);
+
+// This kernel's identity: 16 hex digits of the SHA-256 of /proc/sys/kernel/random/boot_id, the
+// same in every network namespace and container of one boot, different on another machine (or
+// after a reboot). The server publishes it beside its fabrics (x-amz-rdma-host-id) so that a
+// client proposes a same_host_only fabric only to a server on its own kernel. Empty when
+// boot_id cannot be read.
+const std::string& host_identity();
 
 // Opens the fabric named in config.fabric.
 // Errors: invalid_argument (unknown fabric name), unavailable (the provider does not initialise

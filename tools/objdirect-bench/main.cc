@@ -12,6 +12,8 @@
 // Output: a Markdown table on stdout, --csv FILE, --plot FILE.png (gnuplot), and with --json a
 // last line holding {"P1".."P6", "P1_put".."P6_put"} (see docs/BENCHMARKS.md). Exit status: 0 when
 // every point ran without transfer errors, 1 otherwise, 2 on bad arguments.
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,9 +52,18 @@ namespace {
 volatile sig_atomic_t g_server_pid = 0;
 volatile sig_atomic_t g_nginx_pid = 0;
 
+// --netns: the test bed to remove when interrupted (scripts/netns.sh down PREFIX).
+char g_netns_script[4096] = {};
+char g_netns_prefix[64] = {};
+
 extern "C" void on_signal(int sig) {
   if (g_server_pid > 0) ::kill(g_server_pid, SIGTERM);
   if (g_nginx_pid > 0) ::kill(g_nginx_pid, SIGTERM);
+  if (g_netns_prefix[0] != '\0') {
+    // execve is async-signal-safe: this process becomes the teardown and exits with it.
+    ::execl("/bin/bash", "bash", g_netns_script, "down", g_netns_prefix,
+            static_cast<char*>(nullptr));
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -107,7 +118,13 @@ struct Options {
   std::uint64_t duration_ms = 0;
   std::uint32_t total_concurrency = 8;
   bool quick = false, json = false, keep_tmp = false, no_nginx = false;
+  // Two hosts from network namespaces (scripts/netns.sh): the server in one, this process and
+  // its workers in the other, default fabric flags on both sides (no FI_TCP_IFACE).
+  bool netns = false;
 };
+
+// --netns: hosts PREFIX-h0 (server, 10.201.0.1) and PREFIX-h1 (clients, 10.201.0.2).
+constexpr const char* kNetnsServerAddr = "10.201.0.1";
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -162,10 +179,15 @@ class Progress {
 class Bench {
  public:
   explicit Bench(Options o) : o_(std::move(o)) {}
+  ~Bench() { netns_down(); }  // also on an early return of run()
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
   int run();
 
  private:
   Status setup_dirs();
+  Status netns_up();
+  void netns_down();
   Status start_server();
   Status ensure_object(std::uint64_t size);
   Row run_point(const Point& p);
@@ -184,6 +206,7 @@ class Bench {
   std::vector<std::uint32_t> conc_, procs_;
   std::uint64_t conc_size_ = 0, procs_size_ = 0;
   std::string tmp_, endpoint_, fabrics_offered_ = "(unknown)";
+  std::string netns_prefix_;  // --netns: the bed's namespaces, empty otherwise
   Process server_;
   std::optional<Nginx> nginx_;
   std::string nginx_note_;
@@ -206,6 +229,50 @@ Status Bench::setup_dirs() {
   return Status::Ok();
 }
 
+std::string netns_script() {
+  return std::string(OBJDIRECT_SOURCE_DIR) + "/scripts/netns.sh";
+}
+
+Status run_netns_script(const std::vector<std::string>& args, const std::string& log) {
+  SpawnOptions so;
+  so.argv = {"/bin/bash", netns_script()};
+  so.argv.insert(so.argv.end(), args.begin(), args.end());
+  so.stderr_file = log;
+  auto p = Process::spawn(so);
+  if (!p.ok()) return p.status();
+  if (p->wait(milliseconds(60'000)) != 0) {
+    return Status(Errc::unavailable, "scripts/netns.sh " + args.front() + " failed (see " + log +
+                                         "; --netns needs root and iproute2)");
+  }
+  return Status::Ok();
+}
+
+// Makes the two hosts and moves this process (and so every worker it spawns later) into the
+// client's one; the server is started in the other by start_server().
+Status Bench::netns_up() {
+  netns_prefix_ = "odbench" + std::to_string(::getpid());
+  std::snprintf(g_netns_script, sizeof g_netns_script, "%s", netns_script().c_str());
+  std::snprintf(g_netns_prefix, sizeof g_netns_prefix, "%s", netns_prefix_.c_str());
+  OBJDIRECT_RETURN_IF_ERROR(run_netns_script({"up", netns_prefix_, "2"}, tmp_ + "/netns.log"));
+  const std::string path = "/var/run/netns/" + netns_prefix_ + "-h1";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Status(Errc::unavailable, "setns " + path + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+void Bench::netns_down() {
+  if (netns_prefix_.empty()) return;
+  if (server_.pid() > 0) server_.stop();  // before its namespace goes
+  (void)run_netns_script({"down", netns_prefix_}, "/dev/null");
+  g_netns_prefix[0] = '\0';
+  netns_prefix_.clear();
+}
+
 Status Bench::start_server() {
   std::string bin = o_.server_bin;
   if (bin.empty()) {
@@ -215,11 +282,19 @@ Status Bench::start_server() {
     return Status(Errc::unavailable, "objdirect-server not found at " + bin + " (--server-bin)");
   }
   SpawnOptions so;
+  const std::string listen =
+      netns_prefix_.empty() ? std::string("127.0.0.1:0") : std::string(kNetnsServerAddr) + ":0";
   so.argv = {
-      bin,           "--listen",     "127.0.0.1:0", "--data",   tmp_ + "/data", "--access-key",
+      bin,           "--listen",     listen,        "--data",   tmp_ + "/data", "--access-key",
       o_.access_key, "--secret-key", o_.secret_key, "--fabric", "auto",         "--no-fsync"};
   so.argv.insert(so.argv.end(), o_.server_args.begin(), o_.server_args.end());
-  so.env = {{"FI_TCP_IFACE", "lo"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+  so.env = {{"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+  if (netns_prefix_.empty()) {
+    so.env.emplace_back("FI_TCP_IFACE", "lo");  // the loopback figures as they always ran
+  } else {
+    // ip execs the server in its host: the pid is the server's (CPU accounting, SIGTERM).
+    so.argv.insert(so.argv.begin(), {"/usr/sbin/ip", "netns", "exec", netns_prefix_ + "-h0"});
+  }
   so.pipe_stdout = true;
   so.stderr_file = tmp_ + "/server.log";
   auto p = Process::spawn(so);
@@ -295,6 +370,10 @@ Row Bench::run_point(const Point& p) {
       so.argv.push_back(std::to_string(p.part_size));
     }
     so.env = p.path->env;
+    if (!netns_prefix_.empty()) {
+      // Across hosts with default flags: libfabric tcp finds the interface by itself.
+      std::erase_if(so.env, [](const auto& kv) { return kv.first == "FI_TCP_IFACE"; });
+    }
     so.env.emplace_back("UCX_WARN_UNUSED_ENV_VARS", "n");
     so.pipe_stdin = so.pipe_stdout = true;
     so.stderr_file = tmp_ + "/workers.log";
@@ -388,8 +467,12 @@ void Bench::print_markdown(std::ostream& out) const {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   out << "## objdirect-bench\n\n"
-      << "Host " << host << ", " << std::thread::hardware_concurrency() << " CPUs; server "
-      << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
+      << "Host " << host << ", " << std::thread::hardware_concurrency() << " CPUs"
+      << (netns_prefix_.empty()
+              ? ""
+              : "; across two network namespaces (server " + std::string(kNetnsServerAddr) +
+                    ", clients 10.201.0.2, one veth link)")
+      << "; server " << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
       << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; " << o_.duration_ms << " ms per point"
       << (o_.server_args.empty() ? "" : "; extra server arguments:");
   for (const auto& a : o_.server_args) out << " " << a;
@@ -560,6 +643,19 @@ int Bench::run() {
     std::cerr << "objdirect-bench: " << st.message() << "\n";
     return 1;
   }
+  if (o_.netns) {
+    if (!o_.endpoint.empty()) {
+      std::cerr << "objdirect-bench: --netns starts its own server (no --endpoint)\n";
+      return 2;
+    }
+    // nginx would run beside the clients, not on the server's host.
+    std::erase_if(paths_, [](const PathSpec* p) { return p->nginx; });
+    if (auto st = netns_up(); !st.ok()) {
+      std::cerr << "objdirect-bench: " << st.message() << "\n";
+      netns_down();
+      return 1;
+    }
+  }
   if (o_.endpoint.empty()) {
     if (auto st = start_server(); !st.ok()) {
       std::cerr << "objdirect-bench: " << st.message() << "\n";
@@ -703,6 +799,7 @@ int Bench::run() {
   g_server_pid = 0;
   if (nginx_) nginx_->stop();
   server_.stop();
+  netns_down();
   if (!o_.keep_tmp) {
     std::error_code ec;
     std::filesystem::remove_all(tmp_, ec);
@@ -755,6 +852,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "End the output with one JSON object of the P1..P6 figures");
   app.add_flag("--keep-tmp", o.keep_tmp, "Keep the temporary directory (logs, data)");
   app.add_flag("--no-nginx", o.no_nginx, "Skip the nginx baseline");
+  app.add_flag("--netns", o.netns,
+               "Across two hosts made from network namespaces (scripts/netns.sh; root): the "
+               "server on 10.201.0.1, the clients on 10.201.0.2, no FI_TCP_IFACE; no nginx");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -335,6 +335,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   hopts.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  ropts.local_host = hopts.host;
   ropts.op_timeout = std::chrono::milliseconds(rdma_op_timeout_ms);
   ropts.reap_interval = std::chrono::milliseconds(rdma_reap_interval_ms);
   ropts.admission_wait_max = std::chrono::milliseconds(rdma_admission_wait_ms);
@@ -515,6 +516,10 @@ int main(int argc, char** argv) {
                 stat(&rdma::RdmaStats::transfers_ok));
     m.add_gauge("objdirect_rdma_transfers_failed_total", "RDMA transfers failed.",
                 stat(&rdma::RdmaStats::transfers_failed));
+    m.add_gauge("objdirect_rdma_transfers_unreachable_total",
+                "Failed RDMA transfers whose first post the transport refused before any byte "
+                "moved (libfabric tcp: the client's fabric address cannot be reached from here).",
+                stat(&rdma::RdmaStats::transfers_refused_by_transport));
     m.add_gauge("objdirect_rdma_get_bytes_mapped_total",
                 "GET bytes RDMA-written straight from a mapping of the object's files.",
                 stat(&rdma::RdmaStats::bytes_written_mapped));

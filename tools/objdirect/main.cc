@@ -1131,8 +1131,11 @@ int main(int argc, char** argv) {
   auto add_common = [&o, &kPositive, &kUnsigned](CLI::App* sub) {
     sub->add_option("--endpoint-url", o.endpoint, "S3 endpoint (default: AWS_ENDPOINT_URL)");
     sub->add_option("--profile", o.profile, "AWS profile (default: AWS_PROFILE or default)");
-    sub->add_option("--fabric", o.fabric, "auto | libfabric:tcp | libfabric:shm | ucx | none")
-        ->check(CLI::IsMember({"auto", "libfabric:tcp", "libfabric:shm", "ucx", "none"}));
+    sub->add_option("--fabric", o.fabric,
+                    "auto | libfabric:tcp | libfabric:shm | libfabric:verbs | libfabric:efa | "
+                    "ucx | none (auto's order: OBJDIRECT_FABRIC_ORDER)")
+        ->check(CLI::IsMember({"auto", "libfabric:tcp", "libfabric:shm", "libfabric:verbs",
+                               "libfabric:efa", "ucx", "none"}));
     sub->add_option(
            "--part-size", o.part_size,
            "Part size: bytes, or with a unit (8MiB, 8MB and 8M are all 8 MiB; default 8 MiB)")

@@ -179,6 +179,7 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
     transport::Config cfg;
     cfg.fabric = name;
     cfg.progress_thread = true;
+    cfg.local_host = opts.local_host;
     auto t = transport::create_transport(cfg);
     if (!t.ok()) {
       e->init_log_.push_back(name + ": unavailable (" + t.status().message() + ")");
@@ -559,6 +560,7 @@ void RdmaEngine::maybe_reset_transport(std::size_t ti,
   transport::Config cfg;
   cfg.fabric = transport_names_[ti];
   cfg.progress_thread = true;
+  cfg.local_host = opts_.local_host;
   auto fresh = transport::create_transport(cfg);
   if (!fresh.ok()) return;  // keep the stalled one; the next failure tries again
   std::shared_ptr<transport::Transport> tr(std::move(*fresh));
@@ -642,7 +644,11 @@ Status RdmaEngine::read_mailbox(const token::Token& t, std::span<std::byte> out)
   const transport::LocalSegment local{landing->mr.get(), 0, landing->bytes.size()};
   const transport::RemoteSegment remote = *t.mailbox;
   auto op = tr->post_read(t.endpoint, std::span(&local, 1), std::span(&remote, 1));
-  if (!op.ok()) return op.status();
+  if (!op.ok()) {
+    std::lock_guard lk(mu_);
+    ++stats_.transfers_refused_by_transport;  // the peer is unreachable: nothing was posted
+    return op.status();
+  }
   {
     std::lock_guard lk(mu_);
     ++stats_.mailbox_reads;
@@ -693,6 +699,9 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   // Zero copy when the object's files can be mapped; the staging buffers then only count.
   const auto maps = map_extents(tr, reader, offset, length);
   Status failure;
+  // A post the transport refused handed nothing to the provider (an unreachable peer fails
+  // there, at once): alone it does not make the buffers suspect.
+  bool post_refused = false;
   Abandoned abandoned;  // what the provider may still be doing with our memory
   for (std::uint64_t i = 0; i < chunks && failure.ok(); ++i) {
     Slot& s = slots[i % slots.size()];
@@ -718,6 +727,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
       auto op = tr.post_write(t.endpoint, local, pieces);
       if (!op.ok()) {
         failure = Status(Errc::rdma_transfer_failed, op.status().message());
+        post_refused = true;
         break;
       }
       s.op = *op;
@@ -741,12 +751,14 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
     auto op = tr.post_write(t.endpoint, std::span(&local, 1), pieces);
     if (!op.ok()) {
       failure = Status(Errc::rdma_transfer_failed, op.status().message());
+      post_refused = true;
       break;
     }
     s.op = *op;
   }
   // A failed or timed-out operation may leave the provider holding a buffer: retire the lease.
-  bool retire = failure.code() == Errc::rdma_transfer_failed;
+  bool retire =
+      failure.code() == Errc::rdma_transfer_failed && !(post_refused && abandoned.ops.empty());
   DrainDeadline drain(failure, opts_.op_timeout);
   for (auto& s : slots) {
     if (!s.op) continue;
@@ -767,6 +779,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
     if (!maps.empty()) stats_.bytes_written_mapped += length;
   } else {
     ++stats_.transfers_failed;
+    if (post_refused && !retire) ++stats_.transfers_refused_by_transport;
   }
   return failure;
 }
@@ -797,14 +810,18 @@ Status RdmaEngine::receive(const token::Token& t,
     slots.push_back({lease->buffers[k], lease->mrs[k].get(), std::nullopt, 0});
   }
   Status failure;
-  Abandoned abandoned;  // what the provider may still be doing with our memory
+  bool post_refused = false;  // as in send()
+  Abandoned abandoned;        // what the provider may still be doing with our memory
   auto post = [&](Slot& s, std::uint64_t i) -> Status {
     const std::uint64_t pos = i * chunk;
     const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
     transport::LocalSegment local{s.mr, 0, n};
     auto pieces = remote_pieces(t.segments, pos, n);
     auto op = tr.post_read(t.endpoint, std::span(&local, 1), pieces);
-    if (!op.ok()) return Status(Errc::rdma_transfer_failed, op.status().message());
+    if (!op.ok()) {
+      post_refused = true;
+      return Status(Errc::rdma_transfer_failed, op.status().message());
+    }
     s.op = *op;
     s.index = i;
     return Status::Ok();
@@ -826,7 +843,8 @@ Status RdmaEngine::receive(const token::Token& t,
     if (!failure.ok()) break;
     if (i + slots.size() < chunks) failure = post(s, i + slots.size());
   }
-  bool retire = failure.code() == Errc::rdma_transfer_failed;
+  bool retire =
+      failure.code() == Errc::rdma_transfer_failed && !(post_refused && abandoned.ops.empty());
   DrainDeadline drain(failure, opts_.op_timeout);
   for (auto& s : slots) {
     if (!s.op) continue;
@@ -845,6 +863,7 @@ Status RdmaEngine::receive(const token::Token& t,
     stats_.bytes_read += length;
   } else {
     ++stats_.transfers_failed;
+    if (post_refused && !retire) ++stats_.transfers_refused_by_transport;
   }
   return failure;
 }

@@ -81,6 +81,9 @@ struct RdmaOptions {
   // "auto" (every transport that initialises), "none", or a comma list of
   // libfabric:tcp, libfabric:shm, libfabric:verbs, libfabric:efa, ucx.
   std::string fabrics = "auto";
+  // The address the server listens on (--listen host): libfabric tcp serves that interface, every
+  // one for "0.0.0.0" / "::" (transport::Config::local_host). Empty: loopback.
+  std::string local_host;
   std::uint64_t buffer_pool_bytes = 256ull << 20;
   // 8 MiB chunks made large GETs faster but halve the small transfers a client may have in
   // flight under per_client_inflight_bytes_max (every transfer holds at least one chunk), so the
@@ -118,6 +121,9 @@ struct RdmaStats {
   std::uint64_t transfers_active = 0;
   std::uint64_t transfers_ok = 0;
   std::uint64_t transfers_failed = 0;
+  // Of those: the transport refused the first post, before any byte moved (libfabric tcp: the
+  // client's advertised address is unreachable from here; the client then skips that fabric).
+  std::uint64_t transfers_refused_by_transport = 0;
   std::uint64_t admissions_refused = 0;  // all refusals with slow_down (immediate + after waiting)
   std::uint64_t admissions_refused_after_wait = 0;  // of those: waited admission_wait_max (or
                                                     // woken by shutdown()) and still no buffer

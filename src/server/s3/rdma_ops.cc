@@ -111,6 +111,13 @@ Task<Status> S3Service::Impl::admit_token(Ctx& c, const token::Token& t) {
     token::Proof got{};
     Status read = co_await on_pool(
         *rdma_pool, [&] { return rdma->read_mailbox(t, std::as_writable_bytes(std::span(got))); });
+    if (!read.ok() && read.code() == Errc::transport_error) {
+      // The fabric could not reach the endpoint (an unreachable address fails at once): that is
+      // a transfer failure, which tells the client to skip this fabric against this server, not
+      // a binding refusal it could answer with another proof.
+      co_return Status(Errc::rdma_transfer_failed,
+                       "RDMA read of the token's mailbox failed: " + read.message());
+    }
     if (read.ok() && user != opts.users.end()) {
       // The current window's challenge or the previous one's (a proof may straddle a boundary).
       for (std::uint64_t w : {window, window - 1}) {

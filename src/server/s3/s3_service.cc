@@ -438,7 +438,11 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
   if (!c.rdma_challenge.empty()) f.set("x-amz-rdma-challenge", c.rdma_challenge);
   for (const auto& [k, v] : c.cors_headers) f.set(k, v);
-  if (rdma && rdma->enabled()) f.set("x-amz-rdma-fabrics", rdma->offered());
+  if (rdma && rdma->enabled()) {
+    f.set("x-amz-rdma-fabrics", rdma->offered());
+    // Which kernel serves them: a client proposes shared memory only on its own (token_format.md).
+    if (const auto& id = transport::host_identity(); !id.empty()) f.set("x-amz-rdma-host-id", id);
+  }
   return f;
 }
 

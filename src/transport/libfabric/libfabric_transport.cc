@@ -1,7 +1,10 @@
 #include "transport/libfabric/libfabric_transport.hpp"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -11,6 +14,7 @@
 #include <rdma/fi_rma.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -320,6 +324,35 @@ class FabricRegion final : public MemoryRegion {
   fid_mr* mr_;
 };
 
+// "10.0.0.1:4567" / "[fe80::1]:4567" for an IPv4/IPv6 socket address, "?" otherwise.
+std::string sockaddr_text(const void* addr, std::size_t len) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  sockaddr_storage ss{};
+  if (len > sizeof(ss) || len < sizeof(sa_family_t)) return "?";
+  std::memcpy(&ss, addr, len);
+  if (ss.ss_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (ss.ss_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "?";
+}
+
+bool is_any_address(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (a->sa_family == AF_INET6) {
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  }
+  return false;
+}
+
 class LibfabricTransport final : public Transport {
  public:
   LibfabricTransport(std::shared_ptr<Core> core, Capabilities caps, std::string local_address,
@@ -334,6 +367,10 @@ class LibfabricTransport final : public Transport {
                         (core_->info->tx_attr->msg_order & rma_order_bits) == 0),
         av_count_(av_count),
         own_region_lock_(own_region_lock) {
+    probe_new_peers_ = caps_.provider == "tcp";
+    local_text_ = core_->info->src_addr != nullptr
+                      ? sockaddr_text(core_->info->src_addr, core_->info->src_addrlen)
+                      : std::string("?");
     if (config.progress_thread) {
       progress_thread_ = std::make_unique<detail::ProgressThread>(
           [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll);
@@ -771,6 +808,15 @@ class LibfabricTransport final : public Transport {
     if (!chunks_or.ok()) return chunks_or.status();
     const std::vector<detail::Chunk>& chunks = *chunks_or;
     const std::string peer(peer_view);
+    if (probe_new_peers_ && !chunks.empty()) {
+      bool known = false;
+      {
+        std::lock_guard lock(core_->mu);
+        known = peers_.peek(peer) != nullptr;
+      }
+      // Outside the lock: a peer that drops our SYN holds only this caller.
+      if (!known) OBJDIRECT_RETURN_IF_ERROR(probe_peer(peer));
+    }
 
     std::lock_guard lock(core_->mu);
     if (core_->ep == nullptr) return Status(Errc::transport_error, "transport is shut down");
@@ -828,9 +874,58 @@ class LibfabricTransport final : public Transport {
     return raw->id;
   }
 
+  // tcp only: whether a new peer's listening address accepts a TCP connection from our source
+  // address, within tcp_connect_probe_ms_max. ofi_rxm connects lazily and, when it cannot (a
+  // peer that advertised an address we cannot reach, a source address bound to another
+  // interface), keeps answering -FI_EAGAIN until wait()'s op timeout (30 s): the probe turns
+  // that into an immediate transport_error. Reachable peers pay one extra connect on first
+  // contact (peers are cached).
+  Status probe_peer(const std::string& peer) const {
+    const std::string what = caps_.name + ": peer " + sockaddr_text(peer.data(), peer.size());
+    sockaddr_storage dst{};
+    if (peer.size() > sizeof(dst) ||
+        (peer.size() != sizeof(sockaddr_in) && peer.size() != sizeof(sockaddr_in6))) {
+      return Status(Errc::transport_error, what + ": not an IP socket address");
+    }
+    std::memcpy(&dst, peer.data(), peer.size());
+    int fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status(Errc::transport_error, what + ": socket: " + std::strerror(errno));
+    auto fail = [&](const char* step, int err) {
+      ::close(fd);
+      return Status(Errc::transport_error, what + " unreachable from " + local_text_ + ": " + step +
+                                               ": " + std::strerror(err));
+    };
+    const auto* src = static_cast<const sockaddr*>(core_->info->src_addr);
+    if (src != nullptr && src->sa_family == dst.ss_family && !is_any_address(src)) {
+      sockaddr_storage from{};
+      std::memcpy(&from, src, core_->info->src_addrlen);
+      if (from.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&from)->sin_port = 0;
+      if (from.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&from)->sin6_port = 0;
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&from), core_->info->src_addrlen) != 0) {
+        return fail("bind", errno);
+      }
+    }
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&dst), static_cast<socklen_t>(peer.size())) !=
+        0) {
+      if (errno != EINPROGRESS) return fail("connect", errno);
+      pollfd p{fd, POLLOUT, 0};
+      int n = ::poll(&p, 1, static_cast<int>(tcp_connect_probe_ms_max.count()));
+      if (n == 0) return fail("connect", ETIMEDOUT);
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (n < 0) err = errno;
+      if (n > 0 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err != 0) return fail("connect", err);
+    }
+    ::close(fd);
+    return Status::Ok();
+  }
+
   std::shared_ptr<Core> core_;
   Capabilities caps_;
   std::string local_address_;
+  std::string local_text_;  // our source address, for messages
+  bool probe_new_peers_ = false;
   detail::PeerLru<fi_addr_t> peers_;
   // libfabric 1.17 shm crashes the *target* process (SIGSEGV in its progress) when the
   // initiator fi_av_remove()s a peer and then inserts another (measured: the freed AV slot is
@@ -874,7 +969,8 @@ class LibfabricTransport final : public Transport {
   std::thread watchdog_;  // last member: started last in the constructor
 };
 
-Result<fi_info*> get_info(const char* prov_name, std::uint64_t caps) {
+// node: with FI_SOURCE, the local address the endpoint binds (tcp); null: the provider's choice.
+Result<fi_info*> get_info(const char* prov_name, std::uint64_t caps, const char* node) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return Status(Errc::unavailable, "fi_allocinfo failed");
   hints->caps = caps;
@@ -885,11 +981,13 @@ Result<fi_info*> get_info(const char* prov_name, std::uint64_t caps) {
   hints->domain_attr->threading = FI_THREAD_DOMAIN;  // we serialise every call under Core::mu
   hints->fabric_attr->prov_name = strdup(prov_name);
   fi_info* info = nullptr;
-  int rc =
-      fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
+  int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr,
+                      node != nullptr ? FI_SOURCE : 0, hints, &info);
   fi_freeinfo(hints);
   if (rc != 0 || info == nullptr) {
-    return Status(Errc::unavailable, std::string("fi_getinfo(") + prov_name + "): " + fi_error(rc));
+    return Status(Errc::unavailable, std::string("fi_getinfo(") + prov_name +
+                                         (node != nullptr ? std::string(", ") + node : "") +
+                                         "): " + fi_error(rc));
   }
   return info;
 }
@@ -904,10 +1002,16 @@ ShmLockRecoveryStats shm_lock_recovery_stats() {
 Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& config,
                                                               std::string_view provider) {
   std::string prov_name;
+  std::string node;  // tcp: the local address to serve (FI_SOURCE)
   if (provider == "tcp") {
     prov_name = "tcp;ofi_rxm";
-    // tcp;ofi_rxm ignores the domain-name hint; pin it to loopback unless the operator chose.
-    setenv("FI_TCP_IFACE", "lo", 0);
+    // tcp;ofi_rxm ignores the domain-name hint, and without an address it takes the first
+    // interface it finds. So it binds the address the owner names (the interface that reaches
+    // the peers; every one for 0.0.0.0), loopback when none; an operator's FI_TCP_IFACE wins.
+    const char* iface = std::getenv("FI_TCP_IFACE");
+    if (iface == nullptr || *iface == '\0') {
+      node = config.local_host.empty() ? "127.0.0.1" : config.local_host;
+    }
   } else if (provider == "verbs") {
     prov_name = "verbs;ofi_rxm";
   } else if (provider == "shm" || provider == "efa") {
@@ -919,9 +1023,11 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
 
   // Ask for write and read; a provider without RMA write (EFA before libfabric 1.18) still
   // serves reads, and caps() says so.
-  auto info_or = get_info(prov_name.c_str(), rma_caps);
+  const char* node_arg = node.empty() ? nullptr : node.c_str();
+  auto info_or = get_info(prov_name.c_str(), rma_caps, node_arg);
   if (!info_or.ok()) {
-    auto read_only = get_info(prov_name.c_str(), rma_caps & ~(FI_WRITE | FI_REMOTE_WRITE));
+    auto read_only =
+        get_info(prov_name.c_str(), rma_caps & ~(FI_WRITE | FI_REMOTE_WRITE), node_arg);
     if (!read_only.ok()) return info_or.status();
     info_or = std::move(read_only);
   }

@@ -24,6 +24,10 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
 // has run longer than shm_stuck_post against a peer whose process is provably gone is stuck on the
 // dead peer's region spinlock, which the watchdog then releases.
 inline constexpr std::chrono::milliseconds shm_stuck_post{200};
+
+// tcp: the longest the connect probe of a new peer waits (a peer that neither accepts nor refuses
+// our SYN); refused and unreachable peers fail at once. README.md, "Reaching other hosts".
+inline constexpr std::chrono::milliseconds tcp_connect_probe_ms_max{500};
 inline constexpr std::chrono::milliseconds shm_watchdog_period{100};
 
 // Process-wide counts of that recovery, over every shm transport ever created.

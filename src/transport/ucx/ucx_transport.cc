@@ -1,10 +1,17 @@
 #include "transport/ucx/ucx_transport.hpp"
 
+#include <dirent.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -472,10 +479,59 @@ class UcxTransport final : public Transport {
 
 }  // namespace
 
+namespace {
+
+// The name of the interface that owns `ip` ("eth0"), or empty.
+std::string interface_of(const std::string& ip) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* ai = nullptr;
+  if (::getaddrinfo(ip.c_str(), nullptr, &hints, &ai) != 0 || ai == nullptr) return {};
+  std::string name;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i != nullptr && name.empty(); i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != ai->ai_family) continue;
+      if (ai->ai_family == AF_INET &&
+          reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+              reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr.s_addr) {
+        name = i->ifa_name;
+      }
+      if (ai->ai_family == AF_INET6 &&
+          std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                      &reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr,
+                      sizeof(in6_addr)) == 0) {
+        name = i->ifa_name;
+      }
+    }
+    ::freeifaddrs(ifs);
+  }
+  ::freeaddrinfo(ai);
+  return name;
+}
+
+bool loopback_or_any(const std::string& ip) {
+  return ip.empty() || ip.starts_with("127.") || ip == "::1" || ip == "0.0.0.0" || ip == "::" ||
+         ip == "localhost";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config) {
   ucp_config_t* ucp_config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &ucp_config);
   if (st != UCS_OK) return Status(Errc::unavailable, "ucx: ucp_config_read: " + ucs_error(st));
+  // Without RDMA devices UCX moves bytes over tcp (or sm), and its worker address lists every
+  // interface; a peer that cannot reach one of them (a private link) can stall on it (measured
+  // across network namespaces: half the 4 KiB PUTs timed out). So there only the interface that
+  // owns local_host is offered, as for libfabric tcp, unless the operator chose
+  // (UCX_NET_DEVICES) or the address is loopback or the wildcard (README.md here).
+  if (const char* nd = std::getenv("UCX_NET_DEVICES");
+      (nd == nullptr || *nd == '\0') && !loopback_or_any(config.local_host) && !ucx_uses_nic()) {
+    if (std::string ifname = interface_of(config.local_host); !ifname.empty()) {
+      (void)ucp_config_modify(ucp_config, "NET_DEVICES", ifname.c_str());
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_RMA;
@@ -524,6 +580,32 @@ Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config) {
   caps.cuda_memory = cuda;
   return std::unique_ptr<Transport>(std::make_unique<UcxTransport>(
       std::move(core), worker, std::move(caps), std::move(local), config));
+}
+
+bool ucx_uses_nic() {
+  bool device = false;
+  if (DIR* d = ::opendir("/sys/class/infiniband")) {
+    while (const dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') device = true;
+    }
+    ::closedir(d);
+  }
+  if (!device) return false;
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0') return true;
+  std::string_view list(tls);
+  if (list.starts_with('^')) return true;  // "all but ...": rc/dc stay unless named; assume so
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    std::string_view t = list.substr(0, comma);
+    for (std::string_view hw :
+         {"all", "rc", "rc_x", "rc_v", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ib"}) {
+      if (t == hw) return true;
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
 }
 
 }  // namespace objdirect::transport::ucx

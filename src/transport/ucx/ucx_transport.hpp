@@ -14,4 +14,9 @@ namespace objdirect::transport::ucx {
 // Errors: unavailable (ucp_init / ucp_worker_create failed, with UCX's message).
 Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config);
 
+// Whether UCX would move bytes by an RDMA NIC here (rc/dc zero-copy RMA) rather than emulate RMA
+// over tcp or sm: an RDMA device in /sys/class/infiniband, and UCX_TLS unset or naming one of
+// all, rc, rc_x, rc_v, rc_mlx5, dc, dc_x, dc_mlx5, ib. Opens nothing (transport::uses_nic).
+bool ucx_uses_nic();
+
 }  // namespace objdirect::transport::ucx
