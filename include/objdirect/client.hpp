@@ -86,6 +86,16 @@ struct ClientConfig {
   std::uint32_t connect_timeout_ms = 10'000;
   // Longest wait for any progress on a connection (a header, a body chunk, an RDMA reply).
   std::uint32_t io_timeout_ms = 120'000;
+  // Retries (docs/client.md, "Retries"), as boto3 names them: attempts in all for one request,
+  // 1..limits::retry_attempts_max (20); "standard" (exponential back-off with full jitter,
+  // Retry-After honoured) or "adaptive" (standard plus a client-side rate limiter that slows
+  // down on throttling replies); "legacy" is accepted and behaves as standard. The first retry
+  // waits up to retry_base_delay_ms, each next one up to twice as long, never above
+  // retry_max_backoff_ms (at most limits::retry_backoff_ms_max, 20 s).
+  std::uint32_t max_attempts = 3;
+  std::string retry_mode = "standard";
+  std::uint32_t retry_base_delay_ms = 100;
+  std::uint32_t retry_max_backoff_ms = 20'000;
   std::uint32_t token_lifetime_s = 300;  // expiry of each x-amz-rdma-token, 1..3600
   // Registration cache bounds (per fabric): least recently used unpinned entries are dropped.
   std::uint32_t registrations_max = 256;
@@ -105,10 +115,12 @@ struct ClientConfig {
   //    the profile's keys win over the environment's (as with `aws --profile`);
   //  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1";
   //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
+  //  - retries: AWS_MAX_ATTEMPTS and AWS_RETRY_MODE, else max_attempts and retry_mode in the
+  //    profile's config section (as boto3).
   // Also honoured: OBJDIRECT_FABRIC (fabric). Missing files are fine.
   // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
-  // "default" that neither file holds, or when a file cannot be parsed (the message names the
-  // file and line).
+  // "default" that neither file holds, when a file cannot be parsed (the message names the
+  // file and line), or when a retry setting is invalid (the message names the variable or key).
   static Result<ClientConfig> load(std::string_view profile = {});
 };
 
@@ -220,9 +232,18 @@ struct ClientStats {
   // XML <Code> ("no_such_key", "slow_down", ...) and requests with no response ("unavailable",
   // "timeout", "io_error").
   std::map<std::string, std::uint64_t> errors;
-  // Requests sent again: RDMA admission refused with 503 SlowDown (back-off retry), and requests
-  // re-sent on a new connection after a pooled keep-alive connection turned out closed.
+  // Requests sent again (the sum of retry_reasons).
   std::uint64_t retries = 0;
+  // Retries by reason (common/retry.hpp): the S3 code of a retried error reply ("SlowDown",
+  // "InternalError", "RequestTimeout", ...) or "http_NNN" without one (429, 500, 502, 503, 504);
+  // "connection_refused", "connection_reset" (no answer), "timeout", "short_body" (the body ended
+  // before its Content-Length), "truncated_xml" (a 2xx XML reply that does not parse),
+  // "stale_connection" (a pooled keep-alive connection the server had closed: re-sent at once on
+  // a new one). A token request refused by RDMA admission (503 SlowDown) counts as "SlowDown".
+  std::map<std::string, std::uint64_t> retry_reasons;
+  // CompleteMultipartUploads whose answer was lost and that HEAD showed completed (the object's
+  // ETag is the one these parts make): reported as success, never completed twice.
+  std::uint64_t completes_confirmed = 0;
   // Registrations revoked after an RDMA request that did not succeed (error reply, decline,
   // connection error): the buffer's registration is dropped from the registration cache and
   // closed, and the fabric drained, before the call falls back to HTTP or returns, so that a
@@ -240,7 +261,8 @@ class Client {
  public:
   // Validates the config and opens nothing yet: connections and fabrics open on first use.
   // Errors: invalid_argument (empty or non-http endpoint, zero concurrency or part size, token
-  // lifetime outside 1..3600, unknown fabric name).
+  // lifetime outside 1..3600, unknown fabric name, max_attempts outside
+  // 1..limits::retry_attempts_max, unknown retry_mode, back-off above the limit).
   static Result<std::unique_ptr<Client>> create(ClientConfig config);
   ~Client();
   Client(const Client&) = delete;

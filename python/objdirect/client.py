@@ -106,6 +106,10 @@ class Client:
         concurrency: parts in flight per call, and the worker threads of the *_async methods.
         connections_max, connect_timeout_s, io_timeout_s, token_lifetime_s, registrations_max,
         registered_bytes_max: see ClientConfig in include/objdirect/client.hpp.
+        max_attempts, retry_mode: retries as boto3 names them (default AWS_MAX_ATTEMPTS /
+            AWS_RETRY_MODE, else the profile's max_attempts / retry_mode, else 3 and
+            "standard"; "adaptive" adds a client-side rate limiter). retry_base_delay_s,
+            retry_max_backoff_s: the back-off (full jitter, 0.1 s doubling, at most 20 s).
 
     Raises InvalidArgument for a bad configuration (no endpoint, unknown fabric, missing
     profile). Nothing is connected until the first call.
@@ -118,20 +122,29 @@ class Client:
                  concurrency: Optional[int] = None, connections_max: Optional[int] = None,
                  connect_timeout_s: Optional[float] = None, io_timeout_s: Optional[float] = None,
                  token_lifetime_s: Optional[int] = None, registrations_max: Optional[int] = None,
-                 registered_bytes_max: Optional[int] = None):
+                 registered_bytes_max: Optional[int] = None, max_attempts: Optional[int] = None,
+                 retry_mode: Optional[str] = None, retry_base_delay_s: Optional[float] = None,
+                 retry_max_backoff_s: Optional[float] = None):
         self._args = dict(endpoint=endpoint, region=region, profile=profile, fabric=fabric,
                           access_key=access_key, secret_key=secret_key,
                           session_token=session_token, part_size_bytes=part_size_bytes,
                           concurrency=concurrency, connections_max=connections_max,
                           connect_timeout_s=connect_timeout_s, io_timeout_s=io_timeout_s,
                           token_lifetime_s=token_lifetime_s, registrations_max=registrations_max,
-                          registered_bytes_max=registered_bytes_max)
+                          registered_bytes_max=registered_bytes_max, max_attempts=max_attempts,
+                          retry_mode=retry_mode, retry_base_delay_s=retry_base_delay_s,
+                          retry_max_backoff_s=retry_max_backoff_s)
         overrides = dict(endpoint=endpoint, region=region, access_key=access_key,
                          secret_key=secret_key, session_token=session_token,
                          part_size_bytes=part_size_bytes, concurrency=concurrency,
                          connections_max=connections_max, token_lifetime_s=token_lifetime_s,
                          registrations_max=registrations_max,
-                         registered_bytes_max=registered_bytes_max)
+                         registered_bytes_max=registered_bytes_max,
+                         max_attempts=max_attempts, retry_mode=retry_mode)
+        if retry_base_delay_s is not None:
+            overrides["retry_base_delay_ms"] = _ms(retry_base_delay_s)
+        if retry_max_backoff_s is not None:
+            overrides["retry_max_backoff_ms"] = _ms(retry_max_backoff_s)
         # "auto" leaves the choice to the loaded config: OBJDIRECT_FABRIC, else auto.
         overrides["fabric"] = None if fabric in (None, "auto") else fabric
         if connect_timeout_s is not None:
@@ -284,7 +297,10 @@ class Client:
         ``requests``: {operation: {"2xx"|"3xx"|"4xx"|"5xx"|"failed": count}};
         ``bytes`` and ``transfers``: {"rdma"|"http"|"http-fallback": count} for data calls;
         ``rdma_declines``: {reason: count} for calls that fell back to HTTP;
-        ``errors``: {error name: count}; ``retries``; ``rdma_revocations``
+        ``errors``: {error name: count}; ``retries``; ``retry_reasons``: {reason: count}
+        ("SlowDown", "InternalError", "http_503", "connection_reset", "short_body",
+        "truncated_xml", "stale_connection", ...); ``completes_confirmed`` (lost
+        CompleteMultipartUpload answers that HEAD confirmed); ``rdma_revocations``
         (registrations revoked after an RDMA request that did not succeed); ``requests_in_flight``.
         """
         return self._native.stats()

@@ -8,6 +8,7 @@
 #include <pugixml.hpp>
 #include <thread>
 
+#include "client/complete.hpp"
 #include "client/cuda/bounce.hpp"
 #include "client/cuda/cuda_api.hpp"
 #include "client/cuda/device_path.hpp"
@@ -21,11 +22,6 @@
 #include "common/limits.hpp"
 #include "common/parallel.hpp"
 #include "common/uri.hpp"
-
-namespace objdirect::limits {
-// Retries of a token-carrying request the server refused with 503 SlowDown (RDMA admission).
-inline constexpr std::uint32_t client_rdma_busy_retries_max = 5;
-}  // namespace objdirect::limits
 
 namespace objdirect {
 
@@ -138,6 +134,7 @@ struct Client::Impl {
   std::vector<std::string> server_fabrics(bool& known) {
     known = false;
     HttpRequest req{"GET", "/?rdma-capabilities", {}, {}, false};
+    req.xml_reply = true;  // the body is a ListBuckets document: a truncated one is retried
     auto r = http->execute(req);
     if (!r.ok()) return {};
     auto h = r->header("x-amz-rdma-fabrics");
@@ -258,20 +255,43 @@ struct Client::Impl {
     stats.on_rdma_revocation();
   }
 
-  // Sends a request that carries a token. The server refuses RDMA admission with 503 SlowDown
-  // when its staging buffers are taken; that is retried with a short exponential back-off
-  // (10 ms doubling, client_rdma_busy_retries_max times) before the caller falls back to HTTP.
-  Result<HttpResponse> execute_rdma(const HttpRequest& req,
-                                    std::optional<std::span<std::byte>> sink) {
-    std::chrono::milliseconds backoff(10);
-    for (std::uint32_t attempt = 0;; ++attempt) {
+  // Sends a request that carries a token, under the retry policy (HttpClient::retry_reason).
+  // Every attempt carries a token of its own: after an attempt that may have left an operation
+  // on the buffer (transfer_may_linger) the registration is revoked (and the fabric drained)
+  // before the next token is made, so no write meant for an earlier attempt can land later, and
+  // no token string is ever sent twice (tokens are single-use). A retry of a token request does
+  // not wait out Retry-After (an RDMA admission refusal says 1 s): the policy's back-off, then
+  // the caller falls back to HTTP. Returns the last answer; `req` carries no token header
+  // before or after. When no new token can be made, the last answer is returned.
+  Result<HttpResponse> execute_rdma(HttpRequest& req, std::optional<std::span<std::byte>> sink,
+                                    std::span<const std::byte> buf, std::string token,
+                                    PathInfo& info, std::shared_ptr<void>& hold,
+                                    std::shared_ptr<client::Fabric>& fabric_used, bool direct) {
+    req.retry = false;  // the loop is here: a fresh token per attempt
+    retry::Retrier& retrier = http->retrier();
+    std::string reasons;
+    for (std::uint32_t attempt = 1;; ++attempt) {
+      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
+      retrier.before_attempt();
       auto r = http->execute(req, sink);
-      if (!r.ok() || r->status != 503 || attempt == limits::client_rdma_busy_retries_max) {
+      req.headers.pop_back();
+      if (transfer_may_linger(r)) revoke(fabric_used, buf, hold);
+      auto reason = HttpClient::retry_reason(req, r);
+      retrier.after_attempt(reason);
+      if (!reason || !retrier.may_retry(attempt)) {
+        if (attempt == 1) return r;
+        if (reason) reasons += ", " + *reason;
+        const std::string note = retry::attempts_note(attempt, reasons);
+        if (!r.ok()) return Status(r.code(), r.status().message() + note);
+        r->attempts = attempt;
+        r->retry_note = note;
         return r;
       }
-      stats.on_retry();
-      std::this_thread::sleep_for(backoff);
-      backoff *= 2;
+      http->count_retry(*reason);
+      reasons += (reasons.empty() ? "" : ", ") + *reason;
+      retrier.sleep_before(attempt, std::nullopt);
+      token = try_token(buf, info, hold, fabric_used, direct);
+      if (token.empty()) return r;
     }
   }
 
@@ -301,9 +321,9 @@ struct Client::Impl {
     std::string token = try_token(dst, out.info, hold, fabric_used, direct);
     if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
     if (!token.empty()) {
-      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
-      if (transfer_may_linger(r)) revoke(fabric_used, dst, hold);
+      auto r = execute_rdma(req, direct ? std::nullopt : std::optional(dst), dst, std::move(token),
+                            out.info, hold, fabric_used, direct);
+      req.retry = true;  // a fallback below is a plain request
       if (!r.ok()) return r.status();
       if (!r->ok()) {
         Status st = client::status_from_response(*r);
@@ -315,7 +335,6 @@ struct Client::Impl {
         out.info.fell_back = true;
         out.info.reason = "server refused the token: " + st.message();
         if (direct) return Status(Errc::rdma_declined, out.info.reason);
-        req.headers.pop_back();
       } else {
         auto reply = r->header("x-amz-rdma-reply");
         if (reply && (*reply == "200" || *reply == "206" || *reply == "204")) {
@@ -376,10 +395,9 @@ struct Client::Impl {
       req.send_content_length = true;
       req.headers.emplace_back("x-amz-content-sha256", std::string(sigv4::kUnsignedPayload));
       if (!crc32c.empty()) req.headers.emplace_back("x-amz-checksum-crc32c", crc32c);
-      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = execute_rdma(req, std::nullopt);
+      auto r = execute_rdma(req, std::nullopt, src, std::move(token), out.info, hold, fabric_used,
+                            direct);
       ++out.requests;
-      if (transfer_may_linger(r)) revoke(fabric_used, src, hold);
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
       if (r->ok() && reply && *reply == "200") {
@@ -430,6 +448,7 @@ struct Client::Impl {
     req.target = target;
     req.send_content_length = method == "POST" || method == "PUT";
     req.body = std::as_bytes(std::span(body.data(), body.size()));
+    req.xml_reply = true;
     if (!body.empty()) req.headers.emplace_back("content-type", "application/xml");
     if (!checksum_algorithm.empty()) {
       req.headers.emplace_back("x-amz-checksum-algorithm", checksum_algorithm);
@@ -468,10 +487,7 @@ struct Client::Impl {
     for (std::size_t i = 0; i < etags.size(); ++i) {
       parts.emplace_back(static_cast<std::uint32_t>(i + 1), etags[i]);
     }
-    auto done = xml_call("POST", target + "?uploadId=" + uri_encode(upload_id, true),
-                         client::complete_multipart_body(parts));
-    auto etag =
-        done.ok() ? client::parse_complete_reply(*done) : Result<std::string>(done.status());
+    auto etag = client::complete_upload_confirmed(*http, target, upload_id, parts);
     if (!etag.ok()) abort_upload(target, upload_id);
     return etag;
   }
@@ -675,6 +691,17 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
     return Status(Errc::invalid_argument,
                   "unknown fabric '" + f + "' (auto, libfabric:tcp, libfabric:shm, ucx, none)");
   }
+  retry::Policy policy;
+  if (auto m = retry::parse_mode(config.retry_mode)) {
+    policy.mode = *m;
+  } else {
+    return Status(Errc::invalid_argument,
+                  "unknown retry_mode '" + config.retry_mode + "' (standard, adaptive, legacy)");
+  }
+  policy.max_attempts = config.max_attempts;
+  policy.base_delay = std::chrono::milliseconds(config.retry_base_delay_ms);
+  policy.max_backoff = std::chrono::milliseconds(config.retry_max_backoff_ms);
+  OBJDIRECT_RETURN_IF_ERROR(policy.validate());
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(config);
   impl->endpoint = std::move(*ep);
@@ -687,6 +714,7 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   ho.connect_timeout = std::chrono::milliseconds(impl->cfg.connect_timeout_ms);
   ho.io_timeout = std::chrono::milliseconds(impl->cfg.io_timeout_ms);
   ho.stats = &impl->stats;
+  ho.retry_policy = policy;
   impl->http = std::make_unique<HttpClient>(std::move(ho));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "common/retry.hpp"
 #include "objdirect/client.hpp"
 
 namespace objdirect {
@@ -159,6 +160,26 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
     c.endpoint = value_of(fs, "endpoint_url");
   }
   if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
+
+  // Retries: the environment wins over the profile (boto3's order).
+  retry::Policy policy;
+  const std::string conf_source = conf_path + " [" + profile + "]";
+  if (auto st = policy.apply(value_of(fs, "max_attempts"), value_of(fs, "retry_mode"), conf_source);
+      !st.ok()) {
+    return st;
+  }
+  const char* e_attempts = env("AWS_MAX_ATTEMPTS");
+  if (auto st = policy.apply(e_attempts ? e_attempts : "", "", "AWS_MAX_ATTEMPTS"); !st.ok()) {
+    return st;
+  }
+  const char* e_mode = env("AWS_RETRY_MODE");
+  if (auto st = policy.apply("", e_mode ? e_mode : "", "AWS_RETRY_MODE"); !st.ok()) return st;
+  c.max_attempts = policy.max_attempts;
+  if (e_mode) {
+    c.retry_mode = e_mode;
+  } else if (std::string m = value_of(fs, "retry_mode"); !m.empty()) {
+    c.retry_mode = m;
+  }
   return c;
 }
 

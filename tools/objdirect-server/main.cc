@@ -378,6 +378,12 @@ int main(int argc, char** argv) {
     gw.secret_key = cfg->secret_key;
     gw.session_token = cfg->session_token;
     if (gw.region.empty()) gw.region = cfg->region;
+    // Upstream retries: the client library's policy and settings (AWS_MAX_ATTEMPTS,
+    // AWS_RETRY_MODE, or max_attempts / retry_mode in the upstream profile).
+    gw.retry.max_attempts = cfg->max_attempts;
+    if (auto m = retry::parse_mode(cfg->retry_mode)) gw.retry.mode = *m;
+    gw.retry.base_delay = std::chrono::milliseconds(cfg->retry_base_delay_ms);
+    gw.retry.max_backoff = std::chrono::milliseconds(cfg->retry_max_backoff_ms);
     // Store calls block on the upstream: more I/O threads than for a local disk.
     if (hopts.threads == 0) hopts.threads = 16;
     store = storage::open_s3_store(gw);

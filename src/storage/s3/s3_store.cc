@@ -26,6 +26,7 @@
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/parallel.hpp"
+#include "common/retry.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "server/s3/conditional.hpp"
@@ -93,7 +94,7 @@ struct CurlGlobal {
 struct Counters {
   std::atomic<std::uint64_t> requests{0}, get_requests{0}, connections_created{0},
       connections_in_use{0}, connections_peak{0}, pool_waits_timed_out{0}, spooled_to_file{0},
-      multipart_commits{0};
+      multipart_commits{0}, retries{0};
 };
 
 // --- connection pool ---------------------------------------------------------------------------
@@ -188,6 +189,13 @@ struct Request {
   Headers headers;
   std::optional<Body> body;
   std::string payload_hash;  // empty: computed from a memory body, or UNSIGNED-PAYLOAD
+  // Retry policy (common/retry.hpp) for this request: `retry` off sends it once; `idempotent`
+  // off (CompleteMultipartUpload) retries it only after an error answer, never after a lost
+  // one (the upstream may have completed it). xml_reply: a 2xx body that does not parse as XML
+  // (truncated) is retried.
+  bool retry = true;
+  bool idempotent = true;
+  bool xml_reply = false;
 };
 
 // A request on the object `key` of `bucket` (has_key: the target is /bucket/key).
@@ -204,6 +212,7 @@ struct Response {
   long status = 0;
   Headers headers;
   std::string body;
+  std::string retry_note;  // after retries: retry::attempts_note, appended to the error
   std::optional<std::string> header(std::string_view name) const {
     for (const auto& [k, v] : headers)
       if (k == name) return v;
@@ -324,7 +333,7 @@ Status upstream_error(const Response& r, std::string_view what) {
   if (!code.empty()) msg += " " + code;
   if (!message.empty()) msg += ": " + message;
   if (!request_id.empty()) msg += " (upstream request id " + request_id + ")";
-  return Status(errc, std::move(msg));
+  return Status(errc, std::move(msg) + r.retry_note);
 }
 
 // --- the shared core ---------------------------------------------------------------------------
@@ -335,6 +344,8 @@ struct Core {
   std::string authority;  // "host:port" as the Host header
   Counters ctr;
   std::unique_ptr<Pool> pool;
+  std::unique_ptr<retry::Retrier> retrier_ptr;  // from opts.retry, set by open_s3_store
+  retry::Retrier& retrier() { return *retrier_ptr; }
   std::mutex templates_mu;
   std::unordered_map<std::string, UploadInfo> templates;  // upload id -> create_upload's info
   std::deque<std::string> template_order;
@@ -455,11 +466,64 @@ struct Core {
     }
   }
 
-  // One complete request on a pooled connection. The sink (default: the body into resp.body,
-  // bounded) sees the response. Transport failures become unavailable/io_error; HTTP errors are
-  // returned as a Response for the caller to map.
+  // One complete request on a pooled connection, under the retry policy shared with the client
+  // library (common/retry.hpp; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile's
+  // max_attempts / retry_mode): a retryable failure (retry::classify_status, a refused or reset
+  // connection, a cut body, a truncated XML reply) is sent again after the back-off (Retry-After
+  // honoured) while attempts remain. With a caller's sink, only failures before any body byte
+  // reached the sink are retried. The final error names the attempts.
   Result<Response> perform(Request r, Sink* sink = nullptr,
                            std::size_t body_max = s3_limits::xml_reply_bytes_max) {
+    std::string reasons;
+    for (std::uint32_t attempt = 1;; ++attempt) {
+      if (r.body) r.body->pos = 0;
+      bool started = false;
+      std::optional<std::string> reason;
+      if (r.retry) retrier().before_attempt();
+      auto resp = perform_once(r, sink, body_max, started, reason);
+      if (!r.retry || (sink && started)) reason.reset();
+      if (reason && !r.idempotent && !(resp.ok() && resp->status >= 400)) reason.reset();
+      if (r.retry) retrier().after_attempt(reason);
+      if (!reason || !retrier().may_retry(attempt)) {
+        if (attempt == 1) return resp;
+        if (reason) reasons += ", " + *reason;
+        const std::string note = retry::attempts_note(attempt, reasons);
+        if (!resp.ok()) return Status(resp.code(), resp.status().message() + note);
+        resp->retry_note = note;
+        return resp;
+      }
+      ctr.retries++;
+      reasons += (reasons.empty() ? "" : ", ") + *reason;
+      std::optional<std::chrono::milliseconds> after;
+      if (resp.ok()) {
+        if (auto h = resp->header("retry-after")) {
+          after = retry::parse_retry_after(*h, std::chrono::system_clock::now());
+        }
+      }
+      retrier().sleep_before(attempt, after);
+    }
+  }
+
+  // The retry reason of a transport failure (the names of common/retry.hpp).
+  static std::optional<std::string> curl_retry_reason(CURLcode rc) {
+    switch (rc) {
+      case CURLE_COULDNT_CONNECT:
+        return std::string("connection_refused");
+      case CURLE_OPERATION_TIMEDOUT:
+        return std::string("timeout");
+      case CURLE_PARTIAL_FILE:
+        return std::string("short_body");
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+        return std::string("connection_reset");
+      default:
+        return std::nullopt;
+    }
+  }
+
+  Result<Response> perform_once(Request& r, Sink* sink, std::size_t body_max, bool& started,
+                                std::optional<std::string>& reason) {
     auto conn = pool->acquire(true);
     if (!conn.ok()) return conn.status();
     Transfer t;
@@ -473,6 +537,7 @@ struct Core {
     curl_slist_free_all(list);
     const bool reusable = rc == CURLE_OK;
     pool->release(reusable ? std::move(*conn) : nullptr);
+    started = t.started;
     const std::string what = r.method + " " + tgt;
     if (t.body && t.body->error != 0)
       return Status(Errc::io_error,
@@ -481,9 +546,21 @@ struct Core {
       if (rc == CURLE_WRITE_ERROR && def.overflow)
         return Status(Errc::io_error, "upstream " + what + ": reply larger than " +
                                           std::to_string(body_max) + " bytes");
+      reason = curl_retry_reason(rc);
       return transport_error(rc, what);
     }
     if (!t.started && t.sink != &def) t.sink->start(t.resp);
+    if (t.resp.status < 200 || t.resp.status > 299) {
+      auto [code, message, request_id] = s3::parse_error_xml(t.resp.body);
+      reason = retry::classify_status(static_cast<int>(t.resp.status), code);
+    } else if (r.xml_reply && !sink && !t.resp.body.empty()) {
+      pugi::xml_document doc;
+      if (!doc.load_buffer(t.resp.body.data(), t.resp.body.size())) {
+        reason = "truncated_xml";
+      } else if (auto err = doc.child("Error")) {
+        reason = retry::classify_status(0, err.child_value("Code"));
+      }
+    }
     return std::move(t.resp);
   }
 
@@ -1420,6 +1497,7 @@ class S3Store final : public ObjectStore {
  private:
   // One upstream call whose reply is an XML document; an <Error> reply becomes its Status.
   Result<pugi::xml_document> call_xml(Request r, std::string_view what) {
+    r.xml_reply = true;
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
     return parse_xml(*resp, what);
@@ -1534,6 +1612,7 @@ class S3Store final : public ObjectStore {
     r.headers.emplace_back("content-type", "application/xml");
     add_condition(r.headers, cond);
     r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+    r.idempotent = false;  // a lost answer may mean it completed: not re-sent
     auto reply = call_xml(std::move(r), "CompleteMultipartUpload");  // an <Error> inside a 200, too
     if (!reply.ok()) return reply.status();
     std::string etag = objdirect::s3::unquote_etag(
@@ -1591,9 +1670,11 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
     return bad("upload templates must be 1.." + std::to_string(s3_limits::upload_templates_max));
   if (o.low_speed_time_s == 0 || o.connect_timeout_ms == 0)
     return bad("upstream timeouts must be positive");
+  if (auto st = o.retry.validate(); !st.ok()) return bad("upstream retries: " + st.message());
 
   auto core = std::make_shared<Core>();
   core->opts = o;
+  core->retrier_ptr = std::make_unique<retry::Retrier>(o.retry);
   core->base = base;
   core->authority = std::string(rest);
   core->pool =
@@ -1622,6 +1703,7 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   s.pool_waits_timed_out = c.pool_waits_timed_out;
   s.spooled_to_file = c.spooled_to_file;
   s.multipart_commits = c.multipart_commits;
+  s.retries = c.retries;
   return s;
 }
 

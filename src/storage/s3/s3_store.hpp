@@ -57,6 +57,7 @@
 #include <memory>
 #include <string>
 
+#include "common/retry.hpp"
 #include "common/status.hpp"
 #include "storage/object_store.hpp"
 
@@ -104,6 +105,9 @@ struct S3StoreOptions {
   // Probe the upstream at open (ListBuckets): unreachable -> unavailable, bad credentials ->
   // the upstream's error. Tests that start without an upstream turn it off.
   bool probe = true;
+  // Retries of upstream requests: the policy the client library uses (common/retry.hpp);
+  // objdirect-server fills it from AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile.
+  retry::Policy retry;
 };
 
 // Upstream traffic of one store, for tests and metrics.
@@ -116,6 +120,7 @@ struct S3StoreStats {
   std::uint64_t pool_waits_timed_out = 0;
   std::uint64_t spooled_to_file = 0;    // writers that spilled to a temporary file
   std::uint64_t multipart_commits = 0;  // commit_object calls that used a multipart upload
+  std::uint64_t retries = 0;            // upstream requests sent again under the retry policy
 };
 
 // Opens the store (and probes the upstream, see S3StoreOptions::probe).
