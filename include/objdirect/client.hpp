@@ -80,6 +80,15 @@ struct ClientConfig {
   // "auto" | "libfabric:tcp" | "libfabric:shm" | "ucx" | "none". auto picks the first fabric the
   // server offers (x-amz-rdma-fabrics) that opens here, trying shm, tcp, ucx in that order.
   std::string fabric = "auto";
+  // Whether RDMA is used (docs/client.md, "The fastest path"): "auto" proposes it and falls back
+  // to HTTP when it cannot (path http-fallback, with the reason); with fabric "auto", requests
+  // moving fewer than rdma_min_bytes go over plain HTTP (path http, reason "below
+  // rdma_min_bytes"), which is faster there (a fabric named explicitly is used at every size).
+  // "required": every request proposes it, whatever its size, and anything but RDMA fails with
+  // Errc::rdma_declined instead of falling back. "off": never (as fabric "none", but the fabric may
+  // still be opened for register_memory).
+  std::string rdma = "auto";
+  std::uint64_t rdma_min_bytes = 1ull << 20;
   std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
   std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
   std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
@@ -117,7 +126,8 @@ struct ClientConfig {
   //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
   //  - retries: AWS_MAX_ATTEMPTS and AWS_RETRY_MODE, else max_attempts and retry_mode in the
   //    profile's config section (as boto3).
-  // Also honoured: OBJDIRECT_FABRIC (fabric). Missing files are fine.
+  // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_RDMA (rdma), OBJDIRECT_RDMA_MIN_BYTES
+  // (rdma_min_bytes). Missing files are fine.
   // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
   // "default" that neither file holds, when a file cannot be parsed (the message names the
   // file and line), or when a retry setting is invalid (the message names the variable or key).
@@ -261,7 +271,8 @@ class Client {
  public:
   // Validates the config and opens nothing yet: connections and fabrics open on first use.
   // Errors: invalid_argument (empty or non-http endpoint, zero concurrency or part size, token
-  // lifetime outside 1..3600, unknown fabric name, max_attempts outside
+  // lifetime outside 1..3600, unknown fabric name, unknown rdma policy, rdma "required" with
+  // fabric "none", max_attempts outside
   // 1..limits::retry_attempts_max, unknown retry_mode, back-off above the limit).
   static Result<std::unique_ptr<Client>> create(ClientConfig config);
   ~Client();

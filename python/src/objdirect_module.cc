@@ -337,6 +337,10 @@ class NativeClient {
         config.registrations_max = v.cast<std::uint32_t>();
       } else if (k == "registered_bytes_max") {
         config.registered_bytes_max = v.cast<std::uint64_t>();
+      } else if (k == "rdma") {
+        config.rdma = v.cast<std::string>();
+      } else if (k == "rdma_min_bytes") {
+        config.rdma_min_bytes = v.cast<std::uint64_t>();
       } else if (k == "max_attempts") {
         config.max_attempts = v.cast<std::uint32_t>();
       } else if (k == "retry_mode") {
@@ -366,6 +370,8 @@ class NativeClient {
     d["connect_timeout_ms"] = c.connect_timeout_ms;
     d["io_timeout_ms"] = c.io_timeout_ms;
     d["token_lifetime_s"] = c.token_lifetime_s;
+    d["rdma"] = c.rdma;
+    d["rdma_min_bytes"] = c.rdma_min_bytes;
     d["max_attempts"] = c.max_attempts;
     d["retry_mode"] = c.retry_mode;
     d["retry_base_delay_ms"] = c.retry_base_delay_ms;

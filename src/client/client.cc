@@ -209,6 +209,24 @@ struct Client::Impl {
     no_rdma_reason = "RDMA disabled: " + std::move(reason);
   }
 
+  // --- whether RDMA is proposed: the crossover and the rdma policy, in this one place ---------
+  // (Which fabric is the business of settle_fabric.) Empty when a token may be proposed for a
+  // request moving `bytes`, else why not (TransferResult::reason, path "http"). direct (GPUDirect)
+  // and "required" always propose; "off" never; "auto" with fabric "auto" from rdma_min_bytes
+  // up: below it plain HTTP is faster (docs/client.md, "The fastest path"). A fabric named
+  // explicitly is used at every size.
+  std::string rdma_skip_reason(std::size_t bytes, bool direct) const {
+    if (direct || cfg.rdma == "required") return {};
+    if (cfg.rdma == "off") return "rdma off";
+    if (cfg.fabric == "auto" && bytes < cfg.rdma_min_bytes) {
+      return "below rdma_min_bytes (" + std::to_string(cfg.rdma_min_bytes) + "): HTTP is faster";
+    }
+    return {};
+  }
+  // Only RDMA may move the bytes: a decline or refusal fails with rdma_declined instead of
+  // falling back to HTTP.
+  bool rdma_required(bool direct) const { return direct || cfg.rdma == "required"; }
+
   // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
   // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
   // used: the fabric that made the token (for revoke()).
@@ -216,6 +234,10 @@ struct Client::Impl {
                         std::shared_ptr<client::Fabric>& used, bool direct = false) {
     if (buf.empty()) {
       info.reason = "empty transfer";
+      return {};
+    }
+    if (auto why = rdma_skip_reason(buf.size(), direct); !why.empty()) {
+      info.reason = std::move(why);
       return {};
     }
     auto f = current_fabric(info.reason);
@@ -319,7 +341,9 @@ struct Client::Impl {
     std::shared_ptr<void> hold;
     std::shared_ptr<client::Fabric> fabric_used;
     std::string token = try_token(dst, out.info, hold, fabric_used, direct);
-    if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
+    if (rdma_required(direct) && token.empty() && !dst.empty()) {
+      return Status(Errc::rdma_declined, out.info.reason);
+    }
     if (!token.empty()) {
       auto r = execute_rdma(req, direct ? std::nullopt : std::optional(dst), dst, std::move(token),
                             out.info, hold, fabric_used, direct);
@@ -334,7 +358,7 @@ struct Client::Impl {
         // The server refused the token itself: ask again without one.
         out.info.fell_back = true;
         out.info.reason = "server refused the token: " + st.message();
-        if (direct) return Status(Errc::rdma_declined, out.info.reason);
+        if (rdma_required(direct)) return Status(Errc::rdma_declined, out.info.reason);
       } else {
         auto reply = r->header("x-amz-rdma-reply");
         if (reply && (*reply == "200" || *reply == "206" || *reply == "204")) {
@@ -355,7 +379,7 @@ struct Client::Impl {
         out.info.reason =
             reply ? "server declined RDMA (x-amz-rdma-reply: " + std::string(*reply) + ")"
                   : "server ignored x-amz-rdma-token (no x-amz-rdma-reply)";
-        if (direct) return Status(Errc::rdma_declined, out.info.reason);
+        if (rdma_required(direct)) return Status(Errc::rdma_declined, out.info.reason);
         out.bytes = r->sink_bytes;
         out.resp = std::move(*r);
         return out;
@@ -387,7 +411,9 @@ struct Client::Impl {
     std::shared_ptr<void> hold;
     std::shared_ptr<client::Fabric> fabric_used;
     std::string token = try_token(src, out.info, hold, fabric_used, direct);
-    if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
+    if (rdma_required(direct) && token.empty() && !src.empty()) {
+      return Status(Errc::rdma_declined, out.info.reason);
+    }
     if (!token.empty()) {
       HttpRequest req;
       req.method = "PUT";
@@ -422,7 +448,7 @@ struct Client::Impl {
         if (!rdma_error) return st;
         out.info.reason = "server declined RDMA: " + st.message();
       }
-      if (direct) return Status(Errc::rdma_declined, out.info.reason);
+      if (rdma_required(direct)) return Status(Errc::rdma_declined, out.info.reason);
     } else {
       out.info.plain = true;
     }
@@ -690,6 +716,13 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   if (f != "auto" && f != "none" && f != "libfabric:tcp" && f != "libfabric:shm" && f != "ucx") {
     return Status(Errc::invalid_argument,
                   "unknown fabric '" + f + "' (auto, libfabric:tcp, libfabric:shm, ucx, none)");
+  }
+  if (config.rdma != "auto" && config.rdma != "required" && config.rdma != "off") {
+    return Status(Errc::invalid_argument,
+                  "unknown rdma policy '" + config.rdma + "' (auto, required, off)");
+  }
+  if (config.rdma == "required" && f == "none") {
+    return Status(Errc::invalid_argument, "rdma \"required\" needs a fabric (fabric is none)");
   }
   retry::Policy policy;
   if (auto m = retry::parse_mode(config.retry_mode)) {

@@ -2,6 +2,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -160,6 +161,17 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
     c.endpoint = value_of(fs, "endpoint_url");
   }
   if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
+  if (const char* r = env("OBJDIRECT_RDMA")) c.rdma = r;
+  if (const char* m = env("OBJDIRECT_RDMA_MIN_BYTES")) {
+    std::uint64_t n = 0;
+    std::string_view v(m);
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size()) {
+      return Status(Errc::invalid_argument,
+                    "OBJDIRECT_RDMA_MIN_BYTES must be a byte count, got '" + std::string(v) + "'");
+    }
+    c.rdma_min_bytes = n;
+  }
 
   // Retries: the environment wins over the profile (boto3's order).
   retry::Policy policy;

@@ -470,8 +470,10 @@ struct Core {
   // library (common/retry.hpp; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile's
   // max_attempts / retry_mode): a retryable failure (retry::classify_status, a refused or reset
   // connection, a cut body, a truncated XML reply) is sent again after the back-off (Retry-After
-  // honoured) while attempts remain. With a caller's sink, only failures before any body byte
-  // reached the sink are retried. The final error names the attempts.
+  // honoured) while attempts remain. With a caller's sink, only error replies and failures
+  // before any body byte reached the sink are retried (a body cut after data reached the sink
+  // is returned: the caller's reader fails and the gateway's client retries). The final error
+  // names the attempts.
   Result<Response> perform(Request r, Sink* sink = nullptr,
                            std::size_t body_max = s3_limits::xml_reply_bytes_max) {
     std::string reasons;
@@ -481,7 +483,10 @@ struct Core {
       std::optional<std::string> reason;
       if (r.retry) retrier().before_attempt();
       auto resp = perform_once(r, sink, body_max, started, reason);
-      if (!r.retry || (sink && started)) reason.reset();
+      // With a sink, only an error reply (the sink saw no data) or a failure before the first
+      // body byte may be retried.
+      const bool error_reply = resp.ok() && (resp->status < 200 || resp->status > 299);
+      if (!r.retry || (sink && started && !error_reply)) reason.reset();
       if (reason && !r.idempotent && !(resp.ok() && resp->status >= 400)) reason.reset();
       if (r.retry) retrier().after_attempt(reason);
       if (!reason || !retrier().may_retry(attempt)) {
@@ -794,6 +799,7 @@ struct RangeSink : Sink {
 
   bool start(const Response& r) override {
     head = r;
+    is_error = false;  // a retry after an error reply starts afresh
     if (r.status == 206 || (r.status == 200 && whole_object)) {
       auto et = r.header("etag");
       if (et && objdirect::s3::unquote_etag(*et) != pinned_etag) {
