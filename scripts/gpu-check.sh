@@ -9,7 +9,14 @@
 #      4 KiB to 4 GiB over libfabric shm, libfabric tcp, UCX and HTTP, Range GET into an offset
 #      of a device buffer, and the HTTP fallback into device memory (row "fallback"), each
 #      verified by CRC32C of the device bytes, next to a pinned cudaMemcpy H2D/D2H baseline;
-#      prints a table.
+#      prints a table,
+#   5. the Python checks, with $PYTHON (default python3) when it has torch >= 2.0 with CUDA:
+#      builds objdirect_python for it, runs python/tests/test_torch_gpu.py (load into GPU
+#      memory, safetensors, device datasets; OBJDIRECT_REQUIRE_GPU=1: no skipping) and
+#      python/tests/test_dcp.py (DCP save/load/async_save, FileSystemWriter's layout;
+#      OBJDIRECT_REQUIRE_DCP=1), then bench/torch_bench.py gpu-load (GPU_LOAD_MIB, default 4096:
+#      torch and safetensors checkpoints loaded into device memory next to a pinned H2D copy).
+#      Without such a torch the step says the Python checks did NOT run (exit status unchanged).
 # Usage: scripts/gpu-check.sh [extra objdirect-gpu-check options]
 # Environment: BUILD_DIR (default build-gpu-check), SIZES (bytes, space-separated; default 4 KiB
 # 1 MiB 64 MiB 1 GiB 4 GiB), FABRICS (default "libfabric:shm libfabric:tcp ucx none"),
@@ -100,4 +107,21 @@ step "objdirect-gpu-check (device memory through libobjdirect, timeout ${CHECK_T
 # shellcheck disable=SC2086 # sizes and fabrics are word lists
 timeout "$CHECK_TIMEOUT_S" "$BUILD_DIR/bin/objdirect-gpu-check" \
   --server "$BUILD_DIR/bin/objdirect-server" --fabric $FABRICS --size $SIZES "$@"
-step "done: PASS"
+PY="${PYTHON:-python3}"
+python_note=""
+if [ -n "$FAKE_CUDA" ]; then
+  step "Python GPU and DCP checks skipped (FAKE_CUDA: they need torch with a real GPU)"
+elif ! "$PY" -c 'import sys, torch, pytest; sys.exit(0 if torch.cuda.is_available() and int(torch.__version__.split(".")[0]) >= 2 else 1)' 2>/dev/null; then
+  step "Python GPU and DCP checks NOT RUN: $PY has no torch >= 2.0 with CUDA (or no pytest)"
+  python_note=" (Python GPU and DCP checks not run)"
+else
+  step "Python: objdirect.torch into GPU memory and DCP ($PY, $("$PY" -c 'import torch; print("torch", torch.__version__)'))"
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DOBJDIRECT_PYTHON="$(command -v "$PY")" >/dev/null
+  ninja -C "$BUILD_DIR" -j"$JOBS" objdirect_python objdirect-server
+  (cd "$ROOT/python/tests" && OBJDIRECT_REQUIRE_GPU=1 OBJDIRECT_REQUIRE_DCP=1 \
+     OBJDIRECT_BIN_DIR="$BUILD_DIR/bin" PYTHONPATH="$BUILD_DIR/python" \
+     "$PY" -m pytest -q -rs -p no:cacheprovider test_torch_gpu.py test_dcp.py)
+  PYTHONPATH="$BUILD_DIR/python" "$PY" "$ROOT/bench/torch_bench.py" gpu-load \
+    --mib "${GPU_LOAD_MIB:-4096}" --bin-dir "$BUILD_DIR/bin" --fabric "${GPU_LOAD_FABRIC:-libfabric:shm}"
+fi
+step "done: PASS$python_note"

@@ -77,11 +77,16 @@ def get_requires_for_build_editable(config_settings=None):
     return []
 
 
+# fsspec finds the "objdirect" protocol through this entry point (objdirect/fs.py).
+ENTRY_POINTS = "[fsspec.specs]\nobjdirect = objdirect.fs:ObjDirectFileSystem\n"
+
+
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     info = pathlib.Path(metadata_directory) / f"{NAME}-{VERSION}.dist-info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(_metadata(), encoding="utf-8")
     (info / "WHEEL").write_text(_wheel_file(), encoding="utf-8")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS, encoding="utf-8")
     return info.name
 
 
@@ -145,6 +150,7 @@ def _write_wheel(wheel_directory: pathlib.Path, pkg: pathlib.Path) -> str:
     files.append((f"{info}/METADATA", _metadata().encode()))
     files.append((f"{info}/WHEEL", _wheel_file().encode()))
     files.append((f"{info}/top_level.txt", f"{NAME}\n".encode()))
+    files.append((f"{info}/entry_points.txt", ENTRY_POINTS.encode()))
     record = []
     path = wheel_directory / name
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:

@@ -7,7 +7,9 @@
     nbytes, path = client.get_into("bucket", "weights.bin", buf)   # path: "rdma" | "http" | ...
 
 See objdirect.Client for the calls, objdirect.errors for the exceptions and objdirect.torch for
-PyTorch datasets and checkpoints. Thread safety: see objdirect.Client.
+PyTorch datasets and checkpoints, objdirect.fs for the fsspec filesystem (protocol
+"objdirect", found by fsspec through the package's entry point) and objdirect.dcp for
+torch.distributed.checkpoint. Thread safety: see objdirect.Client.
 """
 
 from . import errors
@@ -28,3 +30,16 @@ def parse_uri(uri: str):
     if not bucket:
         raise ValueError(f"no bucket in {uri!r}")
     return bucket, key
+
+
+def _register_fsspec():
+    """The ``objdirect`` fsspec protocol. fsspec finds it through the package's fsspec.specs
+    entry point when it is imported; when it already was (before objdirect), register now. Not
+    imported here: fsspec's import costs more than objdirect's."""
+    import sys
+    fsspec = sys.modules.get("fsspec")
+    if fsspec is not None and "objdirect" not in fsspec.registry:
+        fsspec.register_implementation("objdirect", "objdirect.fs.ObjDirectFileSystem")
+
+
+_register_fsspec()

@@ -19,9 +19,11 @@ Errors: every failure raises an objdirect.ObjDirectError subclass (objdirect.err
 NoSuchBucket, AccessDenied, InvalidRange, Unavailable (server unreachable), Timeout, ...; a bad
 buffer raises TypeError or BufferError, a bad argument ValueError.
 
-Thread safety: a Client is thread-safe; share one between threads. After os.fork() a child must
-create its own Client (objdirect.torch datasets do this for DataLoader workers). Clients pickle as
-their constructor arguments.
+Thread safety: a Client is thread-safe; share one between threads. Fork safety: a Client used in
+a child of os.fork() (a DataLoader worker, for one) re-initialises itself on its first call there:
+it opens a new native client with the same configuration, and the parent's (whose threads and
+connections did not survive the fork) is abandoned, never touched again. Calls that were in
+flight in the parent at the fork are the parent's. Clients pickle as their constructor arguments.
 """
 
 from __future__ import annotations
@@ -159,16 +161,44 @@ class Client:
             overrides["connect_timeout_ms"] = _ms(connect_timeout_s)
         if io_timeout_s is not None:
             overrides["io_timeout_ms"] = _ms(io_timeout_s)
-        self._native = _objdirect.NativeClient(profile or "", overrides)
+        self._native_args = (profile or "", overrides)
+        self._native_handle = _objdirect.NativeClient(*self._native_args)
         self._pid = os.getpid()
         self._executor = None
         self._executor_lock = threading.Lock()
         self._closed = False
 
+    # -- fork safety -----------------------------------------------------------------------------
+
+    @property
+    def _native(self):
+        if self._pid != os.getpid():
+            self._reinit_after_fork()
+        return self._native_handle
+
+    def _reinit_after_fork(self):
+        """In a child of fork(): the parent's native client (its progress and pool threads, its
+        connections, its registrations) did not come along. Destroying it here would join threads
+        that do not exist in this process, so it is kept alive forever, never used again, and a
+        new native client with the same configuration replaces it. The locks are new too: a
+        parent thread may have held the old ones at the moment of the fork."""
+        with _fork_lock:
+            if self._pid == os.getpid():
+                return
+            _abandoned.append(self._native_handle)
+            _abandoned.append(self._executor)
+            self._executor = None
+            self._executor_lock = threading.Lock()
+            self._native_handle = _objdirect.NativeClient(*self._native_args)
+            self._pid = os.getpid()
+            self.reinitialised_after_fork = True
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self):
         """Waits for pending *_async calls and stops their threads. Idempotent."""
+        if self._pid != os.getpid():
+            self._reinit_after_fork()  # the parent's executor is not this process's to join
         self._closed = True
         with self._executor_lock:
             ex, self._executor = self._executor, None
@@ -336,12 +366,27 @@ class Client:
     def _submit(self, fn, *args, **kwargs):
         if self._closed:
             raise RuntimeError("objdirect.Client is closed")
+        if self._pid != os.getpid():
+            self._reinit_after_fork()
         with self._executor_lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     max_workers=self._native.config()["concurrency"],
                     thread_name_prefix="objdirect")
             return self._executor.submit(fn, *args, **kwargs)
+
+
+# Native clients and executors inherited across fork(): never destroyed (see _reinit_after_fork).
+_abandoned: list = []
+_fork_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    global _fork_lock
+    _fork_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _rebuild_client(args):

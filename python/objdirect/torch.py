@@ -12,10 +12,16 @@
     with ckpt.reader("s3://bucket/ckpt/epoch1.pt") as f:
         state = torch.load(f)
 
+Datasets (from_prefix, from_objects across buckets, from_manifest) shuffle per (seed, epoch),
+prefetch within prefetch_bytes, resume a stopped epoch (state_dict / load_state_dict), shard by
+worker and rank (drop_last) and list once per job; as_tensor / device= fetch into tensors.
+save / load and save_safetensors / load_safetensors move checkpoints with each storage's byte
+range fetched straight into its (device) tensor. docs/python.md has the details and limits.
+
 Items are ObjectReader objects (file-like: read, readinto, seek, tell; .bucket, .key, .size)
 passed through ``transform`` (identity by default). Datasets hold client settings, not a live
 client: each process (DataLoader workers included, forked or spawned) opens its own Client on
-first use, because a client's threads and connections do not survive fork().
+first use (a Client itself also re-initialises after fork()).
 
 Errors: the objdirect exceptions (NoSuchKey, NoSuchBucket, ...); listing errors surface when the
 dataset is first used (len(), indexing or iteration), not at from_prefix().
@@ -26,17 +32,22 @@ ObjectWriter is for one thread at a time.
 
 from __future__ import annotations
 
+import collections
 import io
 import os
+import random
 import threading
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch.utils.data
 
 from . import parse_uri
 from .client import Client, TransferResult
+from .objects import ObjectReader, ObjectWriter
 
-__all__ = ["MapDataset", "IterableDataset", "Checkpoint", "ObjectReader", "ObjectWriter"]
+__all__ = ["MapDataset", "IterableDataset", "Checkpoint", "ObjectReader", "ObjectWriter", "Entry",
+           "AsTensor", "as_tensor", "epoch_order", "shard_order", "save", "load",
+           "load_safetensors", "save_safetensors"]
 
 
 def _identity(x):
@@ -71,419 +82,562 @@ class _ClientSource:
         self._lock = threading.Lock()
 
 
-# -- readers and writers ------------------------------------------------------------------------
-
-
-class ObjectReader(io.RawIOBase):
-    """A read-only, seekable file over one object.
-
-    mode "whole" (default): the first read fetches the whole object into memory with one GET
-    (over RDMA when available) and later reads and seeks are served from it; what small-object
-    transforms want. mode "ranged" (Checkpoint.reader's default): memory stays bounded by
-    ``buffer_size`` whatever the object size; a readinto() of at least buffer_size bytes is one
-    ranged GET straight into the caller's buffer (no copy), smaller reads are served from a
-    read-ahead window of buffer_size bytes fetched with one ranged GET at the read position.
-
-    Raises NoSuchKey etc. from the first call that needs the object (size, read).
-    """
-
-    def __init__(self, client: Client, bucket: str, key: str, *, mode: str = "whole",
-                 size: Optional[int] = None, buffer_size: int = 8 << 20):
-        super().__init__()
-        if mode not in ("whole", "ranged"):
-            raise ValueError("mode must be 'whole' or 'ranged'")
-        if buffer_size < 1:
-            raise ValueError("buffer_size must be positive")
-        self._client = client
-        self.bucket = bucket
-        self.key = key
-        self._mode = mode
-        self._size = size
-        self._data: Optional[memoryview] = None
-        self._pos = 0
-        self.buffer_size = buffer_size
-        self._window: Optional[bytearray] = None  # ranged mode: read-ahead bytes
-        self._window_start = 0
-        self._window_len = 0
-        self.requests = 0  # ranged GETs made (ranged mode)
-
-    @property
-    def size(self) -> int:
-        if self._size is None:
-            self._size = self._client.head(self.bucket, self.key).size
-        return self._size
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def tell(self):
-        self._check_open()
-        return self._pos
-
-    def seek(self, offset, whence=io.SEEK_SET):
-        self._check_open()
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = self.size + offset
-        else:
-            raise ValueError(f"invalid whence {whence}")
-        if pos < 0:
-            raise ValueError("negative seek position")
-        self._pos = pos
-        return pos
-
-    def _load(self):
-        if self._data is None:
-            data = self._client.get(self.bucket, self.key)
-            self._data = memoryview(data)
-            self._size = len(data)
-        return self._data
-
-    def read(self, size=-1):
-        self._check_open()
-        if self._mode == "whole" or size is None or size < 0:
-            data = self._load() if self._mode == "whole" else None
-            if data is None:  # ranged mode, read to the end
-                if self._pos >= self.size:
-                    return b""
-                out = self._client.get(self.bucket, self.key, offset=self._pos)
-                self._pos += len(out)
-                return out
-            end = len(data) if size is None or size < 0 else min(len(data), self._pos + size)
-            out = bytes(data[self._pos:end]) if self._pos < end else b""
-            self._pos = max(self._pos, end)
-            return out
-        return super().read(size)
-
-    def readall(self):
-        return self.read(-1)
-
-    def readinto(self, b):
-        self._check_open()
-        mv = memoryview(b).cast("B")
-        if self._mode == "whole":
-            data = self._load()
-            n = max(0, min(len(mv), len(data) - self._pos))
-            mv[:n] = data[self._pos:self._pos + n]
-            self._pos += n
-            return n
-        if len(mv) == 0 or self._pos >= self.size:
-            return 0
-        # Fills the whole request (up to the end of the object): torch.load's reader takes a short
-        # read for an error.
-        n = min(len(mv), self.size - self._pos)
-        done = 0
-        while done < n:
-            w0, wlen = self._window_start, self._window_len
-            if w0 <= self._pos < w0 + wlen:
-                k = min(n - done, w0 + wlen - self._pos)
-                mv[done:done + k] = memoryview(self._window)[self._pos - w0:self._pos - w0 + k]
-            elif n - done >= self.buffer_size:
-                k, _ = self._client.get_into(self.bucket, self.key, mv[done:n], offset=self._pos,
-                                             length=n - done)
-                self.requests += 1
-            else:
-                if self._window is None:
-                    self._window = bytearray(self.buffer_size)
-                want = min(self.buffer_size, self.size - self._pos)
-                got, _ = self._client.get_into(self.bucket, self.key,
-                                               memoryview(self._window)[:want], offset=self._pos,
-                                               length=want)
-                self.requests += 1
-                self._window_start, self._window_len = self._pos, got
-                if got == 0:
-                    break
-                continue
-            if k == 0:
-                break
-            done += k
-            self._pos += k
-        return done
-
-    def close(self):
-        self._data = None
-        self._window = None
-        self._window_len = 0
-        super().close()
-
-    def _check_open(self):
-        if self.closed:
-            raise ValueError("I/O operation on a closed ObjectReader")
-
-    def __repr__(self):
-        return f"<objdirect.torch.ObjectReader s3://{self.bucket}/{self.key}>"
-
-
-class ObjectWriter(io.RawIOBase):
-    """A write-only file that becomes one object on close(), streamed as it is written.
-
-    Bytes collect in a part buffer of ``part_size`` bytes (default: the client's part_size_bytes,
-    at least 5 MiB, S3's floor for all but the last part). When a part fills, a multipart upload
-    starts (on the first one) and the part is uploaded on a background thread while the next one
-    fills; at most two part buffers exist at once, whatever the object size. close() uploads the
-    last part and completes the upload, or sends a small object as one put(). Leaving a ``with``
-    block by an exception, or any upload error, aborts the multipart upload: no object is
-    written (an existing object of that key is left as it was). close() raises the upload's error
-    (NoSuchBucket, AccessDenied, ...).
-    """
-
-    MIN_PART_SIZE = 5 << 20
-
-    def __init__(self, client: Client, bucket: str, key: str, *, part_size: Optional[int] = None):
-        super().__init__()
-        self._client = client
-        self.bucket = bucket
-        self.key = key
-        if part_size is None:
-            part_size = client.config.get("part_size_bytes", 8 << 20)
-        self.part_size = max(int(part_size), self.MIN_PART_SIZE)
-        self._buf = bytearray(self.part_size)
-        self._spare: Optional[bytearray] = None
-        self._fill = 0
-        self._written = 0
-        self._upload_id: Optional[str] = None
-        self._parts: List[Tuple[int, str]] = []
-        self._part_results = []
-        self._pending = None  # (future, buffer) of the part being uploaded
-        self._executor = None
-        self._discard = False
-        self.result = None  # the TransferResult once closed
-
-    def writable(self):
-        return True
-
-    def write(self, b):
-        if self.closed:
-            raise ValueError("write to a closed ObjectWriter")
-        mv = memoryview(b).cast("B")
-        n = len(mv)
-        done = 0
-        try:
-            while done < n:
-                take = min(n - done, self.part_size - self._fill)
-                self._buf[self._fill:self._fill + take] = mv[done:done + take]
-                self._fill += take
-                done += take
-                if self._fill == self.part_size:
-                    self._send_part()
-        except BaseException:
-            self._abort()
-            raise
-        self._written += n
-        return n
-
-    def tell(self):
-        return self._written
-
-    def flush(self):
-        pass
-
-    def _wait_pending(self):
-        if self._pending is not None:
-            future, buf = self._pending
-            self._pending = None
-            r = future.result()
-            self._parts.append((len(self._parts) + 1, r.etag))
-            self._part_results.append(r)
-            self._spare = buf
-
-    def _send_part(self):
-        import concurrent.futures
-        if self._upload_id is None:
-            self._upload_id = self._client.create_multipart_upload(self.bucket, self.key)
-            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        self._wait_pending()
-        buf, n = self._buf, self._fill
-        number = len(self._parts) + 1
-        view = memoryview(buf)[:n]
-        future = self._executor.submit(self._client.upload_part, self.bucket, self.key,
-                                       self._upload_id, number, view)
-        self._pending = (future, buf)
-        self._buf = self._spare if self._spare is not None else bytearray(self.part_size)
-        self._spare = None
-        self._fill = 0
-
-    def _abort(self):
-        if self._pending is not None:
-            try:
-                self._pending[0].result()
-            except BaseException:
-                pass
-            self._pending = None
-        if self._upload_id is not None:
-            upload_id, self._upload_id = self._upload_id, None
-            try:
-                self._client.abort_multipart_upload(self.bucket, self.key, upload_id)
-            except Exception:
-                pass
-        self._discard = True
-
-    def close(self):
-        if self.closed:
-            return
-        try:
-            if self._discard:
-                self._abort()
-            elif self._upload_id is None:
-                self.result = self._client.put(self.bucket, self.key,
-                                               memoryview(self._buf)[:self._fill])
-            else:
-                try:
-                    if self._fill or not self._parts and self._pending is None:
-                        self._send_part()
-                    self._wait_pending()
-                    done = self._client.complete_multipart_upload(
-                        self.bucket, self.key, self._upload_id, self._parts)
-                    self._upload_id = None
-                    self.result = self._merged_result(done)
-                except BaseException:
-                    self._abort()
-                    raise
-        finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
-            self._buf = bytearray()
-            self._spare = None
-            super().close()
-
-    def _merged_result(self, done):
-        """The whole upload as one TransferResult: bytes written, the object's ETag, and the path
-        of the parts (rdma only if every part went over RDMA)."""
-        paths = {r.path for r in self._part_results}
-        path = "rdma" if paths == {"rdma"} else (
-            "http" if paths == {"http"} else "http-fallback")
-        res = TransferResult(self._written, path)
-        res.etag, res.object_size = done.etag, self._written
-        first = self._part_results[0]
-        res.fabric, res.reason = first.fabric, first.reason
-        res.requests = sum(r.requests for r in self._part_results) + 2
-        return res
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            self._discard = True
-        self.close()
-
-    def __repr__(self):
-        return f"<objdirect.torch.ObjectWriter s3://{self.bucket}/{self.key}>"
-
-
 # -- datasets -----------------------------------------------------------------------------------
 
 
-def _list_keys(client: Client, bucket: str, prefix: str) -> List[Tuple[str, int]]:
-    return [(o.key, o.size) for o in client.list(bucket, prefix)]
+class Entry(NamedTuple):
+    """One object of a dataset: bucket, key and size in bytes (None: unknown, a HEAD finds it)."""
+
+    bucket: str
+    key: str
+    size: Optional[int] = None
 
 
-class MapDataset(torch.utils.data.Dataset):
-    """A map-style dataset: item i is transform(ObjectReader of the i-th object, in key order)."""
+# How many LISTs of a whole prefix this process made (tests and benchmarks read it).
+list_calls = 0
 
-    def __init__(self, bucket: str, keys: Optional[Sequence[Tuple[str, Optional[int]]]],
-                 prefix: str, source: _ClientSource, transform: Callable, reader_mode: str):
+
+def _dist():
+    """torch.distributed when it is initialised, else None."""
+    import torch.distributed as dist
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _list_entries(client: Client, bucket: str, prefix: str) -> List[Entry]:
+    """The objects under prefix, in key order, listed once per job: when torch.distributed is
+    initialised rank 0 lists and broadcasts the list (every rank must call this at the same
+    point, as for any collective); otherwise this process lists."""
+    global list_calls
+    dist = _dist()
+    if dist is None:
+        list_calls += 1
+        return [Entry(bucket, o.key, o.size) for o in client.list(bucket, prefix)]
+    box = [None]
+    if dist.get_rank() == 0:
+        list_calls += 1
+        try:
+            box[0] = ("ok", [Entry(bucket, o.key, o.size) for o in client.list(bucket, prefix)])
+        except Exception as e:  # the other ranks wait in the broadcast: send them the error
+            box[0] = ("error", e)
+    dist.broadcast_object_list(box, src=0)
+    kind, value = box[0]
+    if kind == "error":
+        raise value
+    return value
+
+
+def _parse_manifest(manifest) -> List[Entry]:
+    out = []
+    for item in manifest:
+        if isinstance(item, Entry):
+            out.append(item)
+            continue
+        if isinstance(item, dict):
+            uri, size = item["uri"], item.get("size")
+        else:
+            uri, size = item
+        bucket, key = parse_uri(uri)
+        if not key:
+            raise ValueError(f"no key in {uri!r}")
+        if size is not None and int(size) < 0:
+            raise ValueError(f"negative size for {uri!r}")
+        out.append(Entry(bucket, key, None if size is None else int(size)))
+    return out
+
+
+def epoch_order(n: int, shuffle: bool, seed: int, epoch: int) -> List[int]:
+    """The order of n samples in an epoch: 0..n-1, or a permutation determined by (seed, epoch)
+    alone (the same in every process, every run and every Python version: random.Random seeded
+    with a string uses SHA-512)."""
+    order = list(range(n))
+    if shuffle:
+        random.Random(f"objdirect:{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def shard_order(order: Sequence[int], *, rank: int = 0, world: int = 1, drop_last: bool = False,
+                position: int = 0, worker: int = 0, workers: int = 1,
+                batch_size: int = 1) -> List[int]:
+    """What one DataLoader worker of one rank yields of an epoch's order.
+
+    Rank r takes samples r, r+world, ... of the order (with drop_last the order is first cut to a
+    multiple of world, so every rank gets the same count). The first ``position`` of the rank's
+    samples are skipped (a resumed epoch). The rest go to the workers in blocks of batch_size:
+    block b to worker b % workers, the order in which a DataLoader with that batch_size hands
+    batches out, so the samples a DataLoader has yielded are always a prefix of the rank's
+    sequence, and position = samples seen resumes exactly.
+    """
+    if not 0 <= rank < world or not 0 <= worker < workers or batch_size < 1 or position < 0:
+        raise ValueError("bad shard parameters")
+    n = len(order)
+    if drop_last:
+        n -= n % world
+    mine = list(order[rank:n:world])[position:]
+    out = []
+    for b in range(worker * batch_size, len(mine), workers * batch_size):
+        out.extend(mine[b:b + batch_size])
+    return out
+
+
+class AsTensor:
+    """A transform that lands each object straight in a tensor: ``torch.empty(size /
+    itemsize, dtype=dtype, device=device)`` filled by get_into, through the client's device path
+    for CUDA tensors (GPUDirect where the fabric supports it, the pinned bounce pipeline
+    otherwise; never a host copy made by Python). A dataset given one fetches (and prefetches)
+    into the tensor itself. ``allocate(nbytes)`` replaces the allocation (any get_into buffer).
+    Raises ValueError when an object's size is not a multiple of the dtype's size.
+    """
+
+    def __init__(self, dtype=None, device=None, allocate: Optional[Callable] = None):
+        import torch
+        self.dtype = torch.uint8 if dtype is None else dtype
+        self.device = device
+        self._allocate = allocate
+
+    def allocate(self, nbytes: int):
+        import torch
+        if self._allocate is not None:
+            return self._allocate(nbytes)
+        item = torch.empty((), dtype=self.dtype).element_size()
+        if nbytes % item:
+            raise ValueError(f"object of {nbytes} bytes is not a whole number of {self.dtype}")
+        return torch.empty(nbytes // item, dtype=self.dtype, device=self.device)
+
+    def __call__(self, reader: "ObjectReader"):
+        buf = self.allocate(reader.size)
+        reader.readinto_buffer(buf)
+        return buf
+
+
+def as_tensor(dtype=None, device=None, *, allocate: Optional[Callable] = None) -> AsTensor:
+    """The AsTensor transform (s3torchconnector users would write it by hand)."""
+    return AsTensor(dtype, device, allocate)
+
+
+class _Prefetcher:
+    """Fetches the objects of an entry sequence ahead of the consumer.
+
+    At most ``prefetch`` objects are in flight or fetched and not yet handed out, and together
+    at most ``prefetch_bytes`` bytes (an object larger than prefetch_bytes alone is still fetched,
+    by itself). The object handed out is the consumer's and no longer counted. Fetches run on the
+    client's async pool (its ``concurrency`` threads). Objects of unknown size cost a HEAD first.
+    peak_bytes / peak_objects record the most ever held.
+    """
+
+    def __init__(self, client: Client, entries: Iterator[Entry], prefetch: int,
+                 prefetch_bytes: int, target: Optional[AsTensor]):
+        self._client = client
+        self._entries = iter(entries)
+        self._prefetch = prefetch
+        self._bytes_max = prefetch_bytes
+        self._target = target
+        self._queue = collections.deque()
+        self._held = 0
+        self._next: Optional[Entry] = None
+        self._done = False
+        self.peak_bytes = 0
+        self.peak_objects = 0
+
+    def _fill(self):
+        while not self._done and len(self._queue) < self._prefetch:
+            if self._next is None:
+                self._next = next(self._entries, None)
+                if self._next is None:
+                    self._done = True
+                    return
+            e = self._next
+            if e.size is None:
+                e = Entry(e.bucket, e.key, self._client.head(e.bucket, e.key).size)
+            if self._queue and self._held + e.size > self._bytes_max:
+                self._next = e
+                return
+            self._next = None
+            buf = self._target.allocate(e.size) if self._target else bytearray(e.size)
+            future = self._client.get_into_async(e.bucket, e.key, buf) if e.size else None
+            self._queue.append((e, buf, future))
+            self._held += e.size
+            self.peak_bytes = max(self.peak_bytes, self._held)
+            self.peak_objects = max(self.peak_objects, len(self._queue))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self._fill()
+        if not self._queue:
+            raise StopIteration
+        e, buf, future = self._queue.popleft()
+        try:
+            if future is not None:
+                future.result()
+        except BaseException:
+            self.close()
+            raise
+        self._held -= e.size
+        self._fill()  # the next fetches overlap the consumer's work on this one
+        return e, buf
+
+    def close(self):
+        # Buffers of queued fetches must outlive them: wait, ignore their results.
+        while self._queue:
+            _, _, future = self._queue.popleft()
+            if future is not None:
+                try:
+                    future.result()
+                except BaseException:
+                    pass
+        self._held = 0
+
+
+class _DatasetBase:
+    """What MapDataset and IterableDataset share: the entries (listed once, lazily), the client
+    source, the transform, shuffle/seed/epoch/position state and the prefetch settings."""
+
+    def _setup(self, *, entries: Optional[List[Entry]], bucket: str, prefix: str,
+               source: _ClientSource, transform: Callable, reader_mode: str, shuffle: bool,
+               seed: int, prefetch: Optional[int], prefetch_bytes: int, device):
+        if reader_mode not in ("whole", "ranged"):
+            raise ValueError("reader_mode must be 'whole' or 'ranged'")
+        if prefetch is not None and prefetch < 0 or prefetch_bytes < 1:
+            raise ValueError("prefetch must be >= 0 and prefetch_bytes positive")
+        if reader_mode == "ranged" and prefetch:
+            raise ValueError("prefetch fetches whole objects: use reader_mode='whole'")
+        if device is not None:
+            if transform is not _identity:
+                raise ValueError("pass device= or transform=, not both (see as_tensor)")
+            transform = AsTensor(None, device)
         self.bucket = bucket
-        self._keys = None if keys is None else list(keys)
-        self._prefix = prefix
+        self.prefix = prefix
+        self._entries_list = entries
         self._source = source
         self._transform = transform
         self._reader_mode = reader_mode
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.epoch = 0
+        self._position = 0
+        self.prefetch = prefetch
+        self.prefetch_bytes = int(prefetch_bytes)
+
+    # -- entries --
+
+    @property
+    def entries(self) -> List[Entry]:
+        """Every object of the dataset in key (or given) order; lists the prefix on first use."""
+        if self._entries_list is None:
+            self._entries_list = _list_entries(self._source.get(), self.bucket, self.prefix)
+        return self._entries_list
+
+    @property
+    def keys(self) -> List[str]:
+        return [e.key for e in self.entries]
+
+    # -- epochs and resumption --
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch's order (a new permutation when shuffle=True) and starts it from
+        the beginning (position 0). Call it before each epoch, as with DistributedSampler."""
+        self.epoch = int(epoch)
+        self._position = 0
+        self._resume = 0
+
+    def state_dict(self, samples_seen: Optional[int] = None) -> dict:
+        """Where the epoch stands: {"epoch", "seed", "shuffle", "position", "num_samples"}.
+
+        position counts this rank's samples already consumed in the epoch: by default the
+        samples this object yielded in this process (iteration without DataLoader workers);
+        with DataLoader workers, which iterate copies, pass samples_seen, the count the training
+        loop took from the DataLoader since this pass began (after a resume: since the resume),
+        e.g. state_dict(samples_seen=steps * batch_size).
+        """
+        pos = self._position if samples_seen is None else self._resume_from() + int(samples_seen)
+        return {"epoch": self.epoch, "seed": self.seed, "shuffle": self.shuffle,
+                "position": pos, "num_samples": len(self.entries)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes a stopped epoch: the next iterations (or indexing, for MapDataset) cover
+        exactly the samples the saved epoch had not yet produced, in the same order. Raises
+        ValueError when the dataset's objects, seed or shuffle differ from the saved ones."""
+        if state.get("num_samples", len(self.entries)) != len(self.entries):
+            raise ValueError(f"state is for {state['num_samples']} samples, the dataset has "
+                             f"{len(self.entries)}")
+        if state.get("seed", self.seed) != self.seed or state.get("shuffle",
+                                                                  self.shuffle) != self.shuffle:
+            raise ValueError("state was saved with another seed or shuffle setting")
+        if int(state["position"]) < 0:
+            raise ValueError("negative position")
+        self.epoch = int(state["epoch"])
+        self._position = int(state["position"])
+        self._resume = self._position
+
+    def _resume_from(self) -> int:
+        return getattr(self, "_resume", 0)
+
+    # -- fetching --
+
+    def _reader(self, client: Client, e: Entry, data=None) -> "ObjectReader":
+        r = ObjectReader(client, e.bucket, e.key, mode=self._reader_mode, size=e.size)
+        if data is not None:
+            r._data = memoryview(data)
+        return r
+
+    def _item(self, client: Client, e: Entry, buf):
+        """The transform's output for an entry whose bytes the prefetcher fetched into buf."""
+        if isinstance(self._transform, AsTensor):
+            return buf
+        return self._transform(self._reader(client, e, buf))
+
+    def _direct(self, client: Client, e: Entry):
+        """An item without prefetch: the reader fetches when the transform reads."""
+        if isinstance(self._transform, AsTensor):
+            return self._transform(self._reader(client, e))
+        return self._transform(self._reader(client, e))
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("last_prefetcher", None)
+        return state
+
+    def _prefetcher(self, client, entries) -> _Prefetcher:
+        target = self._transform if isinstance(self._transform, AsTensor) else None
+        p = _Prefetcher(client, entries, self.prefetch, self.prefetch_bytes, target)
+        self.last_prefetcher = p
+        return p
+
+
+_PREFETCH_BYTES = 64 << 20
+
+
+class MapDataset(_DatasetBase, torch.utils.data.Dataset):
+    """A map-style dataset: item i is transform(ObjectReader of the i-th object).
+
+    The order is key order (from_prefix) or the given order, permuted per (seed, epoch) when
+    shuffle=True. After load_state_dict() the dataset covers only the samples the saved epoch
+    had not produced: len() counts them and item i is the (position + i)-th of the epoch.
+    prefetch: on item i the next ``prefetch`` items (i+1, ...) are fetched in the background
+    (bounded by prefetch_bytes), which serves a sequential sampler; another access pattern only
+    wastes the read-ahead.
+    """
+
+    def __init__(self, bucket: str, keys, prefix: str, source: _ClientSource, transform: Callable,
+                 reader_mode: str, *, entries: Optional[List[Entry]] = None,
+                 shuffle: bool = False, seed: int = 0, prefetch: int = 0,
+                 prefetch_bytes: int = _PREFETCH_BYTES, device=None):
+        if entries is None and keys is not None:
+            entries = [Entry(bucket, k, s) for k, s in keys]
+        self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
+                    transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
+                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
+        self._order_cache = None
+        self._ahead = {}  # index -> (entry, buffer, future) fetched ahead
 
     @classmethod
     def from_prefix(cls, s3_uri: str, *, transform: Callable = _identity,
                     client: Optional[Client] = None, reader_mode: str = "whole",
+                    shuffle: bool = False, seed: int = 0, prefetch: int = 0,
+                    prefetch_bytes: int = _PREFETCH_BYTES, device=None,
                     **client_kwargs) -> "MapDataset":
-        """Every object under s3://bucket/prefix. Keys are listed on first use.
-
-        client_kwargs are objdirect.Client's (endpoint, region, profile, fabric, ...).
-        """
+        """Every object under s3://bucket/prefix, listed on first use (once per job: see
+        IterableDataset). client_kwargs are objdirect.Client's (endpoint, fabric, ...)."""
         bucket, prefix = parse_uri(s3_uri)
         return cls(bucket, None, prefix, _ClientSource(client, client_kwargs), transform,
-                   reader_mode)
+                   reader_mode, shuffle=shuffle, seed=seed, prefetch=prefetch,
+                   prefetch_bytes=prefetch_bytes, device=device)
 
     @classmethod
     def from_objects(cls, s3_uris: Sequence[str], *, transform: Callable = _identity,
                      client: Optional[Client] = None, reader_mode: str = "whole",
-                     **client_kwargs) -> "MapDataset":
-        """The given objects, all in one bucket, in the given order."""
-        parsed = [parse_uri(u) for u in s3_uris]
-        buckets = {b for b, _ in parsed}
-        if len(buckets) > 1:
-            raise ValueError("all objects of a MapDataset must be in one bucket")
-        bucket = buckets.pop() if buckets else ""
-        return cls(bucket, [(k, None) for _, k in parsed], "", _ClientSource(client, client_kwargs),
-                   transform, reader_mode)
+                     **kwargs) -> "MapDataset":
+        """The given objects, in any buckets, in the given order (sizes found by HEAD)."""
+        return cls.from_manifest([(u, None) for u in s3_uris], transform=transform,
+                                 client=client, reader_mode=reader_mode, **kwargs)
 
-    @property
-    def keys(self) -> List[str]:
-        return [k for k, _ in self._entries()]
+    @classmethod
+    def from_manifest(cls, manifest, *, transform: Callable = _identity,
+                      client: Optional[Client] = None, reader_mode: str = "whole",
+                      shuffle: bool = False, seed: int = 0, prefetch: int = 0,
+                      prefetch_bytes: int = _PREFETCH_BYTES, device=None,
+                      **client_kwargs) -> "MapDataset":
+        """The objects of a manifest, no LIST: (uri, size) pairs, {"uri", "size"} dicts or
+        Entry values (size None: found by HEAD when needed), in the given order."""
+        entries = _parse_manifest(manifest)
+        return cls("", None, "", _ClientSource(client, client_kwargs), transform, reader_mode,
+                   entries=entries, shuffle=shuffle, seed=seed, prefetch=prefetch,
+                   prefetch_bytes=prefetch_bytes, device=device)
 
-    def _entries(self):
-        if self._keys is None:
-            self._keys = _list_keys(self._source.get(), self.bucket, self._prefix)
-        return self._keys
+    def _order(self) -> List[int]:
+        key = (len(self.entries), self.shuffle, self.seed, self.epoch)
+        if self._order_cache is None or self._order_cache[0] != key:
+            self._order_cache = (key, epoch_order(len(self.entries), self.shuffle, self.seed,
+                                                  self.epoch))
+        return self._order_cache[1]
 
     def __len__(self):
-        return len(self._entries())
+        return len(self.entries) - self._resume_from()
+
+    def _entry(self, i: int) -> Entry:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"index {i} out of range for {n} samples")
+        return self.entries[self._order()[self._resume_from() + i]]
 
     def __getitem__(self, i):
-        key, size = self._entries()[i]
-        reader = ObjectReader(self._source.get(), self.bucket, key, mode=self._reader_mode,
-                              size=size)
-        return self._transform(reader)
+        client = self._source.get()
+        e = self._entry(i)
+        self._position = self._resume_from() + (i if i >= 0 else i + len(self)) + 1
+        if not self.prefetch:
+            return self._direct(client, e)
+        hit = self._ahead.pop(i, None)
+        # Read-ahead of the next indices; what is not the sequential successor is dropped.
+        for j in [j for j in self._ahead if not i < j <= i + self.prefetch]:
+            self._drop(j)
+        held = sum(x[0].size for x in self._ahead.values())
+        for j in range(i + 1, min(i + 1 + self.prefetch, len(self))):
+            if j in self._ahead:
+                continue
+            ej = self._entry(j)
+            if ej.size is None or held + ej.size > self.prefetch_bytes:
+                break
+            buf = (self._transform.allocate(ej.size) if isinstance(self._transform, AsTensor)
+                   else bytearray(ej.size))
+            fut = client.get_into_async(ej.bucket, ej.key, buf) if ej.size else None
+            self._ahead[j] = (ej, buf, fut)
+            held += ej.size
+        if hit is not None:
+            ej, buf, fut = hit
+            if fut is not None:
+                fut.result()
+            return self._item(client, ej, buf)
+        return self._direct(client, e)
+
+    def _drop(self, j):
+        _, _, fut = self._ahead.pop(j)
+        if fut is not None:
+            try:
+                fut.result()
+            except BaseException:
+                pass
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["_ahead"] = {}
+        return state
 
 
-class IterableDataset(torch.utils.data.IterableDataset):
-    """An iterable dataset over every object under a prefix, listed lazily at each iteration.
+class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
+    """An iterable dataset over the objects under a prefix (or of a manifest or a list).
 
-    shard_by_worker: each DataLoader worker takes every num_workers-th object (worker w takes
-    objects w, w+n, ...), so the workers together yield each object once. shard_by_rank: also
-    shard across torch.distributed ranks (when initialised).
+    shard_by_worker: DataLoader workers share the samples (see shard_order: blocks of
+    batch_size per worker, so pass the DataLoader's batch_size for exact resumption).
+    shard_by_rank: also split across torch.distributed ranks; drop_last gives every rank the
+    same count. shuffle/seed/set_epoch: a deterministic per-epoch permutation (the same in
+    every rank and worker). prefetch objects (default 8) are fetched ahead of the consumer in
+    each worker, bounded by prefetch_bytes (default 64 MiB; see _Prefetcher).
+
+    Listing happens once per job: on first use of the dataset, and when torch.distributed is
+    initialised at from_prefix() (every rank must call it; rank 0 lists and broadcasts). Use the
+    dataset (len(), .entries) before handing it to a DataLoader and its workers inherit the
+    list; a worker that finds no list lists the prefix itself.
     """
 
     def __init__(self, bucket: str, prefix: str, source: _ClientSource, transform: Callable,
-                 shard_by_worker: bool, shard_by_rank: bool, reader_mode: str):
-        self.bucket = bucket
-        self.prefix = prefix
-        self._source = source
-        self._transform = transform
+                 shard_by_worker: bool, shard_by_rank: bool, reader_mode: str, *,
+                 entries: Optional[List[Entry]] = None, shuffle: bool = False, seed: int = 0,
+                 drop_last: bool = False, batch_size: int = 1, prefetch: Optional[int] = None,
+                 prefetch_bytes: int = _PREFETCH_BYTES, device=None):
+        if prefetch is None:
+            prefetch = 8 if reader_mode == "whole" else 0
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
+                    transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
+                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
         self._shard_by_worker = shard_by_worker
         self._shard_by_rank = shard_by_rank
-        self._reader_mode = reader_mode
+        self.drop_last = drop_last
+        self.batch_size = batch_size
+        if entries is None and shard_by_rank and _dist() is not None:
+            self.entries  # the collective: every rank constructs the dataset at the same point
 
     @classmethod
     def from_prefix(cls, s3_uri: str, *, transform: Callable = _identity,
                     shard_by_worker: bool = True, shard_by_rank: bool = False,
+                    enable_sharding: Optional[bool] = None,
                     client: Optional[Client] = None, reader_mode: str = "whole",
-                    **client_kwargs) -> "IterableDataset":
+                    **kwargs) -> "IterableDataset":
+        """Every object under s3://bucket/prefix, in key order (then shuffled if asked).
+        enable_sharding (s3torchconnector's name) sets shard_by_worker and shard_by_rank."""
+        if enable_sharding is not None:
+            shard_by_worker = shard_by_rank = bool(enable_sharding)
         bucket, prefix = parse_uri(s3_uri)
-        return cls(bucket, prefix, _ClientSource(client, client_kwargs), transform,
-                   shard_by_worker, shard_by_rank, reader_mode)
+        source = _ClientSource(client, _client_kwargs(kwargs))
+        return cls(bucket, prefix, source, transform, shard_by_worker, shard_by_rank,
+                   reader_mode, **kwargs)
 
-    def _shard(self):
-        index, count = 0, 1
-        if self._shard_by_rank:
-            import torch.distributed as dist
-            if dist.is_available() and dist.is_initialized():
-                index, count = dist.get_rank(), dist.get_world_size()
-        if self._shard_by_worker:
-            info = torch.utils.data.get_worker_info()
-            if info is not None:
-                index, count = index * info.num_workers + info.id, count * info.num_workers
-        return index, count
+    @classmethod
+    def from_objects(cls, s3_uris: Sequence[str], **kwargs) -> "IterableDataset":
+        """The given objects, in any buckets, in the given order (sizes found by HEAD)."""
+        return cls.from_manifest([(u, None) for u in s3_uris], **kwargs)
+
+    @classmethod
+    def from_manifest(cls, manifest, *, transform: Callable = _identity,
+                      shard_by_worker: bool = True, shard_by_rank: bool = False,
+                      enable_sharding: Optional[bool] = None, client: Optional[Client] = None,
+                      reader_mode: str = "whole", **kwargs) -> "IterableDataset":
+        """The objects of a manifest, no LIST: (uri, size) pairs, {"uri", "size"} dicts or
+        Entry values, in the given order."""
+        if enable_sharding is not None:
+            shard_by_worker = shard_by_rank = bool(enable_sharding)
+        source = _ClientSource(client, _client_kwargs(kwargs))
+        return cls("", "", source, transform, shard_by_worker, shard_by_rank, reader_mode,
+                   entries=_parse_manifest(manifest), **kwargs)
+
+    def __len__(self):
+        """The samples this rank yields in the current epoch (all workers together)."""
+        rank, world = self._rank()
+        return len(shard_order(range(len(self.entries)), rank=rank, world=world,
+                               drop_last=self.drop_last, position=self._resume_from()))
+
+    def _rank(self):
+        dist = _dist() if self._shard_by_rank else None
+        return (dist.get_rank(), dist.get_world_size()) if dist is not None else (0, 1)
+
+    def plan(self, worker: int = 0, workers: int = 1) -> List[Entry]:
+        """The entries one worker of this rank yields this epoch, in order."""
+        rank, world = self._rank()
+        entries = self.entries
+        order = epoch_order(len(entries), self.shuffle, self.seed, self.epoch)
+        idx = shard_order(order, rank=rank, world=world, drop_last=self.drop_last,
+                          position=self._resume_from(), worker=worker, workers=workers,
+                          batch_size=self.batch_size)
+        return [entries[i] for i in idx]
 
     def __iter__(self) -> Iterator:
         client = self._source.get()
-        index, count = self._shard()
-        for i, obj in enumerate(client.list(self.bucket, self.prefix)):
-            if i % count == index:
-                yield self._transform(ObjectReader(client, self.bucket, obj.key,
-                                                   mode=self._reader_mode, size=obj.size))
+        info = torch.utils.data.get_worker_info() if self._shard_by_worker else None
+        mine = self.plan(info.id, info.num_workers) if info is not None else self.plan()
+        self._position = self._resume_from()
+        if not self.prefetch:
+            for e in mine:
+                self._position += 1
+                yield self._direct(client, e)
+            return
+        p = self._prefetcher(client, mine)
+        try:
+            for e, buf in p:
+                self._position += 1
+                yield self._item(client, e, buf)
+        finally:
+            p.close()
+
+
+def _client_kwargs(kwargs: dict) -> dict:
+    """Splits Client settings out of a dataset constructor's keyword arguments (in place)."""
+    import inspect
+    names = set(inspect.signature(Client.__init__).parameters) - {"self"}
+    return {k: kwargs.pop(k) for k in list(kwargs) if k in names}
 
 
 # -- checkpoints --------------------------------------------------------------------------------
@@ -512,3 +666,441 @@ class Checkpoint:
         if not key:
             raise ValueError(f"no key in {s3_uri!r}")
         return ObjectReader(self._source.get(), bucket, key, mode=mode, buffer_size=buffer_size)
+
+
+# -- save / load --------------------------------------------------------------------------------
+#
+# torch.save writes a zip archive (stored, uncompressed records): <archive>/data.pkl (the
+# pickled object, tensors as persistent ids naming storage records), <archive>/data/<key> (one
+# record per storage, the raw bytes), <archive>/version and, in torch 2.x, byteorder. load()
+# reads the archive's directory with two ranged GETs (the tail holding the end-of-central-
+# directory record, then the central directory), the local headers of the records it needs,
+# then data.pkl, and unpickles it; each storage is allocated on its destination device and its
+# record's exact byte range is fetched straight into it (concurrently, on the client's async
+# pool), so tensor bytes never pass through a host buffer of ours. docs/python.md, "save and
+# load", describes the parsing and its limits.
+
+_EOCD = 0x06054B50
+_EOCD64 = 0x06064B50
+_EOCD64_LOCATOR = 0x07064B50
+_CENTRAL = 0x02014B50
+_LOCAL = 0x04034B50
+
+zip_directory_bytes_max = 64 << 20  # the largest central directory load() accepts
+zip_records_max = 1 << 20           # the most records it accepts
+safetensors_header_bytes_max = 100 << 20  # as the safetensors library's own limit
+_TAIL_BYTES = 64 << 10  # EOCD (22 bytes) + the longest comment (65535) is under 66 KiB
+_TAIL_BYTES += 22 + 20 + 56
+
+
+class ZipRecord(NamedTuple):
+    """One central-directory entry: name, compression method, stored and original sizes, and
+    the offset of its local header."""
+
+    name: str
+    method: int
+    compressed_size: int
+    size: int
+    header_offset: int
+
+
+def parse_zip_tail(tail: bytes, object_size: int) -> Tuple[int, int, int]:
+    """(central directory offset, its size, record count) from the last bytes of a zip file
+    (``tail`` ends at object_size). Handles zip64. Raises ValueError for anything that is not a
+    zip ending, a directory outside the object, or one over zip_directory_bytes_max /
+    zip_records_max."""
+    import struct
+    base = object_size - len(tail)
+    i = tail.rfind(struct.pack("<I", _EOCD))
+    while i >= 0 and len(tail) - i < 22:
+        i = tail.rfind(struct.pack("<I", _EOCD), 0, i)
+    if i < 0:
+        raise ValueError("not a zip file: no end of central directory record")
+    (_, disk, cd_disk, n_here, n, cd_size, cd_off,
+     comment_len) = struct.unpack_from("<IHHHHIIH", tail, i)
+    if i + 22 + comment_len != len(tail) or disk != cd_disk or n_here != n:
+        raise ValueError("malformed or multi-disk end of central directory record")
+    if 0xFFFF in (n,) or 0xFFFFFFFF in (cd_size, cd_off):
+        j = i - 20
+        if j < 0 or struct.unpack_from("<I", tail, j)[0] != _EOCD64_LOCATOR:
+            raise ValueError("zip64 end of central directory locator missing")
+        eocd64 = struct.unpack_from("<Q", tail, j + 8)[0] - base
+        if not 0 <= eocd64 <= len(tail) - 56 or struct.unpack_from(
+                "<I", tail, eocd64)[0] != _EOCD64:
+            raise ValueError("zip64 end of central directory record missing")
+        n, cd_size, cd_off = struct.unpack_from("<QQQ", tail, eocd64 + 32)
+    if cd_size > zip_directory_bytes_max or n > zip_records_max:
+        raise ValueError(f"zip directory of {cd_size} bytes / {n} records is over the limits "
+                         f"(zip_directory_bytes_max, zip_records_max)")
+    if cd_off + cd_size > object_size:
+        raise ValueError("zip central directory lies outside the object")
+    return cd_off, cd_size, n
+
+
+def parse_central_directory(buf: bytes, count: int, object_size: int) -> List[ZipRecord]:
+    """The records of a central directory. Raises ValueError for malformed entries or records
+    outside the object."""
+    import struct
+    out, pos = [], 0
+    for _ in range(count):
+        if pos + 46 > len(buf) or struct.unpack_from("<I", buf, pos)[0] != _CENTRAL:
+            raise ValueError("malformed zip central directory")
+        method, = struct.unpack_from("<H", buf, pos + 10)
+        csize, usize, nlen, xlen, clen = struct.unpack_from("<IIHHH", buf, pos + 20)
+        off, = struct.unpack_from("<I", buf, pos + 42)
+        if pos + 46 + nlen + xlen + clen > len(buf):
+            raise ValueError("malformed zip central directory")
+        name = bytes(buf[pos + 46:pos + 46 + nlen]).decode("utf-8", "replace")
+        extra = buf[pos + 46 + nlen:pos + 46 + nlen + xlen]
+        # zip64: the fields saturated at 0xFFFFFFFF come, in order, from extra field 0x0001.
+        want = [v == 0xFFFFFFFF for v in (usize, csize, off)]
+        if any(want):
+            x = 0
+            while x + 4 <= len(extra):
+                tag, size = struct.unpack_from("<HH", extra, x)
+                if tag == 1:
+                    vals = list(struct.unpack_from(f"<{size // 8}Q", extra, x + 4))
+                    if len(vals) < sum(want):
+                        raise ValueError("short zip64 extra field")
+                    if want[0]:
+                        usize = vals.pop(0)
+                    if want[1]:
+                        csize = vals.pop(0)
+                    if want[2]:
+                        off = vals.pop(0)
+                    break
+                x += 4 + size
+            else:
+                raise ValueError("zip64 extra field missing")
+        if off + 30 > object_size or csize > object_size:
+            raise ValueError(f"zip record {name!r} lies outside the object")
+        out.append(ZipRecord(name, method, csize, usize, off))
+        pos += 46 + nlen + xlen + clen
+    return out
+
+
+def local_data_offset(header: bytes, record: ZipRecord, object_size: int) -> int:
+    """The offset of a record's bytes, from (the first bytes of) its local header. Raises
+    ValueError when the header is not one, or the bytes would lie outside the object."""
+    import struct
+    if len(header) < 30 or struct.unpack_from("<I", header, 0)[0] != _LOCAL:
+        raise ValueError(f"bad local header for zip record {record.name!r}")
+    nlen, xlen = struct.unpack_from("<HH", header, 26)
+    start = record.header_offset + 30 + nlen + xlen
+    if start + record.compressed_size > object_size:
+        raise ValueError(f"zip record {record.name!r} lies outside the object")
+    return start
+
+
+_LOCAL_GUESS = 30 + 256 + 128  # a local header with a name and torch's alignment padding
+
+
+def plan_torch_records(client: Client, bucket: str, key: str, size: int,
+                       pool=None) -> dict:
+    """{record name: (offset, nbytes)} of a torch.save zip in s3://bucket/key: the exact byte
+    range of every record. Costs 2 ranged GETs plus one small one per record, concurrent."""
+    tail_len = min(size, _TAIL_BYTES)
+    tail = client.get(bucket, key, offset=size - tail_len, length=tail_len)
+    cd_off, cd_size, n = parse_zip_tail(tail, size)
+    if cd_off >= size - tail_len:  # the directory is already in the tail
+        cd = tail[cd_off - (size - tail_len):cd_off - (size - tail_len) + cd_size]
+    else:
+        cd = client.get(bucket, key, offset=cd_off, length=cd_size) if cd_size else b""
+    records = parse_central_directory(cd, n, size)
+
+    def locate(r: ZipRecord):
+        head = client.get(bucket, key, offset=r.header_offset,
+                          length=min(_LOCAL_GUESS, size - r.header_offset))
+        if len(head) >= 30:
+            import struct
+            nlen, xlen = struct.unpack_from("<HH", head, 26)
+            if 30 + nlen + xlen > len(head):
+                head = client.get(bucket, key, offset=r.header_offset, length=30 + nlen + xlen)
+        return r.name, (local_data_offset(head, r, size), r.compressed_size, r)
+
+    if pool is None:
+        return dict(locate(r) for r in records)
+    return dict(pool.map(locate, records))
+
+
+def _storage_device(map_location, location: str):
+    """Where a storage saved at `location` goes, or None when map_location is a function (then
+    the storage is loaded on the CPU and handed to it, as torch.load does)."""
+    if map_location is None:
+        return torch.device(location)
+    if isinstance(map_location, (str, torch.device)):
+        return torch.device(map_location)
+    if isinstance(map_location, dict):
+        return torch.device(map_location.get(location, location))
+    return None
+
+
+def _untyped(t):
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+
+
+def _typed_storage(untyped, dtype):
+    try:
+        return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)
+    except TypeError:  # torch < 2.0 has no _internal
+        return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype)
+
+
+def _pool(client: Client, concurrency: Optional[int]):
+    import concurrent.futures
+    n = concurrency or client.config.get("concurrency", 8)
+    return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(n)),
+                                                 thread_name_prefix="objdirect-load")
+
+
+_default_clients: dict = {}
+
+
+def _client_of(client: Optional[Client], kwargs: dict) -> Client:
+    if client is not None:
+        if kwargs:
+            raise TypeError("pass either client= or client settings, not both")
+        return client
+    key = (os.getpid(), tuple(sorted(kwargs.items())))
+    if key not in _default_clients:
+        _default_clients[key] = Client(**kwargs)
+    return _default_clients[key]
+
+
+def save(obj, s3_uri: str, *, client: Optional[Client] = None, part_size: Optional[int] = None,
+         parts_in_flight: int = 4, pickle_protocol: int = 2, **client_kwargs) -> TransferResult:
+    """torch.save(obj) straight into s3://bucket/key, streamed as a multipart upload.
+
+    Memory: at most (parts_in_flight + 1) x part_size bytes of part buffers (default 5 x the
+    client's part_size_bytes, 8 MiB: 40 MiB) whatever the checkpoint's size, plus what
+    torch.save itself holds (one storage's bytes at a time for CPU tensors; a device tensor is
+    copied to the host by torch.save). parts_in_flight parts upload concurrently. An exception
+    (in torch.save, or a failed part) aborts the upload: no object is left, an existing one is
+    untouched. Returns the upload's TransferResult.
+    """
+    c = _client_of(client, client_kwargs)
+    bucket, key = parse_uri(s3_uri)
+    if not key:
+        raise ValueError(f"no key in {s3_uri!r}")
+    w = ObjectWriter(c, bucket, key, part_size=part_size, parts_in_flight=parts_in_flight)
+    with w:
+        torch.save(obj, w, pickle_protocol=pickle_protocol)
+    return w.result
+
+
+def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
+         concurrency: Optional[int] = None, stats: Optional[dict] = None, **client_kwargs):
+    """torch.load of s3://bucket/key, with each tensor storage fetched straight into its
+    destination.
+
+    map_location as torch.load's: None (where each storage was saved), a device or its name
+    ("cuda", "cuda:1", "cpu"), a {saved: target} dict, or a function (storages are then loaded
+    on the CPU and passed to it). Storages are allocated on the target device and each one's
+    exact byte range is one get_into (device memory: the client's GPUDirect path where the
+    fabric supports it, else its pinned bounce pipeline), up to ``concurrency`` (default the
+    client's) at once. Files torch.save did not write as a stored zip (the legacy format,
+    compressed records) are loaded through torch.load on a ranged reader instead.
+
+    Like torch.load(weights_only=False) this unpickles arbitrary objects: load only
+    checkpoints you trust. ``stats``, when given, receives {"records", "storages",
+    "storage_bytes", "requests"}.
+    """
+    import pickle
+    c = _client_of(client, client_kwargs)
+    bucket, key = parse_uri(s3_uri)
+    size = c.head(bucket, key).size
+    pool = _pool(c, concurrency)
+    try:
+        try:
+            plan = plan_torch_records(c, bucket, key, size, pool)
+        except ValueError:
+            plan = None
+        pkl = [n for n in (plan or {}) if n.endswith("/data.pkl") and n.count("/") == 1]
+        if not pkl or any(r[2].method != 0 for r in plan.values()):
+            with ObjectReader(c, bucket, key, mode="ranged") as f:
+                return torch.load(f, map_location=map_location)
+        prefix = pkl[0][:-len("data.pkl")]
+        requests = 2 + len(plan)
+
+        def record(name: str) -> bytes:
+            nonlocal requests
+            off, n, _ = plan[prefix + name]
+            requests += 1
+            return c.get(bucket, key, offset=off, length=n) if n else b""
+
+        if (prefix + "byteorder") in plan and record("byteorder") not in (b"little", b""):
+            raise NotImplementedError("big-endian checkpoints are not supported")
+        restore = None if _storage_device(map_location, "cpu") is not None else \
+            torch.serialization._get_restore_location(map_location)
+        loaded, futures, fetched = {}, [], [0]
+
+        def persistent_load(saved_id):
+            typename = saved_id[0].decode() if isinstance(saved_id[0], bytes) else saved_id[0]
+            if typename != "storage":
+                raise pickle.UnpicklingError(f"unknown persistent id {typename!r}")
+            storage_type, skey, location, numel = saved_id[1:]
+            location = location.decode() if isinstance(location, bytes) else location
+            dtype = torch.uint8 if storage_type is torch.UntypedStorage else storage_type.dtype
+            if skey not in loaded:
+                name = prefix + f"data/{skey}"
+                if name not in plan:
+                    raise ValueError(f"checkpoint has no record {name!r}")
+                off, n, _ = plan[name]
+                want = numel * torch._utils._element_size(dtype)
+                if n != want:
+                    raise ValueError(f"record {name!r} holds {n} bytes, the storage {want}")
+                device = _storage_device(map_location, location)
+                buf = torch.empty(n, dtype=torch.uint8, device=device or "cpu")
+                fetched[0] += n
+                if n:
+                    fut = pool.submit(c.get_into, bucket, key, buf, offset=off, length=n)
+                    futures.append((fut, n))
+                untyped = _untyped(buf)
+                if restore is not None:  # the function sees the bytes: fetch them first
+                    if n:
+                        futures.pop()[0].result()
+                    untyped = restore(untyped, location)
+                loaded[skey] = _typed_storage(untyped, dtype)
+            return loaded[skey]
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, mod_name, name):
+                if type(name) is str and "Storage" in name:
+                    try:
+                        return torch.serialization.StorageType(name)
+                    except KeyError:
+                        pass
+                mod_name = {"torch.tensor": "torch._tensor"}.get(mod_name, mod_name)
+                return super().find_class(mod_name, name)
+
+        u = Unpickler(io.BytesIO(record("data.pkl")), encoding="utf-8")
+        u.persistent_load = persistent_load
+        try:
+            result = u.load()
+        finally:
+            for fut, _ in futures:  # buffers must outlive their fetches, even on failure
+                fut.exception()
+        for fut, _ in futures:
+            fut.result()
+        torch._utils._validate_loaded_sparse_tensors()
+        if stats is not None:
+            stats.update(records=len(plan), storages=len(loaded), storage_bytes=fetched[0],
+                         requests=requests + sum(1 for s in loaded.values() if s.nbytes()))
+        return result
+    finally:
+        pool.shutdown(wait=True)
+
+
+# -- safetensors --------------------------------------------------------------------------------
+#
+# A safetensors file: 8 bytes little-endian header length N, N bytes of JSON
+# {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the
+# data; offsets are relative to the end of the header.
+
+_ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+              "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+              "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+_ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
+
+
+def parse_safetensors_header(header: bytes, data_bytes: int) -> Tuple[dict, dict]:
+    """({name: (dtype, shape, begin, end)}, metadata) of a safetensors JSON header, with offsets
+    relative to the data section of data_bytes bytes. Raises ValueError for a malformed header,
+    an unknown dtype, a size that does not match the shape, or a range outside the data."""
+    import json
+    try:
+        doc = json.loads(bytes(header).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"safetensors header is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("safetensors header is not a JSON object")
+    meta = doc.pop("__metadata__", {}) or {}
+    out = {}
+    for name, t in doc.items():
+        try:
+            dtype = _ST_DTYPES[t["dtype"]]
+            shape = [int(d) for d in t["shape"]]
+            begin, end = (int(x) for x in t["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"bad safetensors entry {name!r}") from None
+        n = torch.empty((), dtype=dtype).element_size()
+        for d in shape:
+            if d < 0:
+                raise ValueError(f"bad shape for {name!r}")
+            n *= d
+        if not 0 <= begin <= end <= data_bytes or end - begin != n:
+            raise ValueError(f"bad data_offsets for {name!r}")
+        out[name] = (dtype, shape, begin, end)
+    return out, meta
+
+
+def load_safetensors(s3_uri: str, device=None, *, client: Optional[Client] = None,
+                     concurrency: Optional[int] = None, **client_kwargs) -> dict:
+    """{name: tensor} of a safetensors object, each tensor allocated on ``device`` (default the
+    CPU) and its exact byte range fetched straight into it (device memory through the client's
+    device path), concurrently. One GET for the header (two when it is over 64 KiB), then one
+    per tensor. Raises ValueError for a malformed file (header over
+    safetensors_header_bytes_max included)."""
+    import struct
+    c = _client_of(client, client_kwargs)
+    bucket, key = parse_uri(s3_uri)
+    size = c.head(bucket, key).size
+    first = c.get(bucket, key, offset=0, length=min(size, 64 << 10)) if size else b""
+    if len(first) < 8:
+        raise ValueError("not a safetensors file: shorter than 8 bytes")
+    n, = struct.unpack_from("<Q", first, 0)
+    if n > safetensors_header_bytes_max or 8 + n > size:
+        raise ValueError(f"safetensors header of {n} bytes: over safetensors_header_bytes_max "
+                         f"or past the end")
+    header = first[8:8 + n] if 8 + n <= len(first) else c.get(bucket, key, offset=8, length=n)
+    entries, _ = parse_safetensors_header(header, size - 8 - n)
+    out, futures = {}, []
+    pool = _pool(c, concurrency)
+    try:
+        for name, (dtype, shape, begin, end) in entries.items():
+            buf = torch.empty(end - begin, dtype=torch.uint8, device=device or "cpu")
+            if end > begin:
+                futures.append(pool.submit(c.get_into, bucket, key, buf, offset=8 + n + begin,
+                                           length=end - begin))
+            out[name] = buf.view(dtype).reshape(shape) if end > begin else torch.empty(
+                shape, dtype=dtype, device=device or "cpu")
+        for f in futures:
+            f.exception()
+        for f in futures:
+            f.result()
+    finally:
+        pool.shutdown(wait=True)
+    return out
+
+
+def save_safetensors(tensors: dict, s3_uri: str, *, metadata: Optional[dict] = None,
+                     client: Optional[Client] = None, part_size: Optional[int] = None,
+                     parts_in_flight: int = 4, **client_kwargs) -> TransferResult:
+    """Writes {name: tensor} as a safetensors object (tensors in name order, streamed through an
+    ObjectWriter: memory bounded as for save(); device tensors are copied to the host one at a
+    time). Raises ValueError for a dtype safetensors has no name for."""
+    import json
+    c = _client_of(client, client_kwargs)
+    bucket, key = parse_uri(s3_uri)
+    header, pos = {}, 0
+    names = sorted(tensors)
+    for name in names:
+        t = tensors[name]
+        if t.dtype not in _ST_NAMES:
+            raise ValueError(f"safetensors has no dtype for {t.dtype}")
+        nbytes = t.numel() * t.element_size()
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [pos, pos + nbytes]}
+        pos += nbytes
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the data section starts 8-aligned, as the library does
+    w = ObjectWriter(c, bucket, key, part_size=part_size, parts_in_flight=parts_in_flight)
+    with w:
+        w.write(len(raw).to_bytes(8, "little") + raw)
+        for name in names:
+            t = tensors[name].detach().contiguous().cpu().reshape(-1)
+            if t.numel():
+                w.write(t.view(torch.uint8).numpy() if t.dtype != torch.uint8 else t.numpy())
+    return w.result

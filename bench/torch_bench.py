@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""objdirect.torch benchmark (not a test): datasets and checkpoints against boto3 on the same
+objdirect-server, each measure in the same run as its baseline. Figures go to docs/python.md.
+
+    PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 20000
+    PYTHONPATH=build/python python3 bench/torch_bench.py checkpoint --mib 1024
+    PYTHONPATH=build/python python3 bench/torch_bench.py gpu-load --mib 4096   # needs a GPU
+
+dataset: N objects of 4-300 KiB (uniform, fixed seed) under one prefix, read through a
+DataLoader with 2 workers (batch 32) by: objdirect IterableDataset over RDMA (fabric, default
+libfabric:shm) with prefetch 8 and with prefetch 0, the same over HTTP, and a boto3 dataset
+(one GetObject per sample, a boto3 client per worker). Prints samples/s and MB/s of each, best
+of --repeat passes after one warm-up pass.
+
+checkpoint: a state dict of --mib MiB (float32 tensors of 64 MiB): objdirect.torch.save / load
+against torch.save into a BytesIO + boto3 upload_fileobj, and boto3 download_fileobj + torch.load.
+Prints GB/s and client CPU seconds per GiB (time.process_time of this process: every thread).
+
+gpu-load: torch and safetensors checkpoints of --mib MiB loaded with map_location="cuda" /
+device="cuda", against a pinned-host cudaMemcpy (torch .to("cuda") of a pinned tensor) of the
+same bytes.
+
+The server is started here (build/bin/objdirect-server, --no-fsync, data in a temporary
+directory) unless --endpoint is given.
+"""
+
+import argparse
+import io
+import os
+import random
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ACCESS, SECRET = "benchaccesskey", "bench-secret-key"
+
+
+def start_server(bin_dir, data_dir):
+    proc = subprocess.Popen([os.path.join(bin_dir, "objdirect-server"), "--listen", "127.0.0.1:0",
+                             "--data", data_dir, "--access-key", ACCESS, "--secret-key", SECRET,
+                             "--no-fsync"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    line = b""
+    deadline = time.monotonic() + 30
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        if select.select([proc.stdout], [], [], 0.2)[0]:
+            line += os.read(proc.stdout.fileno(), 1)
+    m = re.match(rb"objdirect-server listening on (http://[0-9.:]+)", line)
+    if not m:
+        proc.kill()
+        raise SystemExit(f"server did not start: {line!r}")
+    return proc, m.group(1).decode()
+
+
+def boto3_client(endpoint):
+    import boto3
+    import botocore.config
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS,
+                        aws_secret_access_key=SECRET, region_name="us-east-1",
+                        config=botocore.config.Config(s3={"addressing_style": "path"},
+                                                      max_pool_connections=16))
+
+
+# -- dataset ------------------------------------------------------------------------------------
+
+
+def nbytes_of(reader):
+    return len(reader.read())
+
+
+class Boto3Dataset:
+    """What a boto3 user writes: keys listed once, one GetObject per sample, a client per
+    worker (boto3 clients do not survive fork)."""
+
+    def __init__(self, endpoint, bucket, keys):
+        self.endpoint, self.bucket, self.keys = endpoint, bucket, keys
+        self._s3 = None
+        self._pid = None
+
+    def __iter__(self):
+        import torch.utils.data
+        if self._pid != os.getpid():
+            self._s3, self._pid = boto3_client(self.endpoint), os.getpid()
+        info = torch.utils.data.get_worker_info()
+        w, n = (info.id, info.num_workers) if info else (0, 1)
+        for k in self.keys[w::n]:
+            yield len(self._s3.get_object(Bucket=self.bucket, Key=k)["Body"].read())
+
+
+def bench_dataset(endpoint, args):
+    import torch.utils.data
+    import objdirect
+    import objdirect.torch as odt
+
+    class BotoIterable(Boto3Dataset, torch.utils.data.IterableDataset):
+        pass
+
+    c = objdirect.Client(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET, fabric="none")
+    bucket = "bench-dataset"
+    rng = random.Random(0)
+    sizes = [rng.randint(4 << 10, 300 << 10) for _ in range(args.objects)]
+    try:
+        c.create_bucket(bucket)
+    except objdirect.BucketAlreadyOwnedByYou:
+        pass
+    have = {o.key: o.size for o in c.list(bucket, "d/")}
+    blob = os.urandom(300 << 10)
+    t0 = time.monotonic()
+    for i, n in enumerate(sizes):
+        k = f"d/{i:06d}"
+        if have.get(k) != n:
+            c.put(bucket, k, memoryview(blob)[:n])
+    print(f"dataset: {args.objects} objects, {sum(sizes) / 1e9:.2f} GB, "
+          f"mean {sum(sizes) / len(sizes) / 1024:.0f} KiB (written in "
+          f"{time.monotonic() - t0:.0f} s)", flush=True)
+    keys = [f"d/{i:06d}" for i in range(args.objects)]
+    total = sum(sizes)
+
+    def run(name, ds):
+        best = None
+        loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
+                                             collate_fn=lambda b: sum(b),
+                                             persistent_workers=True)
+        for rep in range(args.repeat + 1):
+            t = time.monotonic()
+            got = sum(loader)
+            dt = time.monotonic() - t
+            assert got == total, (name, got, total)
+            if rep and (best is None or dt < best):
+                best = dt
+        print(f"  {name:38s} {args.objects / best:8.0f} samples/s {total / best / 1e6:8.0f} MB/s",
+              flush=True)
+        return args.objects / best
+
+    manifest = [(f"s3://{bucket}/{k}", n) for k, n in zip(keys, sizes)]
+    res = {}
+    common = dict(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET)
+    for fabric in (args.fabric, "none"):
+        for prefetch in (8, 0):
+            ds = odt.IterableDataset.from_manifest(manifest, transform=nbytes_of,
+                                                   prefetch=prefetch, fabric=fabric, **common)
+            res[(fabric, prefetch)] = run(f"objdirect {fabric} prefetch={prefetch}", ds)
+    res["boto3"] = run("boto3 GetObject per sample", BotoIterable(endpoint, bucket, keys))
+    best_rdma = res[(args.fabric, 8)]
+    print(f"  objdirect {args.fabric} prefetch=8 / boto3: {best_rdma / res['boto3']:.2f}x; "
+          f"prefetch 8 vs 0 over {args.fabric}: {best_rdma / res[(args.fabric, 0)]:.2f}x")
+
+
+# -- checkpoint ---------------------------------------------------------------------------------
+
+
+def bench_checkpoint(endpoint, args):
+    import torch
+    import objdirect
+    import objdirect.torch as odt
+    mib = args.mib
+    state = {f"layer{i}": torch.randn(16 << 20) for i in range(mib // 64)}
+    nbytes = sum(t.numel() * 4 for t in state.values())
+    gib = nbytes / (1 << 30)
+    bucket = "bench-ckpt"
+    c = objdirect.Client(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET,
+                         fabric=args.fabric)
+    try:
+        c.create_bucket(bucket)
+    except objdirect.BucketAlreadyOwnedByYou:
+        pass
+    s3 = boto3_client(endpoint)
+    print(f"checkpoint: {len(state)} tensors, {nbytes / 1e9:.2f} GB, fabric {args.fabric}",
+          flush=True)
+
+    def measure(fn):
+        best = None
+        for _ in range(args.repeat):
+            w, p = time.monotonic(), time.process_time()
+            out = fn()
+            cur = (time.monotonic() - w, time.process_time() - p)
+            if best is None or cur[0] < best[0]:
+                best = cur
+            del out
+        return best
+
+    def od_save():
+        return odt.save(state, f"s3://{bucket}/od.pt", client=c)
+
+    def od_load():
+        return odt.load(f"s3://{bucket}/od.pt", client=c)
+
+    def boto_save():
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        buf.seek(0)
+        s3.upload_fileobj(buf, bucket, "boto.pt")
+
+    def boto_load():
+        buf = io.BytesIO()
+        s3.download_fileobj(bucket, "boto.pt", buf)
+        buf.seek(0)
+        return torch.load(buf)
+
+    rows = [("objdirect save", od_save), ("boto3 save (torch.save+BytesIO+upload_fileobj)",
+                                          boto_save),
+            ("objdirect load", od_load), ("boto3 load (download_fileobj+torch.load)", boto_load)]
+    got = {}
+    for name, fn in rows:
+        wall, cpu = measure(fn)
+        got[name] = (wall, cpu)
+        print(f"  {name:48s} {nbytes / wall / 1e9:6.2f} GB/s  {cpu / gib:6.2f} CPU-s/GiB",
+              flush=True)
+    loaded = od_load()
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+    ow, oc = got["objdirect load"]
+    bw, bc = got["boto3 load (download_fileobj+torch.load)"]
+    print(f"  load: objdirect {bw / ow:.2f}x boto3's speed at {oc / bc:.2f}x its CPU")
+
+
+# -- GPU ----------------------------------------------------------------------------------------
+
+
+def bench_gpu_load(endpoint, args):
+    import torch
+    import objdirect
+    import objdirect.torch as odt
+    assert torch.cuda.is_available(), "gpu-load needs a CUDA device"
+    n = args.mib << 20
+    state = {f"t{i}": torch.randn(16 << 20) for i in range(args.mib // 64)}
+    c = objdirect.Client(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET,
+                         fabric=args.fabric)
+    try:
+        c.create_bucket("bench-gpu")
+    except objdirect.BucketAlreadyOwnedByYou:
+        pass
+    odt.save(state, "s3://bench-gpu/m.pt", client=c)
+    odt.save_safetensors(state, "s3://bench-gpu/m.safetensors", client=c)
+    pinned = torch.empty(n, dtype=torch.uint8).pin_memory()
+    torch.cuda.synchronize()
+
+    def timed(fn):
+        best = None
+        for _ in range(args.repeat):
+            torch.cuda.synchronize()
+            t = time.monotonic()
+            out = fn()
+            torch.cuda.synchronize()
+            dt = time.monotonic() - t
+            best = dt if best is None else min(best, dt)
+            del out
+            torch.cuda.empty_cache()
+        return best
+
+    h2d = timed(lambda: pinned.to("cuda", non_blocking=True))
+    pt = timed(lambda: odt.load("s3://bench-gpu/m.pt", map_location="cuda", client=c))
+    st = timed(lambda: odt.load_safetensors("s3://bench-gpu/m.safetensors", device="cuda",
+                                            client=c))
+    got = odt.load("s3://bench-gpu/m.pt", map_location="cuda", client=c)
+    assert all(got[k].is_cuda and torch.equal(got[k].cpu(), v) for k, v in state.items())
+    got = odt.load_safetensors("s3://bench-gpu/m.safetensors", device="cuda", client=c)
+    assert all(got[k].is_cuda and torch.equal(got[k].cpu(), v) for k, v in state.items())
+    print(f"gpu-load {n / 1e9:.2f} GB over {args.fabric}: pinned H2D {n / h2d / 1e9:.2f} GB/s, "
+          f"objdirect.torch.load(map_location='cuda') {n / pt / 1e9:.2f} GB/s, "
+          f"load_safetensors(device='cuda') {n / st / 1e9:.2f} GB/s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["dataset", "checkpoint", "gpu-load"])
+    ap.add_argument("--objects", type=int, default=20000)
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--fabric", default="libfabric:shm")
+    ap.add_argument("--endpoint", default=None)
+    ap.add_argument("--bin-dir", default=os.path.join(os.path.dirname(__file__), "..", "build",
+                                                      "bin"))
+    args = ap.parse_args()
+    os.environ.setdefault("FI_TCP_IFACE", "lo")
+    proc = tmp = None
+    endpoint = args.endpoint
+    if endpoint is None:
+        tmp = tempfile.mkdtemp(prefix="objdirect-torch-bench-")
+        proc, endpoint = start_server(args.bin_dir, os.path.join(tmp, "data"))
+    try:
+        {"dataset": bench_dataset, "checkpoint": bench_checkpoint,
+         "gpu-load": bench_gpu_load}[args.what](endpoint, args)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
