@@ -92,12 +92,31 @@ struct ClientConfig {
   // every Client of the process: auto moves to the next fabric, a named fabric to HTTP. Then it
   // is tried again. 0: never skipped. At most limits::client_fabric_failure_memory_ms_max.
   std::uint32_t fabric_failure_memory_ms = 30'000;
+  // Whether RDMA is used (docs/client.md, "The fastest path"): "auto" proposes it and falls back
+  // to HTTP when it cannot (path http-fallback, with the reason); with fabric "auto", requests
+  // moving fewer than rdma_min_bytes go over plain HTTP (path http, reason "below
+  // rdma_min_bytes"), which is faster there (a fabric named explicitly is used at every size).
+  // "required": every request proposes it, whatever its size, and anything but RDMA fails with
+  // Errc::rdma_declined instead of falling back. "off": never (as fabric "none", but the fabric may
+  // still be opened for register_memory).
+  std::string rdma = "auto";
+  std::uint64_t rdma_min_bytes = 1ull << 20;
   std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
   std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
   std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
   std::uint32_t connect_timeout_ms = 10'000;
   // Longest wait for any progress on a connection (a header, a body chunk, an RDMA reply).
   std::uint32_t io_timeout_ms = 120'000;
+  // Retries (docs/client.md, "Retries"), as boto3 names them: attempts in all for one request,
+  // 1..limits::retry_attempts_max (20); "standard" (exponential back-off with full jitter,
+  // Retry-After honoured) or "adaptive" (standard plus a client-side rate limiter that slows
+  // down on throttling replies); "legacy" is accepted and behaves as standard. The first retry
+  // waits up to retry_base_delay_ms, each next one up to twice as long, never above
+  // retry_max_backoff_ms (at most limits::retry_backoff_ms_max, 20 s).
+  std::uint32_t max_attempts = 3;
+  std::string retry_mode = "standard";
+  std::uint32_t retry_base_delay_ms = 100;
+  std::uint32_t retry_max_backoff_ms = 20'000;
   // Expiry of each x-amz-rdma-token, 1..120 s (limits::token_lifetime_max_s; a short lifetime
   // bounds the server's replay cache, docs/rdma_protocol.md).
   std::uint32_t token_lifetime_s = 60;
@@ -119,11 +138,14 @@ struct ClientConfig {
   //    the profile's keys win over the environment's (as with `aws --profile`);
   //  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1";
   //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
+  //  - retries: AWS_MAX_ATTEMPTS and AWS_RETRY_MODE, else max_attempts and retry_mode in the
+  //    profile's config section (as boto3).
   // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_FABRIC_ORDER (fabric_order),
-  // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms). Missing files are fine.
+  // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms), OBJDIRECT_RDMA (rdma),
+  // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes). Missing files are fine.
   // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
-  // "default" that neither file holds, or when a file cannot be parsed (the message names the
-  // file and line).
+  // "default" that neither file holds, when a file cannot be parsed (the message names the
+  // file and line), or when a retry setting is invalid (the message names the variable or key).
   static Result<ClientConfig> load(std::string_view profile = {});
 };
 
@@ -235,9 +257,18 @@ struct ClientStats {
   // XML <Code> ("no_such_key", "slow_down", ...) and requests with no response ("unavailable",
   // "timeout", "io_error").
   std::map<std::string, std::uint64_t> errors;
-  // Requests sent again: RDMA admission refused with 503 SlowDown (back-off retry), and requests
-  // re-sent on a new connection after a pooled keep-alive connection turned out closed.
+  // Requests sent again (the sum of retry_reasons).
   std::uint64_t retries = 0;
+  // Retries by reason (common/retry.hpp): the S3 code of a retried error reply ("SlowDown",
+  // "InternalError", "RequestTimeout", ...) or "http_NNN" without one (429, 500, 502, 503, 504);
+  // "connection_refused", "connection_reset" (no answer), "timeout", "short_body" (the body ended
+  // before its Content-Length), "truncated_xml" (a 2xx XML reply that does not parse),
+  // "stale_connection" (a pooled keep-alive connection the server had closed: re-sent at once on
+  // a new one). A token request refused by RDMA admission (503 SlowDown) counts as "SlowDown".
+  std::map<std::string, std::uint64_t> retry_reasons;
+  // CompleteMultipartUploads whose answer was lost and that HEAD showed completed (the object's
+  // ETag is the one these parts make): reported as success, never completed twice.
+  std::uint64_t completes_confirmed = 0;
   // Registrations revoked after an RDMA request that did not succeed (error reply, decline,
   // connection error): the buffer's registration is dropped from the registration cache and
   // closed, and the fabric drained, before the call falls back to HTTP or returns, so that a
@@ -260,7 +291,9 @@ class Client {
  public:
   // Validates the config and opens nothing yet: connections and fabrics open on first use.
   // Errors: invalid_argument (empty or non-http endpoint, zero concurrency or part size, token
-  // lifetime outside 1..120, unknown fabric name).
+  // lifetime outside 1..120, unknown fabric name, unknown rdma policy, rdma "required" with
+  // fabric "none", max_attempts outside
+  // 1..limits::retry_attempts_max, unknown retry_mode, back-off above the limit).
   static Result<std::unique_ptr<Client>> create(ClientConfig config);
   ~Client();
   Client(const Client&) = delete;

@@ -115,6 +115,15 @@ class Client:
         concurrency: parts in flight per call, and the worker threads of the *_async methods.
         connections_max, connect_timeout_s, io_timeout_s, token_lifetime_s, registrations_max,
         registered_bytes_max: see ClientConfig in include/objdirect/client.hpp.
+        rdma: "auto" (RDMA from rdma_min_bytes up, HTTP below it and as the fallback), "required"
+            (RDMA for every transfer; a decline raises RDMANotSupported instead of falling
+            back) or "off". Default OBJDIRECT_RDMA, else "auto".
+        rdma_min_bytes: the crossover below which "auto" sends plain HTTP (default
+            OBJDIRECT_RDMA_MIN_BYTES, else 1 MiB; docs/client.md, "The fastest path").
+        max_attempts, retry_mode: retries as boto3 names them (default AWS_MAX_ATTEMPTS /
+            AWS_RETRY_MODE, else the profile's max_attempts / retry_mode, else 3 and
+            "standard"; "adaptive" adds a client-side rate limiter). retry_base_delay_s,
+            retry_max_backoff_s: the back-off (full jitter, 0.1 s doubling, at most 20 s).
 
     Raises InvalidArgument for a bad configuration (no endpoint, unknown fabric, missing
     profile). Nothing is connected until the first call.
@@ -128,7 +137,10 @@ class Client:
                  connect_timeout_s: Optional[float] = None, io_timeout_s: Optional[float] = None,
                  token_lifetime_s: Optional[int] = None, registrations_max: Optional[int] = None,
                  registered_bytes_max: Optional[int] = None, fabric_order: Optional[str] = None,
-                 fabric_failure_memory_ms: Optional[int] = None):
+                 fabric_failure_memory_ms: Optional[int] = None, max_attempts: Optional[int] = None,
+                 retry_mode: Optional[str] = None, retry_base_delay_s: Optional[float] = None,
+                 retry_max_backoff_s: Optional[float] = None, rdma: Optional[str] = None,
+                 rdma_min_bytes: Optional[int] = None):
         self._args = dict(endpoint=endpoint, region=region, profile=profile, fabric=fabric,
                           fabric_order=fabric_order, fabric_failure_memory_ms=fabric_failure_memory_ms,
                           access_key=access_key, secret_key=secret_key,
@@ -136,14 +148,23 @@ class Client:
                           concurrency=concurrency, connections_max=connections_max,
                           connect_timeout_s=connect_timeout_s, io_timeout_s=io_timeout_s,
                           token_lifetime_s=token_lifetime_s, registrations_max=registrations_max,
-                          registered_bytes_max=registered_bytes_max)
+                          registered_bytes_max=registered_bytes_max, max_attempts=max_attempts,
+                          retry_mode=retry_mode, retry_base_delay_s=retry_base_delay_s,
+                          retry_max_backoff_s=retry_max_backoff_s, rdma=rdma,
+                          rdma_min_bytes=rdma_min_bytes)
         overrides = dict(endpoint=endpoint, region=region, access_key=access_key,
                          secret_key=secret_key, session_token=session_token,
                          part_size_bytes=part_size_bytes, concurrency=concurrency,
                          connections_max=connections_max, token_lifetime_s=token_lifetime_s,
                          registrations_max=registrations_max,
                          registered_bytes_max=registered_bytes_max, fabric_order=fabric_order,
-                         fabric_failure_memory_ms=fabric_failure_memory_ms)
+                         fabric_failure_memory_ms=fabric_failure_memory_ms,
+                         max_attempts=max_attempts, retry_mode=retry_mode, rdma=rdma,
+                         rdma_min_bytes=rdma_min_bytes)
+        if retry_base_delay_s is not None:
+            overrides["retry_base_delay_ms"] = _ms(retry_base_delay_s)
+        if retry_max_backoff_s is not None:
+            overrides["retry_max_backoff_ms"] = _ms(retry_max_backoff_s)
         # "auto" leaves the choice to the loaded config: OBJDIRECT_FABRIC, else auto.
         overrides["fabric"] = None if fabric in (None, "auto") else fabric
         if connect_timeout_s is not None:
@@ -324,7 +345,10 @@ class Client:
         ``requests``: {operation: {"2xx"|"3xx"|"4xx"|"5xx"|"failed": count}};
         ``bytes`` and ``transfers``: {"rdma"|"http"|"http-fallback": count} for data calls;
         ``rdma_declines``: {reason: count} for calls that fell back to HTTP;
-        ``errors``: {error name: count}; ``retries``; ``rdma_revocations``
+        ``errors``: {error name: count}; ``retries``; ``retry_reasons``: {reason: count}
+        ("SlowDown", "InternalError", "http_503", "connection_reset", "short_body",
+        "truncated_xml", "stale_connection", ...); ``completes_confirmed`` (lost
+        CompleteMultipartUpload answers that HEAD confirmed); ``rdma_revocations``
         (registrations revoked after an RDMA request that did not succeed); ``requests_in_flight``.
         """
         return self._native.stats()

@@ -341,6 +341,18 @@ class NativeClient {
         config.registrations_max = v.cast<std::uint32_t>();
       } else if (k == "registered_bytes_max") {
         config.registered_bytes_max = v.cast<std::uint64_t>();
+      } else if (k == "rdma") {
+        config.rdma = v.cast<std::string>();
+      } else if (k == "rdma_min_bytes") {
+        config.rdma_min_bytes = v.cast<std::uint64_t>();
+      } else if (k == "max_attempts") {
+        config.max_attempts = v.cast<std::uint32_t>();
+      } else if (k == "retry_mode") {
+        config.retry_mode = v.cast<std::string>();
+      } else if (k == "retry_base_delay_ms") {
+        config.retry_base_delay_ms = v.cast<std::uint32_t>();
+      } else if (k == "retry_max_backoff_ms") {
+        config.retry_max_backoff_ms = v.cast<std::uint32_t>();
       } else {
         throw py::type_error("unknown client option '" + k + "'");
       }
@@ -364,6 +376,12 @@ class NativeClient {
     d["connect_timeout_ms"] = c.connect_timeout_ms;
     d["io_timeout_ms"] = c.io_timeout_ms;
     d["token_lifetime_s"] = c.token_lifetime_s;
+    d["rdma"] = c.rdma;
+    d["rdma_min_bytes"] = c.rdma_min_bytes;
+    d["max_attempts"] = c.max_attempts;
+    d["retry_mode"] = c.retry_mode;
+    d["retry_base_delay_ms"] = c.retry_base_delay_ms;
+    d["retry_max_backoff_ms"] = c.retry_max_backoff_ms;
     return d;
   }
 
@@ -580,6 +598,8 @@ class NativeClient {
     out["rdma_declines"] = flat(s.rdma_declines);
     out["errors"] = flat(s.errors);
     out["retries"] = s.retries;
+    out["retry_reasons"] = flat(s.retry_reasons);
+    out["completes_confirmed"] = s.completes_confirmed;
     out["rdma_revocations"] = s.rdma_revocations;
     out["fabric_failures"] = flat(s.fabric_failures);
     out["fabric_skips"] = flat(s.fabric_skips);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "client/complete.hpp"
 #include "client/cuda/bounce.hpp"
 #include "client/cuda/cuda_api.hpp"
 #include "client/cuda/device_path.hpp"
@@ -21,11 +22,6 @@
 #include "common/limits.hpp"
 #include "common/parallel.hpp"
 #include "common/uri.hpp"
-
-namespace objdirect::limits {
-// Retries of a token-carrying request the server refused with 503 SlowDown (RDMA admission).
-inline constexpr std::uint32_t client_rdma_busy_retries_max = 5;
-}  // namespace objdirect::limits
 
 namespace objdirect {
 
@@ -139,6 +135,7 @@ struct Client::Impl {
   // --- RDMA decision ------------------------------------------------------------------------
   client::ServerFabrics server_fabrics() {
     HttpRequest req{"GET", "/?rdma-capabilities", {}, {}, false};
+    req.xml_reply = true;  // the body is a ListBuckets document: a truncated one is retried
     auto r = http->execute(req);
     if (!r.ok()) return {};
     return client::parse_server_fabrics(r->header("x-amz-rdma-fabrics"),
@@ -233,6 +230,24 @@ struct Client::Impl {
     no_rdma_reason = "RDMA disabled: " + std::move(reason);
   }
 
+  // --- whether RDMA is proposed: the crossover and the rdma policy, in this one place ---------
+  // (Which fabric is the business of settle_fabric.) Empty when a token may be proposed for a
+  // request moving `bytes`, else why not (TransferResult::reason, path "http"). direct (GPUDirect)
+  // and "required" always propose; "off" never; "auto" with fabric "auto" from rdma_min_bytes
+  // up: below it plain HTTP is faster (docs/client.md, "The fastest path"). A fabric named
+  // explicitly is used at every size.
+  std::string rdma_skip_reason(std::size_t bytes, bool direct) const {
+    if (direct || cfg.rdma == "required") return {};
+    if (cfg.rdma == "off") return "rdma off";
+    if (cfg.fabric == "auto" && bytes < cfg.rdma_min_bytes) {
+      return "below rdma_min_bytes (" + std::to_string(cfg.rdma_min_bytes) + "): HTTP is faster";
+    }
+    return {};
+  }
+  // Only RDMA may move the bytes: a decline or refusal fails with rdma_declined instead of
+  // falling back to HTTP.
+  bool rdma_required(bool direct) const { return direct || cfg.rdma == "required"; }
+
   // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
   // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
   // used: the fabric that made the token (for revoke()).
@@ -240,6 +255,10 @@ struct Client::Impl {
                         std::shared_ptr<client::Fabric>& used, bool direct = false) {
     if (buf.empty()) {
       info.reason = "empty transfer";
+      return {};
+    }
+    if (auto why = rdma_skip_reason(buf.size(), direct); !why.empty()) {
+      info.reason = std::move(why);
       return {};
     }
     auto f = current_fabric(info.reason);
@@ -259,24 +278,19 @@ struct Client::Impl {
   // Endpoint binding (docs/rdma_protocol.md, "Endpoint binding"): the server refused the token
   // because this fabric's endpoint has not yet proved that it belongs to our access key
   // (403 RDMAEndpointNotBound with x-amz-rdma-challenge). Writes the proof into the fabric's
-  // mailbox and puts a fresh token (new nonce, proof_ready) into req. Returns whether req should
-  // be sent again; at most once per request, so a server that keeps refusing costs one round trip
-  // and the caller then falls back to HTTP.
-  bool prove_and_retoken(const Result<HttpResponse>& r, HttpRequest& req,
-                         std::span<const std::byte> buf, PathInfo& info,
-                         std::shared_ptr<void>& hold, std::shared_ptr<client::Fabric>& used,
-                         bool direct) {
-    if (!r.ok() || r->status != 403 || !used) return false;
+  // mailbox and returns a fresh token (new nonce, proof_ready) to send the request again with,
+  // or an empty string when there is nothing to prove. execute_rdma does this at most once per
+  // request, so a server that keeps refusing costs one round trip and the caller then falls
+  // back to HTTP.
+  std::string prove_and_retoken(const Result<HttpResponse>& r, std::span<const std::byte> buf,
+                                PathInfo& info, std::shared_ptr<void>& hold,
+                                std::shared_ptr<client::Fabric>& used, bool direct) {
+    if (!r.ok() || r->status != 403 || !used) return {};
     auto challenge = r->header("x-amz-rdma-challenge");
-    if (!challenge) return false;
-    if (!used->prove_binding(*challenge, cfg.secret_key).ok()) return false;
+    if (!challenge) return {};
+    if (!used->prove_binding(*challenge, cfg.secret_key).ok()) return {};
     hold.reset();  // a refusal moved nothing: the old token's registration hold may go
-    std::string token = try_token(buf, info, hold, used, direct);
-    if (token.empty()) return false;
-    for (auto& [name, value] : req.headers) {
-      if (name == "x-amz-rdma-token") value = token;
-    }
-    return true;
+    return try_token(buf, info, hold, used, direct);
   }
 
   // Whether the answer to a token request leaves open that the server's provider still holds an
@@ -302,20 +316,61 @@ struct Client::Impl {
     stats.on_rdma_revocation();
   }
 
-  // Sends a request that carries a token. The server refuses RDMA admission with 503 SlowDown
-  // when its staging buffers are taken; that is retried with a short exponential back-off
-  // (10 ms doubling, client_rdma_busy_retries_max times) before the caller falls back to HTTP.
-  Result<HttpResponse> execute_rdma(const HttpRequest& req,
-                                    std::optional<std::span<std::byte>> sink) {
-    std::chrono::milliseconds backoff(10);
-    for (std::uint32_t attempt = 0;; ++attempt) {
+  // Sends a request that carries a token, under the retry policy (HttpClient::retry_reason).
+  // Every attempt carries a token of its own: after an attempt that may have left an operation
+  // on the buffer (transfer_may_linger) the registration is revoked (and the fabric drained)
+  // before the next token is made, so no write meant for an earlier attempt can land later, and
+  // no token string is ever sent twice (tokens are single-use). A retry of a token request does
+  // not wait out Retry-After (an RDMA admission refusal says 1 s): the policy's back-off, then
+  // the caller falls back to HTTP. Returns the last answer; `req` carries no token header
+  // before or after. When no new token can be made, the last answer is returned.
+  Result<HttpResponse> execute_rdma(HttpRequest& req, std::optional<std::span<std::byte>> sink,
+                                    std::span<const std::byte> buf, std::string token,
+                                    PathInfo& info, std::shared_ptr<void>& hold,
+                                    std::shared_ptr<client::Fabric>& fabric_used, bool direct,
+                                    std::uint32_t* requests = nullptr) {
+    req.retry = false;  // the loop is here: a fresh token per attempt
+    retry::Retrier& retrier = http->retrier();
+    std::string reasons;
+    bool proved = false;
+    for (std::uint32_t attempt = 1;; ++attempt) {
+      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
+      retrier.before_attempt();
       auto r = http->execute(req, sink);
-      if (!r.ok() || r->status != 503 || attempt == limits::client_rdma_busy_retries_max) {
+      req.headers.pop_back();
+      if (!proved) {
+        // A binding challenge is answered once, with a new token; it is not a retry.
+        proved = true;
+        token = prove_and_retoken(r, buf, info, hold, fabric_used, direct);
+        if (!token.empty()) {
+          if (requests) ++*requests;
+          --attempt;
+          continue;
+        }
+      }
+      if (transfer_may_linger(r)) revoke(fabric_used, buf, hold);
+      auto reason = HttpClient::retry_reason(req, r);
+      if (reason && r.ok() &&
+          client::status_from_response(*r).code() == Errc::rdma_transfer_failed) {
+        // The fabric failed, not the server: the caller falls back to HTTP and remembers the
+        // fabric as failed against this server (docs/client.md, "Choosing a fabric").
+        reason.reset();
+      }
+      retrier.after_attempt(reason);
+      if (!reason || !retrier.may_retry(attempt)) {
+        if (attempt == 1) return r;
+        if (reason) reasons += ", " + *reason;
+        const std::string note = retry::attempts_note(attempt, reasons);
+        if (!r.ok()) return Status(r.code(), r.status().message() + note);
+        r->attempts = attempt;
+        r->retry_note = note;
         return r;
       }
-      stats.on_retry();
-      std::this_thread::sleep_for(backoff);
-      backoff *= 2;
+      http->count_retry(*reason);
+      reasons += (reasons.empty() ? "" : ", ") + *reason;
+      retrier.sleep_before(attempt, std::nullopt);
+      token = try_token(buf, info, hold, fabric_used, direct);
+      if (token.empty()) return r;
     }
   }
 
@@ -343,14 +398,13 @@ struct Client::Impl {
     std::shared_ptr<void> hold;
     std::shared_ptr<client::Fabric> fabric_used;
     std::string token = try_token(dst, out.info, hold, fabric_used, direct);
-    if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
+    if (rdma_required(direct) && token.empty() && !dst.empty()) {
+      return Status(Errc::rdma_declined, out.info.reason);
+    }
     if (!token.empty()) {
-      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
-      if (prove_and_retoken(r, req, dst, out.info, hold, fabric_used, direct)) {
-        r = direct ? execute_rdma(req, std::nullopt) : execute_rdma(req, dst);
-      }
-      if (transfer_may_linger(r)) revoke(fabric_used, dst, hold);
+      auto r = execute_rdma(req, direct ? std::nullopt : std::optional(dst), dst, std::move(token),
+                            out.info, hold, fabric_used, direct);
+      req.retry = true;  // a fallback below is a plain request
       if (!r.ok()) return r.status();
       if (!r->ok()) {
         Status st = client::status_from_response(*r);
@@ -363,8 +417,7 @@ struct Client::Impl {
         out.info.fell_back = true;
         out.info.reason = "server refused the token: " + st.message();
         if (st.code() == Errc::rdma_transfer_failed) fabric_failed(fabric_used, st.message());
-        if (direct) return Status(Errc::rdma_declined, out.info.reason);
-        req.headers.pop_back();
+        if (rdma_required(direct)) return Status(Errc::rdma_declined, out.info.reason);
       } else {
         auto reply = r->header("x-amz-rdma-reply");
         if (reply && (*reply == "200" || *reply == "206" || *reply == "204")) {
@@ -385,7 +438,7 @@ struct Client::Impl {
         out.info.reason =
             reply ? "server declined RDMA (x-amz-rdma-reply: " + std::string(*reply) + ")"
                   : "server ignored x-amz-rdma-token (no x-amz-rdma-reply)";
-        if (direct) return Status(Errc::rdma_declined, out.info.reason);
+        if (rdma_required(direct)) return Status(Errc::rdma_declined, out.info.reason);
         out.bytes = r->sink_bytes;
         out.resp = std::move(*r);
         return out;
@@ -417,7 +470,9 @@ struct Client::Impl {
     std::shared_ptr<void> hold;
     std::shared_ptr<client::Fabric> fabric_used;
     std::string token = try_token(src, out.info, hold, fabric_used, direct);
-    if (direct && token.empty()) return Status(Errc::rdma_declined, out.info.reason);
+    if (rdma_required(direct) && token.empty() && !src.empty()) {
+      return Status(Errc::rdma_declined, out.info.reason);
+    }
     if (!token.empty()) {
       HttpRequest req;
       req.method = "PUT";
@@ -425,14 +480,9 @@ struct Client::Impl {
       req.send_content_length = true;
       req.headers.emplace_back("x-amz-content-sha256", std::string(sigv4::kUnsignedPayload));
       if (!crc32c.empty()) req.headers.emplace_back("x-amz-checksum-crc32c", crc32c);
-      req.headers.emplace_back("x-amz-rdma-token", std::move(token));
-      auto r = execute_rdma(req, std::nullopt);
+      auto r = execute_rdma(req, std::nullopt, src, std::move(token), out.info, hold, fabric_used,
+                            direct, &out.requests);
       ++out.requests;
-      if (prove_and_retoken(r, req, src, out.info, hold, fabric_used, direct)) {
-        r = execute_rdma(req, std::nullopt);
-        ++out.requests;
-      }
-      if (transfer_may_linger(r)) revoke(fabric_used, src, hold);
       if (!r.ok()) return r.status();
       auto reply = r->header("x-amz-rdma-reply");
       if (r->ok() && reply && *reply == "200") {
@@ -459,7 +509,7 @@ struct Client::Impl {
         out.info.reason = "server declined RDMA: " + st.message();
         if (st.code() == Errc::rdma_transfer_failed) fabric_failed(fabric_used, st.message());
       }
-      if (direct) return Status(Errc::rdma_declined, out.info.reason);
+      if (rdma_required(direct)) return Status(Errc::rdma_declined, out.info.reason);
     } else {
       out.info.plain = true;
     }
@@ -485,6 +535,7 @@ struct Client::Impl {
     req.target = target;
     req.send_content_length = method == "POST" || method == "PUT";
     req.body = std::as_bytes(std::span(body.data(), body.size()));
+    req.xml_reply = true;
     if (!body.empty()) req.headers.emplace_back("content-type", "application/xml");
     if (!checksum_algorithm.empty()) {
       req.headers.emplace_back("x-amz-checksum-algorithm", checksum_algorithm);
@@ -518,10 +569,7 @@ struct Client::Impl {
     for (std::size_t i = 0; i < etags.size(); ++i) {
       parts.emplace_back(static_cast<std::uint32_t>(i + 1), etags[i]);
     }
-    auto done = xml_call("POST", target + "?uploadId=" + uri_encode(upload_id, true),
-                         client::complete_multipart_body(parts));
-    auto etag =
-        done.ok() ? client::parse_complete_reply(*done) : Result<std::string>(done.status());
+    auto etag = client::complete_upload_confirmed(*http, target, upload_id, parts);
     if (!etag.ok()) abort_upload(target, upload_id);
     return etag;
   }
@@ -738,6 +786,24 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
                   "fabric failure memory must be at most " +
                       std::to_string(limits::client_fabric_failure_memory_ms_max) + " ms");
   }
+  if (config.rdma != "auto" && config.rdma != "required" && config.rdma != "off") {
+    return Status(Errc::invalid_argument,
+                  "unknown rdma policy '" + config.rdma + "' (auto, required, off)");
+  }
+  if (config.rdma == "required" && f == "none") {
+    return Status(Errc::invalid_argument, "rdma \"required\" needs a fabric (fabric is none)");
+  }
+  retry::Policy policy;
+  if (auto m = retry::parse_mode(config.retry_mode)) {
+    policy.mode = *m;
+  } else {
+    return Status(Errc::invalid_argument,
+                  "unknown retry_mode '" + config.retry_mode + "' (standard, adaptive, legacy)");
+  }
+  policy.max_attempts = config.max_attempts;
+  policy.base_delay = std::chrono::milliseconds(config.retry_base_delay_ms);
+  policy.max_backoff = std::chrono::milliseconds(config.retry_max_backoff_ms);
+  OBJDIRECT_RETURN_IF_ERROR(policy.validate());
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(config);
   impl->endpoint = std::move(*ep);
@@ -750,6 +816,7 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   ho.connect_timeout = std::chrono::milliseconds(impl->cfg.connect_timeout_ms);
   ho.io_timeout = std::chrono::milliseconds(impl->cfg.io_timeout_ms);
   ho.stats = &impl->stats;
+  ho.retry_policy = policy;
   impl->http = std::make_unique<HttpClient>(std::move(ho));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

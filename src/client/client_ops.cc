@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "client/complete.hpp"
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
 #include "client/s3_xml.hpp"
@@ -57,6 +58,7 @@ Result<std::string> xml_request(client::HttpClient& http, std::string method, st
   req.headers = std::move(headers);
   req.send_content_length = req.method == "POST" || req.method == "PUT";
   req.body = std::as_bytes(std::span(body.data(), body.size()));
+  req.xml_reply = true;
   if (!body.empty()) req.headers.emplace_back("content-type", "application/xml");
   auto r = http.execute(req);
   if (!r.ok()) return r.status();
@@ -180,12 +182,8 @@ Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket
   std::vector<std::pair<std::uint32_t, std::string>> numbered;
   numbered.reserve(parts.size());
   for (const auto& p : parts) numbered.emplace_back(p.part_number, p.etag);
-  auto body =
-      xml_request(http(), "POST",
-                  client::object_target(bucket, key) + "?uploadId=" + uri_encode(upload_id, true),
-                  client::complete_multipart_body(numbered));
-  if (!body.ok()) return body.status();
-  auto etag = client::parse_complete_reply(*body);
+  auto etag = client::complete_upload_confirmed(http(), client::object_target(bucket, key),
+                                                std::string(upload_id), numbered);
   if (!etag.ok()) return etag.status();
   TransferResult res;
   res.etag = std::move(*etag);

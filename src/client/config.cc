@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "common/retry.hpp"
 #include "objdirect/client.hpp"
 
 namespace objdirect {
@@ -171,6 +172,37 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
           "OBJDIRECT_FABRIC_FAILURE_MEMORY_MS: not a number of milliseconds: " + std::string(v));
     }
     c.fabric_failure_memory_ms = ms;
+  }
+  if (const char* r = env("OBJDIRECT_RDMA")) c.rdma = r;
+  if (const char* m = env("OBJDIRECT_RDMA_MIN_BYTES")) {
+    std::uint64_t n = 0;
+    std::string_view v(m);
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size()) {
+      return Status(Errc::invalid_argument,
+                    "OBJDIRECT_RDMA_MIN_BYTES must be a byte count, got '" + std::string(v) + "'");
+    }
+    c.rdma_min_bytes = n;
+  }
+
+  // Retries: the environment wins over the profile (boto3's order).
+  retry::Policy policy;
+  const std::string conf_source = conf_path + " [" + profile + "]";
+  if (auto st = policy.apply(value_of(fs, "max_attempts"), value_of(fs, "retry_mode"), conf_source);
+      !st.ok()) {
+    return st;
+  }
+  const char* e_attempts = env("AWS_MAX_ATTEMPTS");
+  if (auto st = policy.apply(e_attempts ? e_attempts : "", "", "AWS_MAX_ATTEMPTS"); !st.ok()) {
+    return st;
+  }
+  const char* e_mode = env("AWS_RETRY_MODE");
+  if (auto st = policy.apply("", e_mode ? e_mode : "", "AWS_RETRY_MODE"); !st.ok()) return st;
+  c.max_attempts = policy.max_attempts;
+  if (e_mode) {
+    c.retry_mode = e_mode;
+  } else if (std::string m = value_of(fs, "retry_mode"); !m.empty()) {
+    c.retry_mode = m;
   }
   return c;
 }

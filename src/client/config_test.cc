@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/retry.hpp"
 #include "objdirect/client.hpp"
 
 namespace objdirect {
@@ -18,7 +19,8 @@ const char* kVars[] = {"AWS_ENDPOINT_URL",   "AWS_ENDPOINT_URL_S3",
                        "AWS_SESSION_TOKEN",  "AWS_REGION",
                        "AWS_DEFAULT_REGION", "AWS_PROFILE",
                        "AWS_CONFIG_FILE",    "AWS_SHARED_CREDENTIALS_FILE",
-                       "OBJDIRECT_FABRIC"};
+                       "OBJDIRECT_FABRIC",   "AWS_MAX_ATTEMPTS",
+                       "AWS_RETRY_MODE"};
 
 class ConfigTest : public ::testing::Test {
  protected:
@@ -127,6 +129,64 @@ TEST_F(ConfigTest, UnknownProfileAndMalformedFileAreErrors) {
   auto c = ClientConfig::load();
   EXPECT_EQ(c.code(), Errc::invalid_argument);
   EXPECT_NE(c.status().message().find(":1:"), std::string::npos) << c.status().message();
+}
+
+TEST_F(ConfigTest, RetriesDefaultToBoto3Standard) {
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->max_attempts, 3u);
+  EXPECT_EQ(c->retry_mode, "standard");
+}
+
+TEST_F(ConfigTest, RetriesFromProfileThenEnvironment) {
+  write(home_ / ".aws" / "config",
+        "[default]\nmax_attempts = 6\nretry_mode = adaptive\n[profile p]\nmax_attempts = 2\n");
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->max_attempts, 6u);
+  EXPECT_EQ(c->retry_mode, "adaptive");
+  auto p = ClientConfig::load("p");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->max_attempts, 2u);
+  EXPECT_EQ(p->retry_mode, "standard");
+  setenv("AWS_MAX_ATTEMPTS", "9", 1);
+  setenv("AWS_RETRY_MODE", "standard", 1);
+  c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->max_attempts, 9u);
+  EXPECT_EQ(c->retry_mode, "standard");
+}
+
+TEST_F(ConfigTest, BadRetrySettingsNameTheirSource) {
+  setenv("AWS_MAX_ATTEMPTS", "0", 1);
+  auto c = ClientConfig::load();
+  ASSERT_EQ(c.code(), Errc::invalid_argument);
+  EXPECT_NE(c.status().message().find("AWS_MAX_ATTEMPTS"), std::string::npos);
+  unsetenv("AWS_MAX_ATTEMPTS");
+  setenv("AWS_RETRY_MODE", "fast", 1);
+  c = ClientConfig::load();
+  ASSERT_EQ(c.code(), Errc::invalid_argument);
+  EXPECT_NE(c.status().message().find("AWS_RETRY_MODE"), std::string::npos);
+  unsetenv("AWS_RETRY_MODE");
+  write(home_ / ".aws" / "config", "[default]\nmax_attempts = 21\n");
+  c = ClientConfig::load();
+  ASSERT_EQ(c.code(), Errc::invalid_argument);
+  EXPECT_NE(c.status().message().find("config"), std::string::npos);
+}
+
+TEST_F(ConfigTest, CreateValidatesRetrySettings) {
+  ClientConfig c;
+  c.endpoint = "http://127.0.0.1:1";
+  c.max_attempts = limits::retry_attempts_max + 1;
+  EXPECT_EQ(Client::create(c).code(), Errc::invalid_argument);
+  c.max_attempts = 3;
+  c.retry_mode = "sometimes";
+  EXPECT_EQ(Client::create(c).code(), Errc::invalid_argument);
+  c.retry_mode = "adaptive";
+  c.retry_max_backoff_ms = limits::retry_backoff_ms_max + 1;
+  EXPECT_EQ(Client::create(c).code(), Errc::invalid_argument);
+  c.retry_max_backoff_ms = 1000;
+  EXPECT_TRUE(Client::create(c).ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "s3/documents.hpp"
 #include "s3/xml.hpp"
 
 namespace objdirect::client {
@@ -48,6 +49,11 @@ beast::error_code run_op(HttpClient::Connection& c, std::chrono::milliseconds ti
   c.ioc.run();
   return ec;
 }
+
+// The phases an I/O failure names (io_status); retry_reason reads them back.
+constexpr std::string_view kSending = "sending request";
+constexpr std::string_view kReadingHeader = "reading response header";
+constexpr std::string_view kReadingBody = "reading response body";
 
 Status io_status(const beast::error_code& ec, std::string_view what) {
   if (ec == beast::error::timeout) {
@@ -119,7 +125,8 @@ std::string object_target(std::string_view bucket, std::string_view key) {
   return t;
 }
 
-HttpClient::HttpClient(HttpOptions options) : opts_(std::move(options)) {
+HttpClient::HttpClient(HttpOptions options)
+    : opts_(std::move(options)), retrier_(opts_.retry_policy) {
   if (opts_.connections_max == 0) opts_.connections_max = 1;
 }
 
@@ -208,6 +215,33 @@ Result<HttpResponse> HttpClient::execute(const HttpRequest& req,
                                          std::optional<std::span<std::byte>> sink) {
   std::optional<ClientCounters::InFlight> in_flight;
   if (opts_.stats) in_flight.emplace(*opts_.stats);
+  std::string reasons;
+  for (std::uint32_t attempt = 1;; ++attempt) {
+    if (req.retry) retrier_.before_attempt();
+    auto r = execute_attempt(req, sink);
+    auto reason = req.retry ? retry_reason(req, r) : std::nullopt;
+    if (req.retry) retrier_.after_attempt(reason);
+    if (!reason || !retrier_.may_retry(attempt)) {
+      if (attempt == 1) return r;
+      if (reason) reasons += (reasons.empty() ? "" : ", ") + *reason;
+      const std::string note = retry::attempts_note(attempt, reasons);
+      if (!r.ok()) return Status(r.code(), r.status().message() + note);
+      if (reason && *reason == "truncated_xml") {
+        return Status(Errc::io_error,
+                      "reply to " + req.method + " " + req.target + " is not complete XML" + note);
+      }
+      r->attempts = attempt;
+      r->retry_note = note;
+      return r;
+    }
+    count_retry(*reason);
+    reasons += (reasons.empty() ? "" : ", ") + *reason;
+    retrier_.sleep_before(attempt, retry_after(r));
+  }
+}
+
+Result<HttpResponse> HttpClient::execute_attempt(const HttpRequest& req,
+                                                 std::optional<std::span<std::byte>> sink) {
   for (int attempt = 0;; ++attempt) {
     auto conn = acquire(attempt > 0);
     if (!conn.ok()) {
@@ -219,9 +253,56 @@ Result<HttpResponse> HttpClient::execute(const HttpRequest& req,
     auto r = execute_once(**conn, req, sink, reply_started, reusable);
     release(std::move(*conn), r.ok() && reusable);
     if (opts_.stats) opts_.stats->on_response(req, r);
-    if (r.ok() || reply_started || !was_reused || attempt > 0) return r;
-    if (opts_.stats) opts_.stats->on_retry();
+    if (r.ok() || reply_started || !was_reused || attempt > 0 || !req.retry) return r;
+    count_retry("stale_connection");
   }
+}
+
+void HttpClient::count_retry(const std::string& reason) {
+  if (opts_.stats) opts_.stats->on_retry(reason);
+}
+
+void HttpClient::count_complete_confirmed() {
+  if (opts_.stats) opts_.stats->on_complete_confirmed();
+}
+
+std::optional<std::string> HttpClient::retry_reason(const HttpRequest& req,
+                                                    const Result<HttpResponse>& r) {
+  if (!r.ok()) {
+    const std::string m = r.status().message();
+    switch (r.code()) {
+      case Errc::unavailable:
+        return std::string("connection_refused");
+      case Errc::timeout:
+        return std::string("timeout");
+      case Errc::io_error:
+        if (m.starts_with(kReadingBody)) return std::string("short_body");
+        if (m.starts_with(kSending) || m.starts_with(kReadingHeader)) {
+          return std::string("connection_reset");
+        }
+        return std::nullopt;
+      default:
+        return std::nullopt;
+    }
+  }
+  if (!r->ok()) {
+    auto [code, message, request_id] = s3::parse_error_xml(r->body);
+    return retry::classify_status(r->status, code);
+  }
+  if (req.xml_reply && !r->body.empty()) {
+    const auto shape = s3::reply_shape(r->body);
+    if (!shape.well_formed) return std::string("truncated_xml");
+    // S3 answers some calls (CompleteMultipartUpload, copies) 200 with an <Error> inside.
+    if (!shape.error_code.empty()) return retry::classify_status(0, shape.error_code);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::milliseconds> HttpClient::retry_after(const Result<HttpResponse>& r) {
+  if (!r.ok()) return std::nullopt;
+  auto h = r->header("retry-after");
+  if (!h) return std::nullopt;
+  return retry::parse_retry_after(*h, std::chrono::system_clock::now());
 }
 
 Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& req,
@@ -275,7 +356,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   while (!sr.is_done()) {
     auto ec = run_op(c, opts_.io_timeout, n,
                      [&](auto h) { bhttp::async_write_some(c.stream, sr, std::move(h)); });
-    if (ec) return io_status(ec, "sending request");
+    if (ec) return io_status(ec, kSending);
   }
 
   // --- read the header ---
@@ -286,7 +367,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   auto ec = run_op(c, opts_.io_timeout, n,
                    [&](auto h) { bhttp::async_read_header(c.stream, c.buffer, p, std::move(h)); });
   reply_started = p.got_some();
-  if (ec) return io_status(ec, "reading response header");
+  if (ec) return io_status(ec, kReadingHeader);
 
   HttpResponse r;
   r.status = static_cast<int>(p.get().result_int());
@@ -326,7 +407,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
       ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
         c.stream.async_read_some(asio::buffer(dest + got, want), std::move(h));
       });
-      if (ec) return io_status(ec, "reading response body");
+      if (ec) return io_status(ec, kReadingBody);
       got += n;
     }
     if (to_sink) r.sink_bytes = len;
@@ -358,7 +439,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
                 [&](auto h) { bhttp::async_read(c.stream, c.buffer, p, std::move(h)); });
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec == bhttp::error::end_of_stream && p.is_done()) ec = {};
-    if (ec) return io_status(ec, "reading response body");
+    if (ec) return io_status(ec, kReadingBody);
     const std::size_t wrote = room - p.get().body().size;
     if (!to_sink) {
       if (r.body.size() + wrote > limits::client_response_body_bytes_max) {
@@ -381,7 +462,7 @@ Status status_from_response(const HttpResponse& r) {
     if (!code.empty()) message += " " + code;
   }
   if (request_id.empty()) request_id = std::string(r.header("x-amz-request-id").value_or(""));
-  return Status(errc, std::move(message) + request_id_note(request_id));
+  return Status(errc, std::move(message) + request_id_note(request_id) + r.retry_note);
 }
 
 std::string request_id_note(std::string_view request_id) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "auth/sigv4.hpp"
+#include "common/retry.hpp"
 #include "common/status.hpp"
 
 namespace objdirect::limits {
@@ -57,6 +58,13 @@ struct HttpRequest {
   std::span<const std::byte> body;
   // Send Content-Length even when the body is empty (PUT/POST).
   bool send_content_length = false;
+  // Retry under the client's retry policy (common/retry.hpp). Off for requests whose retry needs
+  // more than sending the same bytes again: a token request (a fresh token after a revocation)
+  // and CompleteMultipartUpload (a lost answer is confirmed with HEAD); their callers loop.
+  // Off also turns off the re-send on a new connection after a stale keep-alive connection.
+  bool retry = true;
+  // The 2xx reply is XML: a body that does not parse (truncated) is retried, not returned.
+  bool xml_reply = false;
 };
 
 struct HttpResponse {
@@ -64,6 +72,10 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // lower-case names
   std::string body;              // bodies that were not read into the sink (errors, XML)
   std::uint64_t sink_bytes = 0;  // body bytes placed into the sink
+  // Attempts made for this answer (1 without retries) and, after retries, retry::attempts_note
+  // (status_from_response appends it to the error message).
+  std::uint32_t attempts = 1;
+  std::string retry_note;
   bool ok() const noexcept { return status >= 200 && status < 300; }
   std::optional<std::string_view> header(std::string_view lower_name) const;
 };
@@ -78,6 +90,8 @@ struct HttpOptions {
   std::chrono::milliseconds io_timeout{120'000};
   // Counters for Client::stats(); may be null. Must outlive the HttpClient.
   ClientCounters* stats = nullptr;
+  // The retry policy (ClientConfig::max_attempts, retry_mode, ...).
+  retry::Policy retry_policy;
 };
 
 class HttpClient {
@@ -90,11 +104,15 @@ class HttpClient {
   // Signs and sends `req`, then reads the reply. A 2xx body goes into `sink` when one is given
   // (a body longer than the sink is invalid_argument "... larger than the buffer"); every
   // other body goes into HttpResponse::body (at most client_response_body_bytes_max). A request
-  // that fails on a reused keep-alive connection before any reply byte arrived is retried once
-  // on a new connection (the server may have closed it while idle).
+  // that fails on a reused keep-alive connection before any reply byte arrived is re-sent once
+  // on a new connection (the server may have closed it while idle; "stale_connection").
+  // With req.retry, a retryable failure (retry_reason) is retried under the retry policy, with
+  // its back-off (Retry-After honoured) and a fresh signature; each retry is counted in
+  // ClientStats::retry_reasons. The final error names the attempts (retry::attempts_note).
   // HTTP error statuses are not errors here: the caller reads HttpResponse::status.
   // Errors: unavailable (cannot resolve or connect), timeout (no progress for io_timeout),
-  // io_error (connection broken, malformed reply).
+  // io_error (connection broken, body shorter than its Content-Length, malformed reply,
+  // a truncated XML reply after the last attempt).
   Result<HttpResponse> execute(const HttpRequest& req,
                                std::optional<std::span<std::byte>> sink = std::nullopt);
 
@@ -105,17 +123,32 @@ class HttpClient {
   // interface that reaches it. Opens a connection (kept in the pool, no request sent) when none
   // was made yet. Errors: as acquiring a connection (unavailable).
   Result<std::string> local_address();
+  // The retry reason of one attempt's outcome (common/retry.hpp names), or nullopt when it is
+  // final: success, or an error that is not retried. For callers that run their own loop.
+  static std::optional<std::string> retry_reason(const HttpRequest& req,
+                                                 const Result<HttpResponse>& r);
+  // The Retry-After of a reply, if any.
+  static std::optional<std::chrono::milliseconds> retry_after(const Result<HttpResponse>& r);
+  retry::Retrier& retrier() noexcept { return retrier_; }
+  // Counts one retry by reason in ClientStats (callers that run their own loop).
+  void count_retry(const std::string& reason);
+  // Counts a CompleteMultipartUpload whose lost answer HEAD confirmed (client/complete.hpp).
+  void count_complete_confirmed();
 
   struct Connection;
 
  private:
   Result<std::unique_ptr<Connection>> acquire(bool fresh);
   void release(std::unique_ptr<Connection> c, bool reusable);
+  // One attempt, re-sent once on a fresh connection after a stale keep-alive connection.
+  Result<HttpResponse> execute_attempt(const HttpRequest& req,
+                                       std::optional<std::span<std::byte>> sink);
   Result<HttpResponse> execute_once(Connection& c, const HttpRequest& req,
                                     std::optional<std::span<std::byte>> sink, bool& reply_started,
                                     bool& reusable);
 
   HttpOptions opts_;
+  retry::Retrier retrier_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -91,9 +91,15 @@ void ClientCounters::on_response(const HttpRequest& req, const Result<HttpRespon
   if (!error.empty()) ++s_.errors[error];
 }
 
-void ClientCounters::on_retry() {
+void ClientCounters::on_retry(std::string_view reason) {
   std::lock_guard lk(mu_);
   ++s_.retries;
+  ++s_.retry_reasons[std::string(reason)];
+}
+
+void ClientCounters::on_complete_confirmed() {
+  std::lock_guard lk(mu_);
+  ++s_.completes_confirmed;
 }
 
 void ClientCounters::on_rdma_revocation() {

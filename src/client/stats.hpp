@@ -19,8 +19,10 @@ class ClientCounters {
  public:
   // One finished HttpClient request (r: the response, or why none arrived).
   void on_response(const HttpRequest& req, const Result<HttpResponse>& r);
-  // A request that is about to be sent again.
-  void on_retry();
+  // A request that is about to be sent again, and why (a ClientStats::retry_reasons key).
+  void on_retry(std::string_view reason);
+  // A CompleteMultipartUpload whose lost answer HEAD confirmed.
+  void on_complete_confirmed();
   // A registration revoked after an RDMA request that did not succeed.
   void on_rdma_revocation();
   // A transfer the server failed over `fabric`; a request that skipped `fabric` after one.

@@ -666,4 +666,15 @@ Result<ErrorDocument> decode_error(std::string_view body) {
   return e;
 }
 
+ReplyShape reply_shape(std::string_view body) {
+  ReplyShape shape;
+  pugi::xml_document doc;
+  if (body.size() > limits::xml_reply_bytes_max || !doc.load_buffer(body.data(), body.size())) {
+    return shape;
+  }
+  shape.well_formed = true;
+  if (auto err = doc.child("Error")) shape.error_code = err.child_value("Code");
+  return shape;
+}
+
 }  // namespace objdirect::s3

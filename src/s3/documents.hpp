@@ -254,5 +254,12 @@ struct ErrorDocument {
 };
 std::string encode_error(const ErrorDocument& e);
 Result<ErrorDocument> decode_error(std::string_view body);
+// A reply body's shape, for deciding whether to retry: whether it parses as one XML document
+// (a cut connection leaves a truncated one), and the <Code> of an <Error> root ("" otherwise).
+struct ReplyShape {
+  bool well_formed = false;
+  std::string error_code;
+};
+ReplyShape reply_shape(std::string_view body);
 
 }  // namespace objdirect::s3

@@ -421,9 +421,16 @@ TEST_P(ClientFabricIT, RoundTripOverFabric) {
       EXPECT_EQ(p.path, TransferPath::http);  // nothing to move: no token
       EXPECT_EQ(p.reason, "empty transfer");
     }
+    // fabric "auto" sends requests below rdma_min_bytes over plain HTTP (the crossover);
+    // a fabric named explicitly is used at every size.
+    const bool below = fabric == "auto" && n < ClientConfig{}.rdma_min_bytes;
     for (const auto* r : {&p, &g}) {
-      if (expect_rdma && n > 0) {
+      if (expect_rdma && n > 0 && !below) {
         EXPECT_EQ(r->path, TransferPath::rdma) << fabric << " " << n << ": " << r->reason;
+      }
+      if (below && n > 0) {
+        EXPECT_EQ(r->path, TransferPath::http) << n;
+        EXPECT_TRUE(r->reason.starts_with("below rdma_min_bytes")) << r->reason;
       }
       if (r->path == TransferPath::rdma) {
         EXPECT_TRUE(r->reason.empty()) << r->reason;
@@ -446,6 +453,7 @@ TEST_P(ClientFabricIT, RoundTripOverFabric) {
   ASSERT_TRUE(h.ok()) << h.status().to_string();
   auto cfg = base_config(fabric);
   cfg.part_size_bytes = 1 << 20;
+  cfg.rdma_min_bytes = 0;  // the last, short part over the fabric too (not the crossover here)
   auto small = make(cfg);
   auto g = small->get(bucket_, "ranged", dst, ByteRange{7, n - 7});
   ASSERT_TRUE(g.ok()) << g.status().to_string();
@@ -502,6 +510,36 @@ TEST_P(ServerFallbackIT, DeclinedTokensFallBackToBodies) {
   }
 }
 
+// rdma "required": a server that declines RDMA makes the call fail with rdma_declined instead
+// of falling back, and a declined PUT leaves no object.
+TEST_F(ServerFallbackIT, RequiredRaisesInsteadOfFallingBack) {
+  ASSERT_NE(server_, nullptr);
+  auto cfg = base_config("auto", server_);
+  cfg.rdma = "required";
+  auto c = make(cfg);
+  const std::string bucket = "req-" + std::to_string(getpid());
+  ASSERT_TRUE(c->create_bucket(bucket).ok());
+  auto src = pattern(4096, 9);
+  auto p = c->put(bucket, "k", src);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.code(), Errc::rdma_declined) << p.status().to_string();
+  EXPECT_EQ(c->head(bucket, "k").code(), Errc::no_such_key) << "a declined required PUT stored";
+  auto plain = make(base_config("none", server_));
+  ASSERT_TRUE(plain->put(bucket, "k", src).ok());
+  std::vector<std::byte> dst(4096);
+  auto g = c->get(bucket, "k", dst);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.code(), Errc::rdma_declined) << g.status().to_string();
+  // An empty object moves no bytes: nothing to require.
+  ASSERT_TRUE(plain->put(bucket, "empty", {}).ok());
+  EXPECT_TRUE(c->get(bucket, "empty", std::span<std::byte>()).ok());
+  auto bad = base_config("none", server_);
+  bad.rdma = "required";
+  EXPECT_EQ(Client::create(bad).code(), Errc::invalid_argument);
+  bad.rdma = "sometimes";
+  EXPECT_EQ(Client::create(bad).code(), Errc::invalid_argument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fabrics, ServerFallbackIT,
                          ::testing::Values("auto", "libfabric:tcp", "libfabric:shm", "ucx"),
                          [](const auto& info) {
@@ -555,6 +593,41 @@ TEST_F(ClientIT, StatsCountRdmaTransfersAndErrors) {
   EXPECT_EQ(at(s.errors, "no_such_key"), 1u);
   EXPECT_EQ(s.requests_total(), 5u);
   EXPECT_EQ(s.requests_in_flight, 0u);
+}
+
+// The crossover and the rdma policy on a server that offers RDMA: "auto" below
+// rdma_min_bytes is plain HTTP and at it RDMA; "required" is RDMA at every size; "off" never.
+TEST_F(ClientIT, RdmaPolicyAndCrossover) {
+  ASSERT_FALSE(offered_fabrics(*g_server).empty()) << "the default server offers no fabric";
+  auto cfg = base_config("auto");
+  cfg.rdma_min_bytes = 64 * 1024;
+  auto c = make(cfg);
+  for (std::size_t n : {std::size_t{4096}, std::size_t{64 * 1024 - 1}, std::size_t{64 * 1024}}) {
+    auto src = pattern(n, 21);
+    auto p = c->put(bucket_, "xover", src);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    std::vector<std::byte> dst(n);
+    auto g = c->get(bucket_, "xover", dst);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(dst, src);
+    const TransferPath want = n < cfg.rdma_min_bytes ? TransferPath::http : TransferPath::rdma;
+    EXPECT_EQ(p->path, want) << n << ": " << p->reason;
+    EXPECT_EQ(g->path, want) << n << ": " << g->reason;
+  }
+  cfg.rdma = "required";
+  auto req = make(cfg);
+  auto src = pattern(100, 22);
+  auto p = req->put(bucket_, "req", src);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->path, TransferPath::rdma) << p->reason;
+  cfg.rdma = "off";
+  auto off = make(cfg);
+  std::vector<std::byte> big(2u << 20);
+  ASSERT_TRUE(req->put(bucket_, "big", big).ok());
+  auto g = off->get(bucket_, "big", big);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->path, TransferPath::http);
+  EXPECT_EQ(g->reason, "rdma off");
 }
 
 TEST_F(ClientIT, StatsCountPlainHttp) {

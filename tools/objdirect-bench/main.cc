@@ -83,6 +83,8 @@ const std::vector<PathSpec>& all_paths() {
   static const std::vector<PathSpec> paths = {
       {"http", "none", {}, false},
       {"lf-shm", "libfabric:shm", {}, false},
+      // What a user gets by default: fabric auto with the rdma_min_bytes crossover.
+      {"auto", "auto", {}, false},
       {"lf-tcp", "libfabric:tcp", {{"FI_TCP_IFACE", "lo"}}, false},
       {"ucx-sm", "ucx", {{"UCX_TLS", "sm,self"}}, false},
       {"ucx-tcp", "ucx", {{"UCX_TLS", "tcp"}}, false},
@@ -567,7 +569,7 @@ std::string Bench::json() const {
     g.sweep = r.p.sweep;
     g.op = r.p.op;
     g.path = r.p.path->name;
-    g.rdma_path = r.p.path->fabric != "none";
+    g.rdma_path = r.p.path->fabric != "none" && r.p.path->name != "auto";
     g.size = r.p.size;
     g.procs = r.p.procs;
     g.threads = r.p.threads;
@@ -627,7 +629,7 @@ int Bench::run() {
   }
   if (!wanted.empty()) {
     std::cerr << "objdirect-bench: unknown path " << *wanted.begin()
-              << " (http, lf-shm, lf-tcp, ucx-sm, ucx-tcp, nginx)\n";
+              << " (http, lf-shm, auto, lf-tcp, ucx-sm, ucx-tcp, nginx)\n";
     return 2;
   }
   // The concurrency sweep runs at 1 MiB (or the size nearest below), the process sweep at
@@ -835,7 +837,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_flag("--quick", o.quick, "Small run (< 60 s): sizes 64KiB,16MiB; 300 ms per point");
   app.add_option("--sizes", o.sizes_text, "Object sizes, e.g. 4KiB,64KiB,1MiB,16MiB,256MiB,1GiB");
-  app.add_option("--paths", o.paths_text, "Comma list of http,lf-shm,lf-tcp,ucx-sm,ucx-tcp,nginx");
+  app.add_option(
+      "--paths", o.paths_text,
+      "Comma list of http,lf-shm,lf-tcp,ucx-sm,ucx-tcp,nginx, and auto (fabric auto with the "
+      "client's rdma_min_bytes crossover; not in the default list)");
   app.add_option("--ops", o.ops_text, "get,put")->capture_default_str();
   app.add_option("--concurrency", o.conc_text, "Threads of the concurrency sweep (1,4,16,64)");
   app.add_option("--procs", o.procs_text, "Processes of the process sweep (1,2,4,8)");

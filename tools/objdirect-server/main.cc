@@ -118,11 +118,12 @@ int main(int argc, char** argv) {
                  "Ranged GETs in flight per large read (an RDMA staging buffer)")
       ->envname("OBJDIRECT_UPSTREAM_PARALLEL_GETS")
       ->capture_default_str();
-  app.add_option("--upstream-retry-attempts", gw.retry.max_attempts,
-                 "Attempts per upstream request: 5xx, 429 and refused or reset connections are "
-                 "retried with exponential backoff and full jitter (1: no retry)")
-      ->envname("OBJDIRECT_UPSTREAM_RETRY_ATTEMPTS")
-      ->capture_default_str();
+  auto* retry_attempts_opt =
+      app.add_option("--upstream-retry-attempts", gw.retry.max_attempts,
+                     "Attempts per upstream request: 5xx, 429 and refused or reset connections are "
+                     "retried with exponential backoff and full jitter (1: no retry)")
+          ->envname("OBJDIRECT_UPSTREAM_RETRY_ATTEMPTS")
+          ->capture_default_str();
   app.add_option("--upstream-conditional-writes", gw.conditional_writes,
                  "Who checks If-None-Match: * / If-Match on PutObject and "
                  "CompleteMultipartUpload: auto (probe the upstream once per bucket), upstream, "
@@ -426,6 +427,13 @@ int main(int argc, char** argv) {
     gw.secret_key = cfg->secret_key;
     gw.session_token = cfg->session_token;
     if (gw.region.empty()) gw.region = cfg->region;
+    // Upstream retries: the client library's policy and settings (AWS_MAX_ATTEMPTS,
+    // AWS_RETRY_MODE, or max_attempts / retry_mode in the upstream profile).
+    // --upstream-retry-attempts, when given, wins.
+    if (retry_attempts_opt->count() == 0) gw.retry.max_attempts = cfg->max_attempts;
+    if (auto m = retry::parse_mode(cfg->retry_mode)) gw.retry.mode = *m;
+    gw.retry.base_delay = std::chrono::milliseconds(cfg->retry_base_delay_ms);
+    gw.retry.max_backoff = std::chrono::milliseconds(cfg->retry_max_backoff_ms);
     // Store calls block on the upstream: more I/O threads than for a local disk.
     if (hopts.threads == 0) hopts.threads = 16;
     store = storage::open_s3_store(gw);

@@ -234,6 +234,7 @@ struct Options {
   std::string endpoint;
   std::string profile;
   std::string fabric;
+  std::string rdma;
   std::uint64_t part_size = 0;
   std::uint32_t concurrency = 0;
   bool json = false;
@@ -246,6 +247,7 @@ Result<std::unique_ptr<Client>> make_client(const Options& o) {
   if (!cfg.ok()) return cfg.status();
   if (!o.endpoint.empty()) cfg->endpoint = o.endpoint;
   if (!o.fabric.empty()) cfg->fabric = o.fabric;
+  if (!o.rdma.empty()) cfg->rdma = o.rdma;
   if (o.part_size) cfg->part_size_bytes = o.part_size;
   if (o.concurrency) cfg->concurrency = o.concurrency;
   return Client::create(std::move(*cfg));
@@ -1136,6 +1138,10 @@ int main(int argc, char** argv) {
                     "ucx | none (auto's order: OBJDIRECT_FABRIC_ORDER)")
         ->check(CLI::IsMember({"auto", "libfabric:tcp", "libfabric:shm", "libfabric:verbs",
                                "libfabric:efa", "ucx", "none"}));
+    sub->add_option("--rdma", o.rdma,
+                    "auto (RDMA from OBJDIRECT_RDMA_MIN_BYTES up, else HTTP; fall back to HTTP) "
+                    "| required (fail instead of falling back) | off")
+        ->check(CLI::IsMember({"auto", "required", "off"}));
     sub->add_option(
            "--part-size", o.part_size,
            "Part size: bytes, or with a unit (8MiB, 8MB and 8M are all 8 MiB; default 8 MiB)")

@@ -28,12 +28,12 @@
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/parallel.hpp"
+#include "common/retry.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
 #include "s3/conditional.hpp"
 #include "s3/documents.hpp"
 #include "s3/xml.hpp"
-#include "storage/s3/upstream_retry.hpp"
 
 namespace objdirect::storage {
 namespace {
@@ -193,6 +193,13 @@ struct Request {
   Headers headers;
   std::optional<Body> body;
   std::string payload_hash;  // empty: computed from a memory body, or UNSIGNED-PAYLOAD
+  // Retry policy (common/retry.hpp) for this request: `retry` off sends it once; `idempotent`
+  // off (CompleteMultipartUpload) retries it only after an error answer, never after a lost
+  // one (the upstream may have completed it). xml_reply: a 2xx body that does not parse as XML
+  // (truncated) is retried.
+  bool retry = true;
+  bool idempotent = true;
+  bool xml_reply = false;
 };
 
 // A request on the object `key` of `bucket` (has_key: the target is /bucket/key).
@@ -209,6 +216,7 @@ struct Response {
   long status = 0;
   Headers headers;
   std::string body;
+  std::string retry_note;  // after retries: retry::attempts_note, appended to the error
   std::optional<std::string> header(std::string_view name) const {
     for (const auto& [k, v] : headers)
       if (k == name) return v;
@@ -329,7 +337,7 @@ Status upstream_error(const Response& r, std::string_view what) {
   if (!code.empty()) msg += " " + code;
   if (!message.empty()) msg += ": " + message;
   if (!request_id.empty()) msg += " (upstream request id " + request_id + ")";
-  return Status(errc, std::move(msg));
+  return Status(errc, std::move(msg) + r.retry_note);
 }
 
 // --- the shared core ---------------------------------------------------------------------------
@@ -340,6 +348,8 @@ struct Core {
   std::string authority;  // "host:port" as the Host header
   Counters ctr;
   std::unique_ptr<Pool> pool;
+  std::unique_ptr<retry::Retrier> retrier_ptr;  // from opts.retry, set by open_s3_store
+  retry::Retrier& retrier() { return *retrier_ptr; }
   std::mutex templates_mu;
   std::unordered_map<std::string, UploadInfo> templates;  // upload id -> create_upload's info
   std::deque<std::string> template_order;
@@ -486,13 +496,72 @@ struct Core {
     }
   }
 
-  // One complete request on a pooled connection. The sink (default: the body into resp.body,
-  // bounded) sees the response. Transport failures become unavailable/io_error; HTTP errors are
-  // returned as a Response for the caller to map.
-  // `rc_out`, when given, receives the curl result (CURLE_OK once a response arrived).
+  // One complete request on a pooled connection, under the retry policy shared with the client
+  // library (common/retry.hpp; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile's
+  // max_attempts / retry_mode): a retryable failure (retry::classify_status, a refused or reset
+  // connection, a cut body, a truncated XML reply) is sent again after the back-off (Retry-After
+  // honoured) while attempts remain. With a caller's sink, only error replies and failures
+  // before any body byte reached the sink are retried (a body cut after data reached the sink
+  // is returned: the caller's reader fails and the gateway's client retries). The final error
+  // names the attempts.
+  // `attempts_out`, when given, receives the number of attempts made.
   Result<Response> perform(Request r, Sink* sink = nullptr,
                            std::size_t body_max = s3_limits::xml_reply_bytes_max,
-                           CURLcode* rc_out = nullptr) {
+                           std::uint32_t* attempts_out = nullptr) {
+    std::string reasons;
+    for (std::uint32_t attempt = 1;; ++attempt) {
+      if (attempts_out) *attempts_out = attempt;
+      if (r.body) r.body->pos = 0;
+      bool started = false;
+      std::optional<std::string> reason;
+      if (r.retry) retrier().before_attempt();
+      auto resp = perform_once(r, sink, body_max, started, reason);
+      // With a sink, only an error reply (the sink saw no data) or a failure before the first
+      // body byte may be retried.
+      const bool error_reply = resp.ok() && (resp->status < 200 || resp->status > 299);
+      if (!r.retry || (sink && started && !error_reply)) reason.reset();
+      if (reason && !r.idempotent && !(resp.ok() && resp->status >= 400)) reason.reset();
+      if (r.retry) retrier().after_attempt(reason);
+      if (!reason || !retrier().may_retry(attempt)) {
+        if (attempt == 1) return resp;
+        if (reason) reasons += ", " + *reason;
+        const std::string note = retry::attempts_note(attempt, reasons);
+        if (!resp.ok()) return Status(resp.code(), resp.status().message() + note);
+        resp->retry_note = note;
+        return resp;
+      }
+      ctr.retries++;
+      reasons += (reasons.empty() ? "" : ", ") + *reason;
+      std::optional<std::chrono::milliseconds> after;
+      if (resp.ok()) {
+        if (auto h = resp->header("retry-after")) {
+          after = retry::parse_retry_after(*h, std::chrono::system_clock::now());
+        }
+      }
+      retrier().sleep_before(attempt, after);
+    }
+  }
+
+  // The retry reason of a transport failure (the names of common/retry.hpp).
+  static std::optional<std::string> curl_retry_reason(CURLcode rc) {
+    switch (rc) {
+      case CURLE_COULDNT_CONNECT:
+        return std::string("connection_refused");
+      case CURLE_OPERATION_TIMEDOUT:
+        return std::string("timeout");
+      case CURLE_PARTIAL_FILE:
+        return std::string("short_body");
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:
+        return std::string("connection_reset");
+      default:
+        return std::nullopt;
+    }
+  }
+
+  Result<Response> perform_once(Request& r, Sink* sink, std::size_t body_max, bool& started,
+                                std::optional<std::string>& reason) {
     auto conn = pool->acquire(true);
     if (!conn.ok()) return conn.status();
     Transfer t;
@@ -502,11 +571,11 @@ struct Core {
     curl_slist* list = prepare(**conn, r, t, tgt);
     curl_multi_add_handle((*conn)->multi, (*conn)->easy);
     CURLcode rc = drive(**conn);
-    if (rc_out) *rc_out = rc;
     curl_multi_remove_handle((*conn)->multi, (*conn)->easy);
     curl_slist_free_all(list);
     const bool reusable = rc == CURLE_OK;
     pool->release(reusable ? std::move(*conn) : nullptr);
+    started = t.started;
     const std::string what = r.method + " " + tgt;
     if (t.body && t.body->error != 0)
       return Status(Errc::io_error,
@@ -515,41 +584,36 @@ struct Core {
       if (rc == CURLE_WRITE_ERROR && def.overflow)
         return Status(Errc::io_error, "upstream " + what + ": reply larger than " +
                                           std::to_string(body_max) + " bytes");
+      reason = curl_retry_reason(rc);
       return transport_error(rc, what);
     }
     if (!t.started && t.sink != &def) t.sink->start(t.resp);
+    if (t.resp.status < 200 || t.resp.status > 299) {
+      auto [code, message, request_id] = s3::parse_error_xml(t.resp.body);
+      reason = retry::classify_status(static_cast<int>(t.resp.status), code);
+    } else if (r.xml_reply && !sink && !t.resp.body.empty()) {
+      const auto shape = objdirect::s3::reply_shape(t.resp.body);
+      if (!shape.well_formed) {
+        reason = "truncated_xml";
+      } else if (!shape.error_code.empty()) {
+        reason = retry::classify_status(0, shape.error_code);
+      }
+    }
     return std::move(t.resp);
   }
 
-  // perform() that also maps a non-2xx status to the upstream's error. Transient failures (the
-  // retry policy's: 5xx, 429, refused or reset connections) are retried with backoff, at most
-  // opts.retry.max_attempts attempts in all; the final error names the attempts. `attempts_out`,
+  // perform() that also maps a non-2xx status to the upstream's error (perform retries under the
+  // shared policy; the final error names the attempts). `attempts_out`,
   // when given, receives the number of attempts made.
   Result<Response> call(Request r, std::uint32_t* attempts_out = nullptr) {
     const std::string what = r.method + " " + target(r);
-    for (std::uint32_t attempt = 1;; ++attempt) {
-      if (attempts_out) *attempts_out = attempt;
-      CURLcode rc = CURLE_OK;
-      auto resp = perform(r, nullptr, s3_limits::xml_reply_bytes_max, &rc);
-      const bool transient = rc == CURLE_COULDNT_CONNECT || rc == CURLE_SEND_ERROR ||
-                             rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING;
-      const long status = resp.ok() ? resp->status : 0;
-      const bool failed = !resp.ok() || status < 200 || status > 299;
-      if (failed && attempt < opts.retry.max_attempts &&
-          UpstreamRetryPolicy::retryable(status, !resp.ok() && transient)) {
-        ctr.retries++;
-        std::this_thread::sleep_for(opts.retry.backoff(attempt));
-        continue;
-      }
-      const std::string tries =
-          attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : std::string();
-      if (!resp.ok()) return Status(resp.code(), resp.status().message() + tries);
-      if (failed) {
-        Status st = upstream_error(*resp, what);
-        return Status(st.code(), st.message() + tries);
-      }
-      return resp;
+    auto resp = perform(std::move(r), nullptr, s3_limits::xml_reply_bytes_max, attempts_out);
+    if (!resp.ok()) return resp.status();
+    if (resp->status < 200 || resp->status > 299) {
+      Status st = upstream_error(*resp, what);
+      return Status(st.code(), st.message() + resp->retry_note);
     }
+    return resp;
   }
 
   void remember_template(const std::string& id, UploadInfo info) {
@@ -843,6 +907,7 @@ struct RangeSink : Sink {
 
   bool start(const Response& r) override {
     head = r;
+    is_error = false;  // a retry after an error reply starts afresh
     if (r.status == 206 || (r.status == 200 && whole_object)) {
       auto et = r.header("etag");
       if (et && objdirect::s3::unquote_etag(*et) != pinned_etag) {
@@ -1591,6 +1656,7 @@ class S3Store final : public ObjectStore {
   // becomes its Status.
   template <typename T>
   Result<T> call_xml(Request r, std::string_view what, Result<T> (*decode)(std::string_view)) {
+    r.xml_reply = true;
     auto resp = core_->call(std::move(r));
     if (!resp.ok()) return resp.status();
     return decode_reply(*resp, what, decode);
@@ -1839,6 +1905,7 @@ class S3Store final : public ObjectStore {
     r.headers.emplace_back("content-type", "application/xml");
     add_condition(r.headers, cond);
     r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+    r.idempotent = false;  // a lost answer may mean it completed: not re-sent, confirmed below
     std::uint32_t attempts = 1;
     auto resp = core_->call(std::move(r), &attempts);
     // An <Error> inside a 200, too.
@@ -1849,9 +1916,10 @@ class S3Store final : public ObjectStore {
     const std::string multipart_suffix = "-" + std::to_string(named.size());
     if (!reply.ok()) {
       Status st = upload_error(bucket, reply.status());
-      if (attempts > 1 && st.code() == Errc::no_such_upload) {
-        // A retried Complete whose first answer was lost: the upload may have completed. The
-        // object's ETag says so (a multipart ETag of this many parts).
+      if (!resp.ok() || (attempts > 1 && st.code() == Errc::no_such_upload)) {
+        // A Complete whose answer was lost (or a retried one that finds the upload gone): the
+        // upload may have completed. The object's ETag says so (a multipart ETag of this many
+        // parts).
         auto h = head_object(bucket, key);
         if (h.ok() && h->etag.ends_with(multipart_suffix)) return h->etag;
       }
@@ -1921,12 +1989,11 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
       o.conditional_writes != "gateway")
     return bad("upstream conditional writes must be auto, upstream or gateway, got '" +
                o.conditional_writes + "'");
-  if (o.retry.max_attempts == 0 || o.retry.max_attempts > s3_limits::retry_attempts_max)
-    return bad("upstream retry attempts must be 1.." +
-               std::to_string(s3_limits::retry_attempts_max));
+  if (auto st = o.retry.validate(); !st.ok()) return bad("upstream retries: " + st.message());
 
   auto core = std::make_shared<Core>();
   core->opts = o;
+  core->retrier_ptr = std::make_unique<retry::Retrier>(o.retry);
   core->base = base;
   core->authority = std::string(rest);
   core->pool =

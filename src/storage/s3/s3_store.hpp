@@ -57,9 +57,9 @@
 #include <memory>
 #include <string>
 
+#include "common/retry.hpp"
 #include "common/status.hpp"
 #include "storage/object_store.hpp"
-#include "storage/s3/upstream_retry.hpp"
 
 namespace objdirect::storage {
 
@@ -108,9 +108,9 @@ struct S3StoreOptions {
   // Probe the upstream at open (ListBuckets): unreachable -> unavailable, bad credentials ->
   // the upstream's error. Tests that start without an upstream turn it off.
   bool probe = true;
-  // Retries of transient upstream failures (upstream_retry.hpp); max_attempts
-  // <= s3_limits::retry_attempts_max.
-  UpstreamRetryPolicy retry;
+  // Retries of upstream requests: the policy the client library uses (common/retry.hpp);
+  // objdirect-server fills it from AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile.
+  retry::Policy retry;
   // Who checks write conditions (If-None-Match: *, If-Match) on PutObject and Complete: "auto"
   // probes the upstream once (at the first conditional write of each kind, with a scratch key
   // in that bucket) and checks them in the gateway where the upstream ignores them; "upstream"
