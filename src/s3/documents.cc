@@ -677,4 +677,34 @@ ReplyShape reply_shape(std::string_view body) {
   return shape;
 }
 
+bool acl_is_owner_full_control(std::string_view body, std::string_view owner_id) {
+  pugi::xml_document doc;
+  if (body.size() > limits::xml_body_bytes_max || !doc.load_buffer(body.data(), body.size())) {
+    return false;
+  }
+  auto local = [](const pugi::xml_node& n) {
+    std::string_view name = n.name();
+    const auto colon = name.find(':');
+    return colon == std::string_view::npos ? name : name.substr(colon + 1);
+  };
+  auto child = [&](const pugi::xml_node& n, std::string_view name) {
+    for (pugi::xml_node c : n.children()) {
+      if (c.type() == pugi::node_element && local(c) == name) return c;
+    }
+    return pugi::xml_node();
+  };
+  pugi::xml_node root = doc.document_element();
+  if (local(root) != "AccessControlPolicy") return false;
+  pugi::xml_node list = child(root, "AccessControlList");
+  if (!list) return false;
+  for (pugi::xml_node g : list.children()) {
+    if (g.type() != pugi::node_element) continue;
+    if (local(g) != "Grant") return false;
+    pugi::xml_node grantee = child(g, "Grantee");
+    if (std::string_view(child(g, "Permission").child_value()) != "FULL_CONTROL") return false;
+    if (std::string_view(child(grantee, "ID").child_value()) != owner_id) return false;
+  }
+  return true;
+}
+
 }  // namespace objdirect::s3

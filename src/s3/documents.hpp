@@ -261,5 +261,9 @@ struct ReplyShape {
   std::string error_code;
 };
 ReplyShape reply_shape(std::string_view body);
+// Whether an AccessControlPolicy body grants nothing but FULL_CONTROL to `owner_id` (what a
+// bucket with ACLs disabled, BucketOwnerEnforced, accepts: clients such as s3cmd send the ACL
+// they read back, in their own spelling). False for anything else, or a body that does not parse.
+bool acl_is_owner_full_control(std::string_view body, std::string_view owner_id);
 
 }  // namespace objdirect::s3

@@ -3,6 +3,7 @@
 // BucketOwnerEnforced (policy.hpp has the language; docs/s3-compatibility.md, "Bucket
 // policies").
 #include "common/limits.hpp"
+#include "s3/documents.hpp"
 #include "s3/policy.hpp"
 #include "s3/xml.hpp"
 #include "server/s3/s3_internal.hpp"
@@ -248,7 +249,7 @@ Task<void> S3Service::Impl::acl(Ctx& c) {
   if (!body.ok()) co_return co_await send_error(c, body.status());
   const bool canned = c.header("x-amz-acl").has_value();
   if (!canned && body->find_first_not_of(" \t\r\n") != std::string::npos &&
-      *body != owner_acl(b->owner)) {
+      !objdirect::s3::acl_is_owner_full_control(*body, b->owner)) {
     co_return co_await send_error(
         c, Status(Errc::acl_not_supported, "The bucket does not allow ACLs"));
   }

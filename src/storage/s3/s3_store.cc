@@ -1217,6 +1217,16 @@ class S3Store final : public ObjectStore {
   const Counters& counters() const { return core_->ctr; }
 
   Status create_bucket(const BucketInfo& info) override {
+    if (core_->opts.region.empty() || core_->opts.region == "us-east-1") {
+      // S3 answers a re-create of one's own bucket in us-east-1 with 200; the store contract
+      // says bucket_already_owned_by_you, so ask first (another's bucket answers HEAD 403 and
+      // the PUT then says BucketAlreadyExists).
+      if (head_bucket(info.name).ok()) {
+        return Status(Errc::bucket_already_owned_by_you,
+                      "Your previous request to create the named bucket succeeded and you "
+                      "already own it.");
+      }
+    }
     Request r;
     r.method = "PUT";
     r.bucket = info.name;
@@ -1916,7 +1926,10 @@ class S3Store final : public ObjectStore {
     const std::string multipart_suffix = "-" + std::to_string(named.size());
     if (!reply.ok()) {
       Status st = upload_error(bucket, reply.status());
-      if (!resp.ok() || (attempts > 1 && st.code() == Errc::no_such_upload)) {
+      // No answer at all (the call's transport failures are `unavailable`), or a retried
+      // Complete that finds the upload gone.
+      const bool lost = !resp.ok() && resp.code() == Errc::unavailable;
+      if (lost || (attempts > 1 && st.code() == Errc::no_such_upload)) {
         // A Complete whose answer was lost (or a retried one that finds the upload gone): the
         // upload may have completed. The object's ETag says so (a multipart ETag of this many
         // parts).
