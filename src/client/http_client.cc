@@ -216,11 +216,17 @@ Result<HttpResponse> HttpClient::execute(const HttpRequest& req,
   std::optional<ClientCounters::InFlight> in_flight;
   if (opts_.stats) in_flight.emplace(*opts_.stats);
   std::string reasons;
+  // A request that carries an RDMA token is never sent twice, whatever req.retry says: each
+  // token is accepted once (docs/rdma_protocol.md), so a retry needs a fresh one (the client's
+  // own RDMA loop makes it).
+  const bool retry =
+      req.retry && std::none_of(req.headers.begin(), req.headers.end(),
+                                [](const auto& h) { return h.first == "x-amz-rdma-token"; });
   for (std::uint32_t attempt = 1;; ++attempt) {
-    if (req.retry) retrier_.before_attempt();
+    if (retry) retrier_.before_attempt();
     auto r = execute_attempt(req, sink);
-    auto reason = req.retry ? retry_reason(req, r) : std::nullopt;
-    if (req.retry) retrier_.after_attempt(reason);
+    auto reason = retry ? retry_reason(req, r) : std::nullopt;
+    if (retry) retrier_.after_attempt(reason);
     if (!reason || !retrier_.may_retry(attempt)) {
       if (attempt == 1) return r;
       if (reason) reasons += (reasons.empty() ? "" : ", ") + *reason;

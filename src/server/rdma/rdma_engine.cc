@@ -656,7 +656,7 @@ Status RdmaEngine::read_mailbox(const token::Token& t, std::span<std::byte> out)
   // The proof read is a client endpoint's first contact (a lazy connection, then one poll of the
   // client's progress): it gets at least mailbox_read_timeout_min, so a short
   // --rdma-op-timeout-ms does not refuse a slow but live client its binding.
-  constexpr std::chrono::milliseconds mailbox_read_timeout_min{1000};
+  constexpr std::chrono::milliseconds mailbox_read_timeout_min{2000};
   Status st = tr->wait(*op, std::max(opts_.op_timeout, mailbox_read_timeout_min));
   if (!st.ok()) {
     Abandoned abandoned;
