@@ -111,7 +111,8 @@ Task<Status> S3Service::Impl::admit_token(Ctx& c, const token::Token& t) {
     token::Proof got{};
     Status read = co_await on_pool(
         *rdma_pool, [&] { return rdma->read_mailbox(t, std::as_writable_bytes(std::span(got))); });
-    if (!read.ok() && read.code() == Errc::transport_error) {
+    if (!read.ok() && (read.code() == Errc::transport_error || read.code() == Errc::timeout ||
+                       read.code() == Errc::rdma_transfer_failed)) {
       // The fabric could not reach the endpoint (an unreachable address fails at once): that is
       // a transfer failure, which tells the client to skip this fabric against this server, not
       // a binding refusal it could answer with another proof.
