@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/limits.hpp"
+#include "s3/mutate_test_util.hpp"
 
 namespace objdirect::s3 {
 bool lifecycle_fuzz_one(const std::uint8_t* data, std::size_t size);  // lifecycle_fuzz.cc
@@ -134,22 +135,7 @@ TEST(S3LifecycleFuzz, ReplayInvariants) {
     ASSERT_TRUE(
         lifecycle_fuzz_one(reinterpret_cast<const std::uint8_t*>(seed.data()), seed.size()));
     for (int m = 0; m < 1500; ++m) {
-      std::string s = seed;
-      const int edits = 1 + static_cast<int>(rng() % 4);
-      for (int e = 0; e < edits; ++e) {
-        const std::size_t pos = rng() % s.size();
-        const char ch = alphabet[rng() % alphabet.size()];
-        switch (rng() % 3) {
-          case 0:
-            s[pos] = ch;
-            break;
-          case 1:
-            s.insert(s.begin() + static_cast<std::ptrdiff_t>(pos), ch);
-            break;
-          default:
-            if (s.size() > 1) s.erase(pos, 1);
-        }
-      }
+      std::string s = testing_util::mutate(seed, alphabet, rng);
       ASSERT_TRUE(lifecycle_fuzz_one(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()))
           << testing::PrintToString(s);
       ++checked;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/limits.hpp"
+#include "s3/mutate_test_util.hpp"
 
 namespace objdirect::s3 {
 namespace {
@@ -533,22 +534,7 @@ TEST(S3XmlFuzz, ReplayInvariants) {
   for (const std::string& seed : seeds) {
     ASSERT_TRUE(xml_fuzz_one(reinterpret_cast<const std::uint8_t*>(seed.data()), seed.size()));
     for (int m = 0; m < 400; ++m) {
-      std::string s = seed;
-      const int edits = 1 + static_cast<int>(rng() % 4);
-      for (int e = 0; e < edits; ++e) {
-        const std::size_t pos = rng() % s.size();
-        const char ch = alphabet[rng() % alphabet.size()];
-        switch (rng() % 3) {
-          case 0:
-            s[pos] = ch;
-            break;
-          case 1:
-            s.insert(s.begin() + static_cast<std::ptrdiff_t>(pos), ch);
-            break;
-          default:
-            if (s.size() > 1) s.erase(pos, 1);
-        }
-      }
+      std::string s = testing_util::mutate(seed, alphabet, rng);
       ASSERT_TRUE(xml_fuzz_one(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()))
           << testing::PrintToString(s);
       ++checked;
