@@ -271,10 +271,19 @@ Result<AuthContext> verify_header(const RequestView& req, std::string_view autho
   if (const std::string* d = find_header(req, "x-amz-date")) {
     OBJDIRECT_RETURN_IF_ERROR(parse_amz_date_into(*d, p));
   } else if (const std::string* hd = find_header(req, "date")) {
-    auto t = parse_http_date(*hd);
-    if (!t) return malformed("Date header is not a valid HTTP date");
-    p.date = *t;
-    p.amz_date = amz_date(*t);
+    // AWS documents the ISO 8601 basic form (20130524T000000Z) for Date as for x-amz-date, and
+    // signs that literal value; an RFC 9110 HTTP date is accepted as well and signed in the
+    // basic form.
+    if (parse_amz_date(*hd)) {
+      OBJDIRECT_RETURN_IF_ERROR(parse_amz_date_into(*hd, p));
+    } else {
+      auto t = parse_http_date(*hd);
+      if (!t) {
+        return malformed("Date header is neither YYYYMMDDTHHMMSSZ nor a valid HTTP date");
+      }
+      p.date = *t;
+      p.amz_date = amz_date(*t);
+    }
   } else {
     return Status(Errc::access_denied,
                   "AWS authentication requires a valid Date or x-amz-date header");
@@ -387,7 +396,14 @@ Result<AuthContext> verify(const RequestView& req, const SecretLookup& secrets,
     }
     return verify_header(req, *authorization, secrets, region, now);
   }
-  if (presigned) return verify_presigned(req, *query, secrets, region, now);
+  if (presigned) {
+    // AWS answers every malformed query-string parameter AuthorizationQueryParametersError.
+    auto r = verify_presigned(req, *query, secrets, region, now);
+    if (r.code() == Errc::authorization_header_malformed) {
+      return Status(Errc::authorization_query_parameters_error, r.status().message());
+    }
+    return r;
+  }
   if (presigned_v2) return sigv2::verify_query(req, secrets, now);
   return Status(Errc::access_denied, "Anonymous access is forbidden");
 }

@@ -15,6 +15,7 @@ bool documented(Errc e) {
     case Errc::access_denied:
     case Errc::invalid_argument:
     case Errc::authorization_header_malformed:
+    case Errc::authorization_query_parameters_error:
     case Errc::invalid_access_key_id:
     case Errc::request_time_too_skewed:
     case Errc::signature_does_not_match:

@@ -222,7 +222,7 @@ TEST(Sigv4, PresignKeepsExistingQueryAndRejectsBadExpiry) {
     std::string u = url;
     u.replace(u.find("X-Amz-Expires=600"), 17, "X-Amz-Expires=" + std::string(e));
     EXPECT_EQ(verify({"PUT", u, req.headers}, example_secrets(), "us-east-1", kNow).code(),
-              Errc::authorization_header_malformed)
+              Errc::authorization_query_parameters_error)
         << e;
   }
   // A URL that pins the body hash signs it, and verify() reads it from the URL.
@@ -239,7 +239,7 @@ TEST(Sigv4, PresignKeepsExistingQueryAndRejectsBadExpiry) {
   std::string missing = url;
   missing.replace(missing.find("&X-Amz-SignedHeaders=host"), 25, "");
   EXPECT_EQ(verify({"PUT", missing, req.headers}, example_secrets(), "us-east-1", kNow).code(),
-            Errc::authorization_header_malformed);
+            Errc::authorization_query_parameters_error);
   // A presigned URL plus an Authorization header is refused.
   RequestView both{"PUT", url, {{"host", "h:9000"}, {"authorization", "AWS4-HMAC-SHA256 x"}}};
   EXPECT_EQ(verify(both, example_secrets(), "us-east-1", kNow).code(), Errc::invalid_argument);
@@ -493,6 +493,25 @@ TEST(Sigv4, MalformedAuthorizationHeaders) {
   req.headers.emplace_back("authorization", a);
   EXPECT_TRUE(verify(req, example_secrets(), "us-east-1", kNow).ok())
       << verify(req, example_secrets(), "us-east-1", kNow).status().to_string();
+
+  // A Date header in the ISO 8601 basic form AWS documents: accepted, and its literal value is
+  // what the canonical request and the string to sign carry.
+  RequestView iso{"GET",
+                  "/b",
+                  {{"host", "h"},
+                   {"date", amz_date(kNow)},
+                   {"x-amz-content-sha256", std::string(kEmptySha256)}}};
+  iso.headers.emplace_back("authorization", sign(iso, c, "us-east-1", "s3", kNow));
+  auto ir = verify(iso, example_secrets(), "us-east-1", kNow);
+  EXPECT_TRUE(ir.ok()) << ir.status().to_string();
+  RequestView later = iso;  // the same signature with another literal Date: refused
+  later.headers[1].second = amz_date(kNow + seconds{1});
+  EXPECT_EQ(verify(later, example_secrets(), "us-east-1", kNow).code(),
+            Errc::signature_does_not_match);
+  RequestView junk = iso;
+  junk.headers[1].second = "yesterday";
+  EXPECT_EQ(verify(junk, example_secrets(), "us-east-1", kNow).code(),
+            Errc::authorization_header_malformed);
 }
 
 // Requests exactly as botocore 1.43.11 (boto3, AWS CLI) put them on the wire, captured with a

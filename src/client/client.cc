@@ -563,13 +563,14 @@ struct Client::Impl {
   // CompleteMultipartUpload of parts 1..N with these ETags; returns the object's ETag. Aborts
   // the upload on failure.
   Result<std::string> complete_upload(const std::string& target, const std::string& upload_id,
-                                      const std::vector<std::string>& etags) {
+                                      const std::vector<std::string>& etags,
+                                      const std::vector<std::string>& crc32c = {}) {
     std::vector<std::pair<std::uint32_t, std::string>> parts;
     parts.reserve(etags.size());
     for (std::size_t i = 0; i < etags.size(); ++i) {
       parts.emplace_back(static_cast<std::uint32_t>(i + 1), etags[i]);
     }
-    auto etag = client::complete_upload_confirmed(*http, target, upload_id, parts);
+    auto etag = client::complete_upload_confirmed(*http, target, upload_id, parts, crc32c);
     if (!etag.ok()) abort_upload(target, upload_id);
     return etag;
   }
@@ -715,12 +716,13 @@ struct Client::Impl {
       if (!id.ok()) return id.status();
       upload_id = std::move(*id);
     }
-    std::vector<std::string> etags;
+    std::vector<std::string> etags, crc32c;
     auto put = ctx.put(
         src.data(), src.size(), stream,
         [&](const cuda::Chunk& c, std::span<const std::byte> staging_span, std::size_t) -> Status {
           Checksummer sum(ChecksumAlgo::crc32c);
           sum.update(staging_span.data(), staging_span.size());
+          if (plan->multipart) crc32c.push_back(sum.digest_base64());
           std::string t = target;
           if (plan->multipart) {
             t += "?partNumber=" + std::to_string(c.index + 1) +
@@ -741,7 +743,7 @@ struct Client::Impl {
       return put.status();
     }
     if (plan->multipart) {
-      auto etag = complete_upload(target, upload_id, etags);
+      auto etag = complete_upload(target, upload_id, etags, crc32c);
       ++res.requests;
       if (!etag.ok()) return etag.status();
       res.etag = std::move(*etag);

@@ -34,13 +34,14 @@ std::optional<std::string> completed_etag(HttpClient& http, const std::string& t
 
 Result<std::string> complete_upload_confirmed(
     HttpClient& http, const std::string& target, const std::string& upload_id,
-    std::span<const std::pair<std::uint32_t, std::string>> parts) {
+    std::span<const std::pair<std::uint32_t, std::string>> parts,
+    std::span<const std::string> crc32c) {
   std::vector<std::string> md5s;
   md5s.reserve(parts.size());
   for (const auto& p : parts) md5s.push_back(p.second);
   const std::string expected = multipart_etag(md5s).value_or("");
 
-  const std::string body = complete_multipart_body(parts);
+  const std::string body = complete_multipart_body(parts, crc32c);
   HttpRequest req;
   req.method = "POST";
   req.target = target + "?uploadId=" + uri_encode(upload_id, true);

@@ -1,5 +1,7 @@
 #include "client/s3_xml.hpp"
 
+#include <cassert>
+
 #include "s3/documents.hpp"
 
 namespace objdirect::client {
@@ -9,10 +11,16 @@ Status reply_error(const Status& decoded, std::string_view what) {
   return Status(Errc::io_error, std::string(what) + " reply is not valid: " + decoded.message());
 }
 
-std::string complete_multipart_body(std::span<const std::pair<std::uint32_t, std::string>> parts) {
+std::string complete_multipart_body(std::span<const std::pair<std::uint32_t, std::string>> parts,
+                                    std::span<const std::string> crc32c) {
+  assert(crc32c.empty() || crc32c.size() == parts.size());
   std::vector<s3::CompletePart> list;
   list.reserve(parts.size());
-  for (const auto& [number, etag] : parts) list.push_back({number, etag, {}});
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    s3::CompletePart p{parts[i].first, parts[i].second, {}};
+    if (!crc32c.empty()) p.checksums.emplace_back("CRC32C", crc32c[i]);
+    list.push_back(std::move(p));
+  }
   return s3::encode_complete_multipart(list);
 }
 

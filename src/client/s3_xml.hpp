@@ -21,8 +21,10 @@ namespace objdirect::client {
 Status reply_error(const Status& decoded, std::string_view what);
 
 // A CompleteMultipartUpload body listing (part number, ETag) in the given order; quotes are added
-// around each ETag.
-std::string complete_multipart_body(std::span<const std::pair<std::uint32_t, std::string>> parts);
+// around each ETag. crc32c: empty, or each part's base64 CRC32C in the same order (an upload
+// created with x-amz-checksum-algorithm CRC32C must list them).
+std::string complete_multipart_body(std::span<const std::pair<std::uint32_t, std::string>> parts,
+                                    std::span<const std::string> crc32c = {});
 
 // The object's ETag (unquoted) from a CompleteMultipartUpload reply. S3 may report a failed
 // completion inside a 200 reply: that <Error> becomes the returned Status.

@@ -16,72 +16,76 @@
 namespace objdirect {
 
 // X(name, S3 code, HTTP status)
-#define OBJDIRECT_ERRC_TABLE(X)                                           \
-  X(ok, "OK", 200)                                                        \
-  /* generic */                                                           \
-  X(invalid_argument, "InvalidArgument", 400)                             \
-  X(internal, "InternalError", 500)                                       \
-  X(not_implemented, "NotImplemented", 501)                               \
-  X(io_error, "InternalError", 500)                                       \
-  X(no_space, "InsufficientStorage", 507)                                 \
-  X(corrupt, "InternalError", 500)                                        \
-  X(timeout, "RequestTimeout", 400)                                       \
-  X(unavailable, "ServiceUnavailable", 503)                               \
-  X(slow_down, "SlowDown", 503)                                           \
-  /* storage: buckets and objects */                                      \
-  X(no_such_bucket, "NoSuchBucket", 404)                                  \
-  X(no_such_key, "NoSuchKey", 404)                                        \
-  X(no_such_upload, "NoSuchUpload", 404)                                  \
-  X(bucket_already_owned_by_you, "BucketAlreadyOwnedByYou", 409)          \
-  X(bucket_already_exists, "BucketAlreadyExists", 409)                    \
-  X(bucket_not_empty, "BucketNotEmpty", 409)                              \
-  X(operation_aborted, "OperationAborted", 409)                           \
-  X(invalid_bucket_name, "InvalidBucketName", 400)                        \
-  X(key_too_long, "KeyTooLongError", 400)                                 \
-  X(precondition_failed, "PreconditionFailed", 412)                       \
-  X(not_modified, "NotModified", 304)                                     \
-  X(conditional_conflict, "ConditionalRequestConflict", 409)              \
-  X(invalid_part, "InvalidPart", 400)                                     \
-  X(invalid_part_order, "InvalidPartOrder", 400)                          \
-  X(entity_too_small, "EntityTooSmall", 400)                              \
-  X(entity_too_large, "EntityTooLarge", 400)                              \
-  X(invalid_range, "InvalidRange", 416)                                   \
-  X(invalid_tag, "InvalidTag", 400)                                       \
-  X(no_such_tag_set, "NoSuchTagSet", 404)                                 \
-  X(no_such_cors_configuration, "NoSuchCORSConfiguration", 404)           \
-  X(cors_forbidden, "AccessForbidden", 403)                               \
-  X(bad_request, "BadRequest", 400)                                       \
-  X(no_such_bucket_policy, "NoSuchBucketPolicy", 404)                     \
-  X(malformed_policy, "MalformedPolicy", 400)                             \
-  X(no_such_lifecycle_configuration, "NoSuchLifecycleConfiguration", 404) \
-  X(no_such_version, "NoSuchVersion", 404)                                \
-  X(acl_not_supported, "AccessControlListNotSupported", 400)              \
-  /* request parsing and validation */                                    \
-  X(malformed_xml, "MalformedXML", 400)                                   \
-  X(bad_digest, "BadDigest", 400)                                         \
-  X(invalid_digest, "InvalidDigest", 400)                                 \
-  X(invalid_request, "InvalidRequest", 400)                               \
-  X(incomplete_body, "IncompleteBody", 400)                               \
-  X(missing_content_length, "MissingContentLength", 411)                  \
-  X(header_too_large, "RequestHeaderSectionTooLarge", 400)                \
-  X(method_not_allowed, "MethodNotAllowed", 405)                          \
-  X(too_many_keys, "InvalidArgument", 400)                                \
-  X(xamz_content_sha256_mismatch, "XAmzContentSHA256Mismatch", 400)       \
-  X(invalid_encryption, "InvalidArgument", 400)                           \
-  /* authentication */                                                    \
-  X(access_denied, "AccessDenied", 403)                                   \
-  X(signature_does_not_match, "SignatureDoesNotMatch", 403)               \
-  X(invalid_access_key_id, "InvalidAccessKeyId", 403)                     \
-  X(request_time_too_skewed, "RequestTimeTooSkewed", 403)                 \
-  X(authorization_header_malformed, "AuthorizationHeaderMalformed", 400)  \
-  X(expired_token, "AccessDenied", 403)                                   \
-  /* RDMA data plane */                                                   \
-  X(invalid_rdma_token, "InvalidRDMAToken", 400)                          \
-  X(rdma_transfer_failed, "RDMATransferFailed", 500)                      \
-  X(rdma_declined, "RDMANotSupported", 501)                               \
-  X(rdma_token_expired, "InvalidRDMAToken", 400)                          \
-  X(rdma_endpoint_unbound, "RDMAEndpointNotBound", 403)                   \
-  X(rdma_token_replayed, "RDMATokenReplayed", 403)                        \
+#define OBJDIRECT_ERRC_TABLE(X)                                                     \
+  X(ok, "OK", 200)                                                                  \
+  /* generic */                                                                     \
+  X(invalid_argument, "InvalidArgument", 400)                                       \
+  X(internal, "InternalError", 500)                                                 \
+  X(not_implemented, "NotImplemented", 501)                                         \
+  X(io_error, "InternalError", 500)                                                 \
+  X(no_space, "InsufficientStorage", 507)                                           \
+  X(corrupt, "InternalError", 500)                                                  \
+  X(timeout, "RequestTimeout", 400)                                                 \
+  X(unavailable, "ServiceUnavailable", 503)                                         \
+  X(slow_down, "SlowDown", 503)                                                     \
+  /* storage: buckets and objects */                                                \
+  X(no_such_bucket, "NoSuchBucket", 404)                                            \
+  X(no_such_key, "NoSuchKey", 404)                                                  \
+  X(no_such_upload, "NoSuchUpload", 404)                                            \
+  X(bucket_already_owned_by_you, "BucketAlreadyOwnedByYou", 409)                    \
+  X(bucket_already_exists, "BucketAlreadyExists", 409)                              \
+  X(bucket_not_empty, "BucketNotEmpty", 409)                                        \
+  X(operation_aborted, "OperationAborted", 409)                                     \
+  X(invalid_bucket_name, "InvalidBucketName", 400)                                  \
+  X(key_too_long, "KeyTooLongError", 400)                                           \
+  X(precondition_failed, "PreconditionFailed", 412)                                 \
+  X(not_modified, "NotModified", 304)                                               \
+  X(conditional_conflict, "ConditionalRequestConflict", 409)                        \
+  X(invalid_part, "InvalidPart", 400)                                               \
+  X(invalid_part_order, "InvalidPartOrder", 400)                                    \
+  X(entity_too_small, "EntityTooSmall", 400)                                        \
+  X(entity_too_large, "EntityTooLarge", 400)                                        \
+  X(invalid_range, "InvalidRange", 416)                                             \
+  X(invalid_tag, "InvalidTag", 400)                                                 \
+  X(no_such_tag_set, "NoSuchTagSet", 404)                                           \
+  X(no_such_cors_configuration, "NoSuchCORSConfiguration", 404)                     \
+  X(cors_forbidden, "AccessForbidden", 403)                                         \
+  X(bad_request, "BadRequest", 400)                                                 \
+  X(no_such_bucket_policy, "NoSuchBucketPolicy", 404)                               \
+  X(malformed_policy, "MalformedPolicy", 400)                                       \
+  X(no_such_lifecycle_configuration, "NoSuchLifecycleConfiguration", 404)           \
+  X(no_such_version, "NoSuchVersion", 404)                                          \
+  X(acl_not_supported, "AccessControlListNotSupported", 400)                        \
+  X(invalid_location_constraint, "InvalidLocationConstraint", 400)                  \
+  X(invalid_part_number, "InvalidPartNumber", 416)                                  \
+  /* request parsing and validation */                                              \
+  X(malformed_xml, "MalformedXML", 400)                                             \
+  X(bad_digest, "BadDigest", 400)                                                   \
+  X(invalid_digest, "InvalidDigest", 400)                                           \
+  X(invalid_request, "InvalidRequest", 400)                                         \
+  X(incomplete_body, "IncompleteBody", 400)                                         \
+  X(missing_content_length, "MissingContentLength", 411)                            \
+  X(header_too_large, "RequestHeaderSectionTooLarge", 400)                          \
+  X(method_not_allowed, "MethodNotAllowed", 405)                                    \
+  X(invalid_uri, "InvalidURI", 400)                                                 \
+  X(too_many_keys, "InvalidArgument", 400)                                          \
+  X(xamz_content_sha256_mismatch, "XAmzContentSHA256Mismatch", 400)                 \
+  X(invalid_encryption, "InvalidArgument", 400)                                     \
+  /* authentication */                                                              \
+  X(access_denied, "AccessDenied", 403)                                             \
+  X(signature_does_not_match, "SignatureDoesNotMatch", 403)                         \
+  X(invalid_access_key_id, "InvalidAccessKeyId", 403)                               \
+  X(request_time_too_skewed, "RequestTimeTooSkewed", 403)                           \
+  X(authorization_header_malformed, "AuthorizationHeaderMalformed", 400)            \
+  X(authorization_query_parameters_error, "AuthorizationQueryParametersError", 400) \
+  X(expired_token, "AccessDenied", 403)                                             \
+  /* RDMA data plane */                                                             \
+  X(invalid_rdma_token, "InvalidRDMAToken", 400)                                    \
+  X(rdma_transfer_failed, "RDMATransferFailed", 500)                                \
+  X(rdma_declined, "RDMANotSupported", 501)                                         \
+  X(rdma_token_expired, "InvalidRDMAToken", 400)                                    \
+  X(rdma_endpoint_unbound, "RDMAEndpointNotBound", 403)                             \
+  X(rdma_token_replayed, "RDMATokenReplayed", 403)                                  \
   X(transport_error, "InternalError", 500)
 
 enum class Errc : std::uint16_t {

@@ -200,5 +200,15 @@ def test_presigned_expires_too_long(server, s3, bucket):
     assert "X-Amz-Expires=604801" in url
     with pytest.raises(urllib.error.HTTPError) as ei:
         urllib.request.urlopen(url, timeout=30)
-    assert ei.value.code in (400, 403)
-    assert objd.error_fields(ei.value.read())["Message"].strip()
+    assert ei.value.code == 400
+    f = objd.error_fields(ei.value.read())
+    assert f["Code"] == "AuthorizationQueryParametersError", f
+    assert f["Message"].strip()
+    # Every malformed query parameter answers the same code: a bad credential scope, a missing one.
+    for bad in (url.replace("%2Fus-east-1%2F", "%2Fnowhere-1%2F"),
+                url.replace("X-Amz-Algorithm=AWS4-HMAC-SHA256", "X-Amz-Algorithm=AWS4-HMAC-MD5")):
+        assert bad != url
+        with pytest.raises(urllib.error.HTTPError) as ei:
+            urllib.request.urlopen(bad, timeout=30)
+        assert ei.value.code == 400
+        assert objd.error_fields(ei.value.read())["Code"] == "AuthorizationQueryParametersError"

@@ -310,3 +310,15 @@ def test_pipelined_requests(server, bucket):
 
 def test_no_tmp_leak_after_bad_inputs(server):
     wait_tmp_empty(server)
+
+
+def test_path_that_is_not_utf8_is_invalid_uri(server, bucket):
+    # %FF decodes to a byte that is no UTF-8: AWS answers 400 InvalidURI.
+    for path in (f"/{bucket}/%FF", f"/{bucket}/a%C3", f"/{bucket}/%ED%A0%80"):
+        r = objd.request(server, "PUT", path, body=b"x")
+        objd.assert_error(r, 400, "InvalidURI")
+        r = objd.request(server, "GET", path)
+        objd.assert_error(r, 400, "InvalidURI")
+    # Nothing was stored.
+    r = objd.request(server, "GET", f"/{bucket}", query={"list-type": "2"})
+    assert r.status == 200 and b"<Key>" not in r.body, r

@@ -88,11 +88,20 @@ def test_create_bucket_twice_elsewhere_already_owned(tmp_path):
         assert srv.stop() == 0
 
 
-def test_create_bucket_with_location_constraint_body(server, s3):
+def test_create_bucket_location_constraints(server, s3):
+    # AWS: us-east-1 is the default and may not be named; another region than the endpoint's is
+    # refused too. Both are 400 InvalidLocationConstraint, and no bucket is made.
     name = unique_bucket("loc")
-    body = (b'<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-            b"<LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>")
-    r = objd.request(server, "PUT", "/" + name, body=body)
+    for region in ("us-east-1", "eu-west-1"):
+        body = (b'<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                b"<LocationConstraint>" + region.encode() + b"</LocationConstraint>"
+                b"</CreateBucketConfiguration>")
+        r = objd.request(server, "PUT", "/" + name, body=body)
+        objd.assert_error(r, 400, "InvalidLocationConstraint")
+        objd.assert_error(objd.request(server, "HEAD", "/" + name), 404, None)
+    # No constraint (and the empty one) is us-east-1.
+    r = objd.request(server, "PUT", "/" + name,
+                     body=b"<CreateBucketConfiguration><LocationConstraint/></CreateBucketConfiguration>")
     assert r.status == 200, r
     s3.delete_bucket(Bucket=name)
 

@@ -321,3 +321,75 @@ def test_copy_across_buckets(s3, bucket):
         s3.delete_object(Bucket=other, Key="y")
     finally:
         s3.delete_bucket(Bucket=other)
+
+
+def test_get_part_number_beyond_the_parts(server, s3, bucket):
+    parts = [os.urandom(5 * MIB), b"tail"]
+    uid, done = upload(s3, bucket, "pnx", parts)
+    s3.complete_multipart_upload(Bucket=bucket, Key="pnx", UploadId=uid,
+                                 MultipartUpload={"Parts": done})
+    s3.put_object(Bucket=bucket, Key="single", Body=b"one part")
+    cases = [("pnx", 3, 2), ("single", 2, 1)]
+    if objd.gateway_mode():
+        cases = [("single", 2, 1)]  # the gateway does not learn an upstream object's part list
+    for key, asked, actual in cases:
+        r = objd.request(server, "GET", objd.opath(bucket, key), query={"partNumber": str(asked)})
+        f = objd.assert_error(r, 416, "InvalidPartNumber")
+        assert f["PartNumberRequested"] == str(asked) and f["ActualPartCount"] == str(actual), f
+    if not objd.gateway_mode():
+        r = objd.request(server, "GET", objd.opath(bucket, "pnx"), query={"partNumber": "2"})
+        assert r.status == 206 and r.body == b"tail", r
+
+
+@pytest.mark.skipif(objd.gateway_mode(), reason="the gateway does not learn an upstream object's "
+                    "part list, so it cannot recognise a Complete it already did")
+def test_complete_repeated_after_success_answers_the_same(s3, bucket):
+    parts = [os.urandom(5 * MIB), b"end"]
+    uid, done = upload(s3, bucket, "again", parts)
+    first = s3.complete_multipart_upload(Bucket=bucket, Key="again", UploadId=uid,
+                                         MultipartUpload={"Parts": done})
+    second = s3.complete_multipart_upload(Bucket=bucket, Key="again", UploadId=uid,
+                                          MultipartUpload={"Parts": done})
+    assert first["ETag"] == second["ETag"] == mp_etag(parts)
+    assert s3.get_object(Bucket=bucket, Key="again")["Body"].read() == b"".join(parts)
+    # Another part list for the finished upload is not that result: NoSuchUpload.
+    with pytest.raises(ClientError) as ei:
+        s3.complete_multipart_upload(Bucket=bucket, Key="again", UploadId=uid,
+                                     MultipartUpload={"Parts": done[:1]})
+    assert code_of(ei) == "NoSuchUpload"
+
+
+def test_complete_of_a_checksum_upload_needs_every_part_checksum(server, s3, bucket):
+    import base64
+    import zlib
+    uid = s3.create_multipart_upload(Bucket=bucket, Key="ck", ChecksumAlgorithm="CRC32")["UploadId"]
+    parts = [os.urandom(5 * MIB), b"last"]
+    listed = []
+    for i, p in enumerate(parts, 1):
+        crc = base64.b64encode(zlib.crc32(p).to_bytes(4, "big")).decode()
+        r = s3.upload_part(Bucket=bucket, Key="ck", UploadId=uid, PartNumber=i, Body=p,
+                           ChecksumCRC32=crc)
+        listed.append({"PartNumber": i, "ETag": r["ETag"], "ChecksumCRC32": crc})
+
+    def complete(part_list, headers=None):
+        body = "<CompleteMultipartUpload>" + "".join(
+            f"<Part><PartNumber>{p['PartNumber']}</PartNumber><ETag>{p['ETag']}</ETag>"
+            + (f"<ChecksumCRC32>{p['ChecksumCRC32']}</ChecksumCRC32>" if "ChecksumCRC32" in p else "")
+            + "</Part>" for p in part_list) + "</CompleteMultipartUpload>"
+        return objd.request(server, "POST", objd.opath(bucket, "ck"), query={"uploadId": uid},
+                            headers=headers, body=body.encode())
+
+    missing = [listed[0], {k: v for k, v in listed[1].items() if k != "ChecksumCRC32"}]
+    f = objd.assert_error(complete(missing), 400, "InvalidRequest")
+    assert "part 2" in f["Message"], f
+    # The composite checksum on the Complete is checked: a wrong one is refused, nothing is made.
+    composite = base64.b64encode(zlib.crc32(b"".join(
+        base64.b64decode(p["ChecksumCRC32"]) for p in listed)).to_bytes(4, "big")).decode()
+    wrong = base64.b64encode(b"\0\0\0\0").decode()
+    objd.assert_error(complete(listed, {"x-amz-checksum-crc32": wrong}), 400, "BadDigest")
+    objd.assert_error(complete(listed, {"x-amz-checksum-crc32c": composite}), 400, "InvalidRequest")
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=bucket, Key="ck")
+    r = complete(listed, {"x-amz-checksum-crc32": composite + "-2"})
+    assert r.status == 200 and b"<Error>" not in r.body, r
+    assert s3.get_object(Bucket=bucket, Key="ck")["Body"].read() == b"".join(parts)

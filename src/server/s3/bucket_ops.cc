@@ -86,12 +86,21 @@ Task<void> S3Service::Impl::create_bucket(Ctx& c) {
   if (!body.ok()) co_return co_await send_error(c, body.status());
   auto location = parse_create_bucket(*body);
   if (!location.ok()) co_return co_await send_error(c, location.status());
+  // AWS: us-east-1 is the region of a bucket created without a constraint, so naming it is
+  // refused; any other constraint must be this endpoint's region ("US" is the legacy spelling of
+  // us-east-1 that older clients send). Both answer 400 InvalidLocationConstraint.
+  if (*location == "us-east-1") {
+    co_return co_await send_error(
+        c, Status(Errc::invalid_location_constraint,
+                  "The specified location-constraint is not valid (us-east-1 is the default: "
+                  "send no LocationConstraint)"));
+  }
   if (!location->empty() && *location != opts.region &&
       !(opts.region == "us-east-1" && *location == "US")) {
     co_return co_await send_error(
-        c, Status(Errc::invalid_argument /* IllegalLocationConstraintException in AWS */,
-                  "The location constraint '" + *location + "' does not match this region '" +
-                      opts.region + "'"));
+        c, Status(Errc::invalid_location_constraint,
+                  "The specified location-constraint is not valid: '" + *location +
+                      "' is not this endpoint's region '" + opts.region + "'"));
   }
   storage::BucketInfo info;
   info.name = c.bucket;

@@ -16,6 +16,33 @@ namespace objdirect::s3 {
 
 namespace {
 
+// x-amz-checksum-<algo> on a Complete: the composite checksum of the parts' checksums, as the
+// reply reports it ("<base64>-<N>"; the "-<N>" may be left off). Only the upload's algorithm may
+// be named. x-amz-checksum-type: FULL_OBJECT (a checksum of the whole object's bytes, which
+// composite uploads do not compute) is not checked.
+Status check_complete_checksum_headers(const Ctx& c, std::optional<ChecksumAlgo> algo,
+                                       const storage::ChecksumMap& computed) {
+  if (c.header("x-amz-checksum-type") == "FULL_OBJECT") return Status::Ok();
+  for (ChecksumAlgo a : kAllChecksumAlgos) {
+    const std::string header = checksum_header(a);
+    auto given = c.header(header);
+    if (!given) continue;
+    if (algo != a) {
+      return Status(Errc::invalid_request,
+                    header + " does not match the upload's checksum algorithm");
+    }
+    const std::string& want = computed.at(std::string(checksum_name(a)));  // "<base64>-<N>"
+    const std::string_view bare = std::string_view(want).substr(0, want.rfind('-'));
+    if (*given != want && *given != bare) {
+      return Status(Errc::bad_digest, "The " + header +
+                                          " you specified did not match the checksum of the "
+                                          "parts' checksums (" +
+                                          want + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::uint32_t> parse_part_number(const Ctx& c) {
   auto v = c.query_value("partNumber");
   if (!v) return Status(Errc::invalid_argument, "partNumber is required");
@@ -158,8 +185,18 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
   if (!body.ok()) co_return co_await send_error(c, body.status());
   auto upload = store->get_upload(c.bucket, c.key, upload_id);
-  if (!upload.ok()) co_return co_await send_error(c, upload.status());
   auto requested = parse_complete_multipart(*body);
+  if (!upload.ok()) {
+    // A Complete repeated after it succeeded (its answer was lost, or the client retries) gets
+    // the same 200 result, as from AWS: the upload is gone, but the key holds the object that
+    // exactly these parts made (same part numbers, part ETags and multipart ETag).
+    if (upload.code() == Errc::no_such_upload && requested.ok()) {
+      if (auto done = completed_by(c, *requested)) {
+        co_return co_await send_xml(c, bhttp::status::ok, encode_complete_result(*done));
+      }
+    }
+    co_return co_await send_error(c, upload.status());
+  }
   if (!requested.ok()) co_return co_await send_error(c, requested.status());
 
   // Ascending part numbers are required.
@@ -203,6 +240,18 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
                         " bytes; parts but the last must be at least 5 MiB)"));
     }
     if (algo) {
+      // AWS: an upload created with a checksum algorithm needs each part's checksum in the list.
+      const bool listed = std::any_of(r.checksums.begin(), r.checksums.end(), [&](const auto& cs) {
+        return checksum_from_name(cs.first) == algo;
+      });
+      if (!listed) {
+        co_return co_await send_error(
+            c, Status(Errc::invalid_request,
+                      "The upload was created using a " + std::string(checksum_name(*algo)) +
+                          " checksum. The complete request must include the checksum for each "
+                          "part. It was missing for part " +
+                          std::to_string(r.part_number) + " in the request."));
+      }
       auto sum = p.checksums.find(std::string(checksum_name(*algo)));
       if (sum == p.checksums.end()) {
         co_return co_await send_error(
@@ -233,6 +282,8 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   meta.etag = *etag;
   meta.checksums.clear();
   if (algo) meta.checksums[std::string(checksum_name(*algo))] = composite_checksum(*algo, raw_sums);
+  if (auto st = check_complete_checksum_headers(c, algo, meta.checksums); !st.ok())
+    co_return co_await send_error(c, st);
   meta.mtime_ns = now_ns();
 
   auto committed =
@@ -246,6 +297,27 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   done.checksums = {committed->checksums.begin(), committed->checksums.end()};
   if (!committed->checksums.empty()) done.checksum_type = "COMPOSITE";
   co_await send_xml(c, bhttp::status::ok, encode_complete_result(done));
+}
+
+std::optional<CompleteMultipartResult> S3Service::Impl::completed_by(
+    Ctx& c, const std::vector<CompletePart>& parts) {
+  auto m = store->head_object(c.bucket, c.key);
+  if (!m.ok() || m->parts.size() != parts.size() || parts.empty()) return std::nullopt;
+  std::vector<std::string> md5s;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (m->parts[i].part_number != parts[i].part_number || m->parts[i].etag != parts[i].etag)
+      return std::nullopt;
+    md5s.push_back(parts[i].etag);
+  }
+  if (multipart_etag(md5s) != m->etag) return std::nullopt;
+  CompleteMultipartResult done;
+  done.location = "/" + c.bucket + "/" + c.key;
+  done.bucket = c.bucket;
+  done.key = c.key;
+  done.etag = m->etag;
+  done.checksums = {m->checksums.begin(), m->checksums.end()};
+  if (!m->checksums.empty()) done.checksum_type = "COMPOSITE";
+  return done;
 }
 
 Task<void> S3Service::Impl::abort_upload(Ctx& c) {

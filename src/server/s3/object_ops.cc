@@ -11,6 +11,7 @@
 #include "common/uri.hpp"
 #include "s3/conditional.hpp"
 #include "s3/documents.hpp"
+#include "s3/encoded_words.hpp"
 #include "s3/names.hpp"
 #include "s3/range.hpp"
 #include "s3/tagging.hpp"
@@ -92,7 +93,8 @@ Result<storage::ObjectMeta> meta_from_headers(const Ctx& c) {
     if (!name.starts_with(kPrefix)) continue;
     std::string k = name.substr(kPrefix.size());
     meta_bytes += k.size() + f.value().size();
-    m.user_meta.emplace_back(std::move(k), std::string(f.value()));
+    // Stored decoded: a value sent as RFC 2047 encoded words (docs/s3-compatibility.md).
+    m.user_meta.emplace_back(std::move(k), decode_metadata_value(f.value()));
   }
   if (meta_bytes > limits::user_metadata_bytes_max) {
     return Status(Errc::invalid_argument /* MetadataTooLarge */,
@@ -122,7 +124,8 @@ void add_object_headers(http::Fields& f, const storage::ObjectMeta& m) {
   if (!m.content_language.empty()) f.set(bhttp::field::content_language, m.content_language);
   if (!m.cache_control.empty()) f.set(bhttp::field::cache_control, m.cache_control);
   if (!m.expires.empty()) f.set(bhttp::field::expires, m.expires);
-  for (const auto& [k, v] : m.user_meta) f.insert("x-amz-meta-" + k, v);
+  // Non-ASCII values go out RFC 2047-encoded, as from S3.
+  for (const auto& [k, v] : m.user_meta) f.insert("x-amz-meta-" + k, encode_metadata_value(v));
 }
 
 Task<void> S3Service::Impl::put_object(Ctx& c) {
@@ -193,15 +196,21 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
                     "Cannot specify both Range header and partNumber query parameter"));
     }
     part_number = n;
+    // A part beyond the object's: 416 InvalidPartNumber naming both counts (AWS); a single-PUT
+    // object has one part.
+    const std::size_t actual = m.parts.empty() ? 1 : m.parts.size();
+    if (n > actual) {
+      // A named vector: GCC 12 rejects the braced list as a co_await operand.
+      std::vector<std::pair<std::string, std::string>> counts;
+      counts.emplace_back("PartNumberRequested", std::to_string(n));
+      counts.emplace_back("ActualPartCount", std::to_string(actual));
+      co_return co_await send_error(
+          c, Status(Errc::invalid_part_number, "The requested partnumber is not satisfiable"),
+          std::move(counts));
+    }
     if (m.parts.empty()) {
-      if (n != 1)
-        co_return co_await send_error(
-            c, Status(Errc::invalid_range, "The requested partnumber is not satisfiable"));
       if (m.size > 0) range = ByteRange{0, m.size - 1};
     } else {
-      if (n > m.parts.size())
-        co_return co_await send_error(
-            c, Status(Errc::invalid_range, "The requested partnumber is not satisfiable"));
       std::uint64_t off = 0;
       for (std::uint32_t i = 0; i + 1 < n; ++i) off += m.parts[i].size;
       if (m.parts[n - 1].size > 0) range = ByteRange{off, off + m.parts[n - 1].size - 1};

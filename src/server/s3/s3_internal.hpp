@@ -19,6 +19,8 @@
 #include "auth/sigv4.hpp"
 #include "common/checksum.hpp"
 #include "s3/conditional.hpp"
+#include "s3/documents.hpp"
+#include "s3/xml.hpp"
 #include "server/http/http_server.hpp"
 #include "server/s3/s3_service.hpp"
 #include "storage/object_store.hpp"
@@ -105,6 +107,9 @@ struct S3Service::Impl {
 
   // --- responses (errors.cc) ---
   Task<void> send_error(Ctx& c, const Status& st);
+  // The same, with further elements after <Message> (InvalidPartNumber's ActualPartCount, ...).
+  Task<void> send_error(Ctx& c, const Status& st,
+                        std::vector<std::pair<std::string, std::string>> details);
   Task<void> send_xml(Ctx& c, bhttp::status status, std::string xml, http::Fields extra = {});
   Task<void> send_empty(Ctx& c, bhttp::status status, http::Fields extra = {});
   http::Fields base_headers(const Ctx& c) const;
@@ -170,6 +175,9 @@ struct S3Service::Impl {
   Task<void> upload_part(Ctx& c);
   Task<void> upload_part_copy(Ctx& c);
   Task<void> complete_upload(Ctx& c);
+  // The result a Complete of exactly `parts` produced for c.key, when the key holds that object.
+  std::optional<CompleteMultipartResult> completed_by(Ctx& c,
+                                                      const std::vector<CompletePart>& parts);
   Task<void> abort_upload(Ctx& c);
   Task<void> list_parts(Ctx& c);
 

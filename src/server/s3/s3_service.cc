@@ -12,6 +12,8 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "common/uri.hpp"
+#include "s3/documents.hpp"
+#include "s3/names.hpp"
 #include "s3/xml.hpp"
 #include "server/rdma/rdma_engine.hpp"
 #include "server/s3/s3_internal.hpp"
@@ -214,6 +216,12 @@ boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
     auto path = uri_decode(raw_path);
     if (!path || path->empty() || path->front() != '/') {
       co_await impl_->send_error(c, Status(Errc::invalid_request, "Invalid request path"));
+      co_return;
+    }
+    // AWS: a path that does not decode to UTF-8 is 400 InvalidURI.
+    if (!is_valid_utf8(*path)) {
+      co_await impl_->send_error(c, Status(Errc::invalid_uri, "Couldn't parse the specified URI."));
+      impl_->finish_request(c, t0);
       co_return;
     }
     std::string_view host = strip_port(req[bhttp::field::host]);
@@ -502,6 +510,11 @@ void S3Service::Impl::finish_request(Ctx& c, std::chrono::steady_clock::time_poi
 }
 
 Task<void> S3Service::Impl::send_error(Ctx& c, const Status& st) {
+  co_await send_error(c, st, std::vector<std::pair<std::string, std::string>>());
+}
+
+Task<void> S3Service::Impl::send_error(Ctx& c, const Status& st,
+                                       std::vector<std::pair<std::string, std::string>> details) {
   c.error_code = std::string(s3_code(st.code()));
   http::Fields f = base_headers(c);
   auto status = static_cast<bhttp::status>(http_status(st.code()));
@@ -515,8 +528,9 @@ Task<void> S3Service::Impl::send_error(Ctx& c, const Status& st) {
     co_return;
   }
   f.set(bhttp::field::content_type, "application/xml");
-  co_await c.ex.send(status, std::move(f),
-                     error_xml(s3_code(st.code()), message, c.resource(), c.request_id));
+  ErrorDocument doc{std::string(s3_code(st.code())), std::move(message), c.resource(), c.request_id,
+                    std::move(details)};
+  co_await c.ex.send(status, std::move(f), encode_error(doc));
 }
 
 Task<void> S3Service::Impl::send_xml(Ctx& c, bhttp::status status, std::string xml,

@@ -33,6 +33,7 @@
 #include "common/uri.hpp"
 #include "s3/conditional.hpp"
 #include "s3/documents.hpp"
+#include "s3/encoded_words.hpp"
 #include "s3/xml.hpp"
 
 namespace objdirect::storage {
@@ -697,7 +698,9 @@ void add_meta_headers(Headers& h, const ObjectMeta& m) {
   for (const auto& [name, field] : kMetaHeaders) {
     if (!(m.*field).empty()) h.emplace_back(std::string(name), m.*field);
   }
-  for (const auto& [k, v] : m.user_meta) h.emplace_back("x-amz-meta-" + lower(k), v);
+  // Non-ASCII values travel RFC 2047-encoded, as S3 expects them.
+  for (const auto& [k, v] : m.user_meta)
+    h.emplace_back("x-amz-meta-" + lower(k), objdirect::s3::encode_metadata_value(v));
   for (const auto& [algo, v] : m.checksums) {
     auto a = checksum_from_name(algo);
     if (a && v.find('-') == std::string::npos)
@@ -738,7 +741,7 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
                it != std::end(kMetaHeaders)) {
       m.*(it->second) = v;
     } else if (k.starts_with("x-amz-meta-")) {
-      m.user_meta.emplace_back(k.substr(11), v);
+      m.user_meta.emplace_back(k.substr(11), objdirect::s3::decode_metadata_value(v));
     } else if (k.starts_with("x-amz-checksum-")) {
       if (auto a = checksum_from_name(k.substr(15)))
         m.checksums[std::string(checksum_name(*a))] = v;
