@@ -102,32 +102,35 @@ def string_literals(text: str):
             i += 1
 
 
-def seam_violations(root: pathlib.Path):
+def all_sources(root: pathlib.Path):
+    """(top folder, path relative to root, text) of every C/C++ source of the checked folders."""
     for top in ("src", "include", "tools", "bench", "python"):
         if not (root / top).is_dir():
             continue
         for path in sorted((root / top).rglob("*")):
-            if path.suffix not in SOURCES or not path.is_file():
-                continue
-            rel = path.relative_to(root)
-            if in_backend(rel):
-                continue
-            text = path.read_text(errors="replace")
-            in_transport = rel.parts[:2] == ("src", "transport")
-            is_test = TEST_FILE.search(path.name) is not None
-            factory = rel.as_posix() == "src/transport/transport.cc"
-            if not (factory or (in_transport and is_test)):
-                for m in BACKEND_INCLUDE.finditer(text):
-                    line = text.count("\n", 0, m.start()) + 1
-                    yield (f"{rel}:{line}: backend header {m.group(1)} outside "
-                           f"src/transport/<backend>/ (use transport/transport.hpp)")
-            if top in ("tools", "bench") or factory or is_test:
-                continue
-            for at, lit in string_literals(text):
-                if FABRIC_NAME.search(lit):
-                    line = text.count("\n", 0, at) + 1
-                    yield (f"{rel}:{line}: fabric name \"{lit}\" outside the transport table "
-                           f"(ask transport::fabric_table() or caps())")
+            if path.suffix in SOURCES and path.is_file():
+                yield top, path.relative_to(root), path.read_text(errors="replace")
+
+
+def seam_violations(root: pathlib.Path):
+    for top, rel, text in all_sources(root):
+        if in_backend(rel):
+            continue
+        in_transport = rel.parts[:2] == ("src", "transport")
+        is_test = TEST_FILE.search(rel.name) is not None
+        factory = rel.as_posix() == "src/transport/transport.cc"
+        if not (factory or (in_transport and is_test)):
+            for m in BACKEND_INCLUDE.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                yield (f"{rel}:{line}: backend header {m.group(1)} outside "
+                       f"src/transport/<backend>/ (use transport/transport.hpp)")
+        if top in ("tools", "bench") or factory or is_test:
+            continue
+        for at, lit in string_literals(text):
+            if FABRIC_NAME.search(lit):
+                line = text.count("\n", 0, at) + 1
+                yield (f"{rel}:{line}: fabric name \"{lit}\" outside the transport table "
+                       f"(ask transport::fabric_table() or caps())")
 
 
 def violations(root: pathlib.Path):
@@ -155,20 +158,13 @@ def violations(root: pathlib.Path):
                 line = text.count("\n", 0, m.start()) + 1
                 yield (f"{path.relative_to(root)}:{line}: {layer}/ may not include \"{target}\" "
                        f"({layer} may use: {', '.join(sorted(ALLOWED[layer])) or 'nothing'})")
-    for top in ("src", "include", "tools", "bench", "python"):
-        if not (root / top).is_dir():
+    for _, rel, text in all_sources(root):
+        if rel.parts[:2] == ("src", "s3"):
             continue
-        for path in sorted((root / top).rglob("*")):
-            if path.suffix not in SOURCES or not path.is_file():
-                continue
-            rel = path.relative_to(root)
-            if rel.parts[:2] == ("src", "s3"):
-                continue
-            text = path.read_text(errors="replace")
-            m = PUGI.search(text)
-            if m:
-                line = text.count("\n", 0, m.start()) + 1
-                yield f"{rel}:{line}: pugixml outside src/s3/ (use the codecs of s3/documents.hpp)"
+        m = PUGI.search(text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            yield f"{rel}:{line}: pugixml outside src/s3/ (use the codecs of s3/documents.hpp)"
 
 
 def main() -> int:
