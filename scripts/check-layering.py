@@ -4,6 +4,15 @@
 (the public API) is open to every layer. tools/, bench/, python/ and tests/ may use any layer.
 pugixml belongs to the S3 wire-format library: <pugixml.hpp> and pugi:: appear only in src/s3/.
 
+The transport seam (docs/architecture.md, "The transport seam"): a backend's headers (libfabric's
+<rdma/...>, UCX's <ucp/...>, <ucs/...>, <uct/...>, and "transport/libfabric/...",
+"transport/ucx/...") are included only inside src/transport/<backend>/, by the factory
+src/transport/transport.cc, and by the transport's own tests (src/transport/*_test.cc). A fabric
+name ("libfabric:tcp", "ucx", ...) appears as a string literal in src/, include/ and python/ only
+inside src/transport/<backend>/ and in transport.cc's one table; code elsewhere asks
+transport::fabric_table() and caps(). Tests (*_test.*, *_fuzz.*) may name fabrics to open them.
+Comments may mention names. tools/ and bench/ are outside this rule (help texts, bench setups).
+
 Usage: scripts/check-layering.py [REPO_ROOT]   (exit 1 and one line per violation when refused)
 """
 import pathlib
@@ -31,6 +40,97 @@ KNOWN_EXCEPTIONS = {
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 PUGI = re.compile(r'^\s*#\s*include\s+[<"]pugixml\.hpp[>"]|\bpugi::', re.M)
 SOURCES = {".cc", ".hpp", ".h", ".cpp", ".cu"}
+BACKEND_INCLUDE = re.compile(
+    r'^\s*#\s*include\s+(<(?:rdma|ucp|ucs|uct)/[^>]+>|"transport/(?:libfabric|ucx)/[^"]+")', re.M)
+BACKENDS = ("libfabric", "ucx")
+# A string literal that names a fabric: "ucx", or anything with "libfabric:" followed by a
+# provider or ending there (a prefix to build names from).
+FABRIC_NAME = re.compile(r'^ucx$|libfabric:(?:[A-Za-z]|$)')
+TEST_FILE = re.compile(r'(_test|_fuzz)(_[A-Za-z0-9_]+)?\.[a-z]+$')
+
+
+def in_backend(rel: pathlib.PurePath) -> bool:
+    return rel.parts[:2] == ("src", "transport") and len(rel.parts) > 3 and rel.parts[2] in BACKENDS
+
+
+def string_literals(text: str):
+    """(offset, contents) of every string literal of C/C++ source `text`, comments skipped.
+    Handles escapes, raw strings (R"d(...)d" and its u8/u/U/L forms), character literals and
+    digit separators (1'000)."""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == '"':
+            k = i - 1
+            while k >= 0 and (text[k].isalnum() or text[k] == "_"):
+                k -= 1
+            prefix = text[k + 1:i]
+            if prefix in ("R", "u8R", "uR", "UR", "LR"):
+                paren = text.find("(", i + 1)
+                if paren < 0:
+                    return
+                end = text.find(")" + text[i + 1:paren] + '"', paren)
+                if end < 0:
+                    return
+                yield i, text[paren + 1:end]
+                i = end + len(text[i + 1:paren]) + 2
+                continue
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            yield i, text[i + 1:j]
+            i = j + 1
+        elif c == "'":
+            k = i - 1
+            while k >= 0 and (text[k].isalnum() or text[k] == "_"):
+                k -= 1
+            prefix = text[k + 1:i]
+            if prefix and prefix not in ("u8", "u", "U", "L"):
+                i += 1  # a digit separator (1'000), not a character literal
+                continue
+            j = i + 1
+            while j < n and text[j] != "'" and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+
+
+def all_sources(root: pathlib.Path):
+    """(top folder, path relative to root, text) of every C/C++ source of the checked folders."""
+    for top in ("src", "include", "tools", "bench", "python"):
+        if not (root / top).is_dir():
+            continue
+        for path in sorted((root / top).rglob("*")):
+            if path.suffix in SOURCES and path.is_file():
+                yield top, path.relative_to(root), path.read_text(errors="replace")
+
+
+def seam_violations(root: pathlib.Path):
+    for top, rel, text in all_sources(root):
+        if in_backend(rel):
+            continue
+        in_transport = rel.parts[:2] == ("src", "transport")
+        is_test = TEST_FILE.search(rel.name) is not None
+        factory = rel.as_posix() == "src/transport/transport.cc"
+        if not (factory or (in_transport and is_test)):
+            for m in BACKEND_INCLUDE.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                yield (f"{rel}:{line}: backend header {m.group(1)} outside "
+                       f"src/transport/<backend>/ (use transport/transport.hpp)")
+        if top in ("tools", "bench") or factory or is_test:
+            continue
+        for at, lit in string_literals(text):
+            if FABRIC_NAME.search(lit):
+                line = text.count("\n", 0, at) + 1
+                yield (f"{rel}:{line}: fabric name \"{lit}\" outside the transport table "
+                       f"(ask transport::fabric_table() or caps())")
 
 
 def violations(root: pathlib.Path):
@@ -58,29 +158,22 @@ def violations(root: pathlib.Path):
                 line = text.count("\n", 0, m.start()) + 1
                 yield (f"{path.relative_to(root)}:{line}: {layer}/ may not include \"{target}\" "
                        f"({layer} may use: {', '.join(sorted(ALLOWED[layer])) or 'nothing'})")
-    for top in ("src", "include", "tools", "bench", "python"):
-        if not (root / top).is_dir():
+    for _, rel, text in all_sources(root):
+        if rel.parts[:2] == ("src", "s3"):
             continue
-        for path in sorted((root / top).rglob("*")):
-            if path.suffix not in SOURCES or not path.is_file():
-                continue
-            rel = path.relative_to(root)
-            if rel.parts[:2] == ("src", "s3"):
-                continue
-            text = path.read_text(errors="replace")
-            m = PUGI.search(text)
-            if m:
-                line = text.count("\n", 0, m.start()) + 1
-                yield f"{rel}:{line}: pugixml outside src/s3/ (use the codecs of s3/documents.hpp)"
+        m = PUGI.search(text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            yield f"{rel}:{line}: pugixml outside src/s3/ (use the codecs of s3/documents.hpp)"
 
 
 def main() -> int:
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent)
-    bad = list(violations(root.resolve()))
+    bad = list(violations(root.resolve())) + list(seam_violations(root.resolve()))
     for v in bad:
         print(v)
     if bad:
-        print(f"layering: {len(bad)} include(s) against the allowed direction")
+        print(f"layering: {len(bad)} violation(s) of the allowed direction or the transport seam")
         return 1
     print("layering: ok")
     return 0

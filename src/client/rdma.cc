@@ -23,10 +23,10 @@ class TransportFabric final : public Fabric {
   TransportFabric(std::string name, std::unique_ptr<transport::Transport> t, const FabricOptions& o)
       : name_(std::move(name)),
         transport_(std::move(t)),
-        // Registrations on tcp and shm pin nothing (the provider maps the virtual range at
-        // transfer time), so a cached one cannot go stale when the user frees and reuses the
-        // memory; on other providers only user registrations (pins) are kept.
-        cache_unregistered_(name_ == "libfabric:tcp" || name_ == "libfabric:shm"),
+        // Where registration pins nothing (libfabric tcp and shm: the provider resolves the
+        // virtual range at transfer time) a cached one cannot go stale when the user frees and
+        // reuses the memory; elsewhere only user registrations (pins) are kept.
+        cache_unregistered_(!transport_->caps().registration_pins),
         cache_(std::make_shared<RegistrationCache<transport::MemoryRegion>>(
             [t = transport_.get()](void* p, std::size_t n) {
               return t->register_memory(p, n, transport::MemoryType::host);

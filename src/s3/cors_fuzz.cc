@@ -1,5 +1,5 @@
 // libFuzzer target for the CORSConfiguration parser and the rule matcher (built with
-// -DOBJDIRECT_FUZZ=ON; see s3util.cmake). cors_fuzz_one is also replayed by cors_test.cc so the
+// -DOBJDIRECT_FUZZ=ON; see CMakeLists.txt). cors_fuzz_one is also replayed by cors_test.cc so the
 // ordinary build checks it. An accepted document must satisfy the documented rule limits and
 // survive cors_xml -> parse_cors unchanged; an error must be MalformedXML or InvalidRequest with
 // a message; the matcher must never crash on any origin/method/header text. A failure aborts.

@@ -1,5 +1,5 @@
 // libFuzzer target for the bucket policy parser and evaluator (built with -DOBJDIRECT_FUZZ=ON;
-// see s3util.cmake). policy_fuzz_one is also replayed by policy_test.cc so the ordinary build
+// see CMakeLists.txt). policy_fuzz_one is also replayed by policy_test.cc so the ordinary build
 // checks it. The input is a policy document for bucket "b": an accepted one must round-trip
 // through policy_json unchanged and evaluate (for a few fixed requests) without crashing and
 // identically after the round trip; a refused one must be MalformedPolicy with a message.

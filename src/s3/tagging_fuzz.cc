@@ -1,5 +1,5 @@
 // libFuzzer target for the Tagging document and the x-amz-tagging header (built with
-// -DOBJDIRECT_FUZZ=ON; see s3util.cmake). tagging_fuzz_one is also replayed by tagging_test.cc so
+// -DOBJDIRECT_FUZZ=ON; see CMakeLists.txt). tagging_fuzz_one is also replayed by tagging_test.cc so
 // the ordinary build checks it. The input is fed to parse_tagging (object and bucket limits) and
 // parse_tagging_header. Whatever is accepted must satisfy validate_tags and survive
 // tagging_xml -> parse_tagging and tagging_header -> parse_tagging_header unchanged; every error

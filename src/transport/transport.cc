@@ -71,15 +71,17 @@ Status check_token(const Transport& transport, const token::Token& token, bool n
 
 namespace {
 
-// auto's default order (client/fabric_choice.cc): same-host first, then NIC fabrics, then
-// software ones, each group by `preference`. libfabric tcp runs at 4.5-6 GB/s on loopback here,
-// UCX's software RMA at 0.75 (docs/BENCHMARKS.md), hence tcp before software UCX.
+// The one table of fabric names. Row order: the server's --fabric auto (rdma_engine.cc opens
+// them in this order and advertises them so). The client's auto order (client/fabric_choice.cc)
+// does not depend on it: same-host first, then NIC fabrics, then software ones, each group by
+// `preference`. libfabric tcp runs at 4.5-6 GB/s on loopback here, UCX's software RMA at 0.75
+// (docs/BENCHMARKS.md), hence tcp before software UCX.
 constexpr FabricTraits kFabrics[] = {
     {"libfabric:shm", true, FabricTraits::Nic::never, 0},
+    {"libfabric:tcp", false, FabricTraits::Nic::never, 3},
+    {"ucx", false, FabricTraits::Nic::when_present, 4},  // after tcp when both are software
     {"libfabric:verbs", false, FabricTraits::Nic::always, 0},
     {"libfabric:efa", false, FabricTraits::Nic::always, 1},
-    {"ucx", false, FabricTraits::Nic::when_present, 4},  // after tcp when both are software
-    {"libfabric:tcp", false, FabricTraits::Nic::never, 3},
 };
 
 }  // namespace
@@ -109,6 +111,14 @@ bool uses_nic(std::string_view name) {
   return false;
 }
 
+ProviderStats provider_stats() {
+  const auto shm = libfabric::shm_lock_recovery_stats();
+  ProviderStats s;
+  s.dead_peer_lock_releases = shm.lock_releases;
+  s.dead_peer_locks_left_alone = shm.left_alone;
+  return s;
+}
+
 const std::string& host_identity() {
   static const std::string id = [] {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -125,10 +135,10 @@ Result<std::unique_ptr<Transport>> create_transport(const Config& config) {
     return libfabric::create_libfabric_transport(config, config.fabric.substr(lf.size()));
   }
   if (config.fabric == "ucx") return ucx::create_ucx_transport(config);
+  std::string known;
+  for (const auto& f : kFabrics) known += (known.empty() ? "" : ", ") + std::string(f.name);
   return Status(Errc::invalid_argument,
-                "unknown fabric \"" + config.fabric +
-                    "\" (expected libfabric:tcp, libfabric:shm, libfabric:verbs, libfabric:efa "
-                    "or ucx)");
+                "unknown fabric \"" + config.fabric + "\" (expected one of " + known + ")");
 }
 
 namespace detail {

@@ -19,12 +19,13 @@
 //
 // Thread safety: a Transport is thread-safe: any thread may register, post and wait, and the
 // progress thread runs concurrently (one internal mutex serialises provider calls).
-// MemoryRegion and RegistrationCache state their own rules below.
+// MemoryRegion states its own rules below.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -93,6 +94,26 @@ struct Capabilities {
   bool can_read = false;
   bool host_memory = true;
   bool cuda_memory = false;  // only when the provider reports HMEM / UCS_MEMORY_TYPE_CUDA
+  // Whether a registration pins physical pages (verbs, efa; UCX, which uses RC/DC hardware where
+  // present). Then a registration kept after its request may go stale when the owner frees and
+  // reuses the memory, and registering a file mapping would pin page-cache pages. False where
+  // the provider resolves the virtual range only when it moves bytes (libfabric tcp and shm):
+  // registering is nearly free and a cached registration of reused memory stays correct.
+  bool registration_pins = true;
+  // Whether post_write may take its source from a read-only file mapping (mmap PROT_READ of a
+  // file) registered with register_memory: the server's zero-copy GET from the page cache.
+  // libfabric tcp and shm, where the CPU copies out of the mapping and registration pins
+  // nothing; not verbs or efa (it would pin the page cache), nor UCX.
+  bool mapped_source_write = false;
+  // Whether the peer process itself copies into and out of this side's registered memory,
+  // outside this endpoint (libfabric shm's fast path: process_vm_readv/writev by the peer). A
+  // buffer a failed operation may still touch is then safe to reuse only once this endpoint has
+  // settled the operation or is closed, and the peer process is gone (peer_gone_check).
+  bool peer_copies = false;
+  // Whether the endpoint stalls for good when a peer dies with operations in flight, so that
+  // its owner must replace the transport (a new endpoint) after a failed transfer: libfabric
+  // 1.17 shm completes in order, and a dead peer's completion never comes (libfabric/README.md).
+  bool reset_after_peer_failure = false;
 };
 
 // A registered memory range. Deregisters when the last shared_ptr goes away; operations in flight
@@ -224,6 +245,17 @@ class Transport {
   // every progress_idle_poll. The handle must not outlive the transport. Never null (a dummy
   // without a progress thread).
   virtual std::shared_ptr<void> keep_progress_hot() = 0;
+
+  // For a fabric whose caps().peer_copies: a check of whether the process behind peer_address
+  // (a token's endpoint) can never run again (it exited or is a zombie; a reused pid reads as
+  // alive), i.e. can never copy into or out of this side's memory again. The check stays valid
+  // after this transport is destroyed, and is cheap (it reads /proc). Where the address names
+  // no process this transport can see, and on every other fabric, it always answers false:
+  // "not known to be gone".
+  virtual std::function<bool()> peer_gone_check(std::string_view peer_address) const {
+    (void)peer_address;
+    return [] { return false; };
+  }
 };
 
 // Client side: the token that lets a peer reach `segments` (from MemoryRegion::remote_segment of
@@ -240,7 +272,11 @@ token::Token make_token(const Transport& transport, std::vector<RemoteSegment> s
 Status check_token(const Transport& transport, const token::Token& token, bool need_write);
 
 // What code outside the backends may know about a fabric name, without opening it: one row per
-// name create_transport() accepts. Callers look fabrics up here instead of comparing names.
+// name create_transport() accepts. This table (transport.cc) is the only list of fabric names
+// outside src/transport/<backend>/: callers iterate it or look names up here, and ask an open
+// transport's caps() what it does, instead of comparing names (the ctest entry source_layering
+// refuses a fabric-name literal anywhere else in src/). Its order is the order in which the
+// server opens them under --fabric auto, and so the order of x-amz-rdma-fabrics.
 struct FabricTraits {
   std::string_view name;
   // Moves bytes through memory shared by the two processes (libfabric shm: /dev/shm and CMA):
@@ -261,6 +297,16 @@ const FabricTraits* find_fabric(std::string_view name);
 // Nic::when_present what the backend finds (ucx: an RDMA device in /sys/class/infiniband and a
 // UCX_TLS that does not rule rc/dc out). Cheap: opens nothing.
 bool uses_nic(std::string_view name);
+
+// Process-wide counts of the backends' workarounds, over every transport ever created (for
+// metrics): libfabric shm posts stuck on a dead peer's region lock (libfabric 1.17 only;
+// docs/RELIABILITY.md section 6) whose lock the shm watchdog released, and those it left alone
+// (another libfabric release, a region it could not read or that did not match).
+struct ProviderStats {
+  std::uint64_t dead_peer_lock_releases = 0;
+  std::uint64_t dead_peer_locks_left_alone = 0;
+};
+ProviderStats provider_stats();
 
 // This kernel's identity: 16 hex digits of the SHA-256 of /proc/sys/kernel/random/boot_id, the
 // same in every network namespace and container of one boot, different on another machine (or

@@ -1,5 +1,6 @@
-// Single-process tests: transfer planning, the peer LRU, the registration cache and
-// create_transport's argument checks. The two-process data path is in transport_test.cc.
+// Single-process tests: transfer planning, the peer LRU, create_transport's argument checks, the
+// capabilities each backend reports and the fabric table. The two-process data path is in
+// transport_test.cc.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "transport/detail.hpp"
-#include "transport/registration_cache.hpp"
 #include "transport/transport.hpp"
 
 namespace objdirect::transport {
@@ -186,6 +186,72 @@ TEST(CreateTransport, ReportsCapabilities) {
   }
 }
 
+// The facts the engine and the client ask instead of comparing fabric names (transport.hpp,
+// Capabilities): each backend fills them in.
+TEST(CreateTransport, ReportsSeamFacts) {
+  struct Want {
+    const char* fabric;
+    bool pins, mapped_source, peer_copies, reset;
+  };
+  for (const Want& w :
+       {Want{"libfabric:tcp", false, true, false, false},
+        Want{"libfabric:shm", false, true, true, true}, Want{"ucx", true, false, false, false}}) {
+    SCOPED_TRACE(w.fabric);
+    auto t = create_transport(Config{w.fabric, false});
+    if (!t.ok()) continue;  // not on this machine
+    const Capabilities& c = (*t)->caps();
+    EXPECT_EQ(c.registration_pins, w.pins);
+    EXPECT_EQ(c.mapped_source_write, w.mapped_source);
+    EXPECT_EQ(c.peer_copies, w.peer_copies);
+    EXPECT_EQ(c.reset_after_peer_failure, w.reset);
+    if (!c.peer_copies) {
+      EXPECT_FALSE((*t)->peer_gone_check((*t)->local_address())());
+    }
+  }
+}
+
+// shm's peer_gone_check reads the pid out of an ObjDirect shm address: a live process (this one)
+// is not gone, an exited one is, even after the transport that made the check is destroyed; an
+// address naming no process is never "gone".
+TEST(CreateTransport, ShmPeerGoneCheckFollowsThePeerProcess) {
+  auto shm = create_transport(Config{"libfabric:shm", false});
+  if (!shm.ok()) GTEST_SKIP() << shm.status().to_string();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  auto self = (*shm)->peer_gone_check((*shm)->local_address());
+  auto dead =
+      (*shm)->peer_gone_check("fi_shm://objdirect-" + std::to_string(child) + "-0123456789abcdef");
+  auto foreign = (*shm)->peer_gone_check("fi_shm://someone-else");
+  shm->reset();
+  EXPECT_FALSE(self());
+  EXPECT_TRUE(dead());
+  EXPECT_FALSE(foreign());
+}
+
+// The one table of fabric names: every row opens by its name or fails as unavailable (never as
+// an unknown name), and create_transport's error for an unknown name lists the table.
+TEST(FabricTable, EveryRowIsAFabricCreateTransportKnows) {
+  ASSERT_FALSE(fabric_table().empty());
+  for (const auto& f : fabric_table()) {
+    SCOPED_TRACE(std::string(f.name));
+    EXPECT_EQ(find_fabric(f.name), &f);
+    auto t = create_transport(Config{std::string(f.name), false});
+    if (t.ok()) {
+      EXPECT_EQ((*t)->caps().name, f.name);
+    } else {
+      EXPECT_EQ(t.code(), Errc::unavailable) << t.status().to_string();
+    }
+  }
+  EXPECT_EQ(find_fabric("libfabric:nope"), nullptr);
+  auto bad = create_transport(Config{"infiniband"});
+  ASSERT_FALSE(bad.ok());
+  for (const auto& f : fabric_table()) {
+    EXPECT_NE(bad.status().message().find(std::string(f.name)), std::string::npos) << f.name;
+  }
+}
+
 TEST(Transport, EmptyTransferCompletesWithoutContactingAndOpsAreConsumedOnce) {
   for (const char* fabric : {"libfabric:tcp", "ucx"}) {
     SCOPED_TRACE(fabric);
@@ -237,42 +303,6 @@ TEST(TransportToken, MadeByTransportRoundTripsAndIsCheckedByServer) {
   wrong = tok;
   wrong.memory_type = MemoryType::cuda;
   EXPECT_EQ(check_token(**t, wrong, true).code(), Errc::rdma_declined);
-}
-
-TEST(RegistrationCache, HitsEvictsAndInvalidates) {
-  auto t = create_transport(Config{"libfabric:tcp", false});
-  if (!t.ok()) GTEST_SKIP() << t.status().to_string();
-  std::vector<char> buf(1 << 16);
-  RegistrationCache cache(**t, /*entries_max=*/2, /*bytes_max=*/3 << 12);
-  auto a = cache.get(buf.data(), 4096, MemoryType::host);
-  ASSERT_TRUE(a.ok()) << a.status().to_string();
-  auto a2 = cache.get(buf.data(), 4096, MemoryType::host);
-  ASSERT_TRUE(a2.ok());
-  EXPECT_EQ(a->get(), a2->get());
-  EXPECT_EQ(cache.hits(), 1u);
-  EXPECT_EQ(cache.misses(), 1u);
-  // A different length is a different key.
-  auto b = cache.get(buf.data(), 8192, MemoryType::host);
-  ASSERT_TRUE(b.ok());
-  EXPECT_NE(a->get(), b->get());
-  EXPECT_EQ(cache.size(), 2u);
-  EXPECT_EQ(cache.bytes(), 3u << 12);
-  // A third entry evicts the least recently used (a), by count and by bytes.
-  ASSERT_NE(cache.get(buf.data(), 8192, MemoryType::host)->get(), nullptr);  // touch b
-  auto c = cache.get(buf.data() + 8192, 4096, MemoryType::host);
-  ASSERT_TRUE(c.ok());
-  EXPECT_EQ(cache.size(), 2u);
-  auto a3 = cache.get(buf.data(), 4096, MemoryType::host);
-  ASSERT_TRUE(a3.ok());
-  EXPECT_NE(a3->get(), a->get());  // re-registered; the evicted one lives on via `a`
-  EXPECT_EQ(cache.misses(), 4u);
-  // Invalidating a range drops every overlapping entry.
-  EXPECT_EQ(cache.invalidate(buf.data() + 4095, 2), 1u);  // a3; b was evicted when a3 came back
-  EXPECT_EQ(cache.size(), 1u);
-  EXPECT_EQ(cache.invalidate(buf.data() + 8192, 1), 1u);
-  EXPECT_EQ(cache.size(), 0u);
-  EXPECT_EQ(cache.bytes(), 0u);
-  EXPECT_EQ(cache.get(nullptr, 1, MemoryType::host).code(), Errc::invalid_argument);
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ def test_key_length_limit(server, bucket):
 
 
 def test_chunked_transfer_encoding_upload(server, bucket):
-    """Transfer-Encoding: chunked without Content-Length (BRIEF §4) is accepted."""
+    """Transfer-Encoding: chunked without Content-Length (docs/s3-compatibility.md) is accepted."""
     payload = os.urandom(200_000)
     target, hdrs = objd.sign_headers(server.host, "PUT", objd.opath(bucket, "te-chunked"),
                                      headers={"Transfer-Encoding": "chunked"}, payload_hash="UNSIGNED-PAYLOAD")

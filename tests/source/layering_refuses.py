@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The layering check must refuse an include against the direction and accept one along it: run
-scripts/check-layering.py on two small trees built here."""
+"""The layering check must refuse an include against the direction and accept one along it, and
+refuse a backend header or a fabric-name literal outside the transport seam while accepting them
+where they belong: run scripts/check-layering.py on small trees built here."""
 import pathlib
 import subprocess
 import sys
@@ -14,6 +15,7 @@ def tree(base: pathlib.Path, files: dict) -> pathlib.Path:
     for layer in ("common", "auth", "token", "s3", "transport", "storage", "server", "client"):
         (base / "src" / layer).mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
         (base / name).write_text(text)
     return base
 
@@ -45,7 +47,46 @@ def main() -> int:
         (pathlib.Path(d) / "unknown" / "src" / "newlayer").mkdir()
         unknown = run(pathlib.Path(d) / "unknown")
         assert unknown.returncode == 1 and "src/newlayer" in unknown.stdout, unknown.stdout
-    print("layering check: refuses 5 of 5 bad includes, accepts the allowed ones")
+
+        # The transport seam: where names and backend headers are allowed...
+        seam_ok = run(tree(pathlib.Path(d) / "seam_ok", {
+            "src/transport/libfabric/lf.cc": '#include <rdma/fi_rma.h>\n'
+                                             'bool shm(const char* p) { return p == "shm"; }\n'
+                                             'const char* n = "libfabric:shm";\n',
+            "src/transport/ucx/u.cc": '#include <ucp/api/ucp.h>\nconst char* n = "ucx";\n',
+            "src/transport/transport.cc": '#include "transport/ucx/ucx_transport.hpp"\n'
+                                          'const char* t[] = {"libfabric:tcp", "ucx"};\n',
+            "src/transport/transport_test.cc": '#include "transport/libfabric/shm_region.hpp"\n'
+                                               'const char* f = "libfabric:shm";\n',
+            "src/client/rdma_test.cc": 'const char* f = "libfabric:tcp";\n',
+            # Mentions in comments, other literals, digit separators, a raw string with quotes.
+            "src/server/e.cc": '// "libfabric:shm" in a comment\n/* and "ucx" here */\n'
+                               'const char* u = "http://x/ucx"; int k = 20\'000;\n'
+                               'const char* r = R"x(a "quoted" ")x"; char q = \'"\';\n'
+                               'const char* m = "libfabric shm";\n',
+            "tools/t/main.cc": 'const char* h = "libfabric:tcp or ucx";\n',
+        }))
+        assert seam_ok.returncode == 0, seam_ok.stdout + seam_ok.stderr
+        # ...and where they are not.
+        seam_bad = run(tree(pathlib.Path(d) / "seam_bad", {
+            "src/server/rdma.cc": '#include <string>\n#include "transport/libfabric/shm_region.hpp"\n'
+                                  'bool f(const std::string& n) { return n == "libfabric:shm"; }\n',
+            "src/client/c.cc": 'int k = 1\'000;\nconst char* v[] = {"x", "ucx"};\n',
+            "src/client/d.cc": '  #include <rdma/fi_domain.h>\n',
+            "src/transport/e.cc": '#include <ucp/api/ucp.h>\nconst char* p = "libfabric:";\n',
+            "src/client/f.cc": 'const char* r = R"(libfabric:efa)";\n',
+            "tools/t/main.cc": '#include <ucs/type/status.h>\n',
+        }))
+        assert seam_bad.returncode == 1, seam_bad.stdout
+        for where in ("src/server/rdma.cc:2: backend header", "src/server/rdma.cc:3: fabric name",
+                      "src/client/c.cc:2: fabric name \"ucx\"", "src/client/d.cc:1: backend",
+                      "src/transport/e.cc:1: backend", "src/transport/e.cc:2: fabric name",
+                      "src/client/f.cc:1: fabric name", "tools/t/main.cc:1: backend"):
+            assert where in seam_bad.stdout, (where, seam_bad.stdout)
+        lines = [l for l in seam_bad.stdout.splitlines() if l.startswith(("src/", "tools/"))]
+        assert len(lines) == 8, seam_bad.stdout
+    print("layering check: refuses 5 of 5 bad includes and 8 of 8 seam violations, accepts the "
+          "allowed ones")
     return 0
 
 

@@ -20,8 +20,8 @@
 namespace objdirect::bench {
 
 // GB/s (10^9 bytes/s) of std::memcpy of `size` bytes between two touched buffers, one thread,
-// repeated for about `duration`. Best of three equal slices, as the transports table in the
-// brief.
+// repeated for about `duration`. Best of three equal slices, as the raw transports table in
+// docs/BENCHMARKS.md.
 double memcpy_gbps(std::uint64_t size, std::chrono::milliseconds duration);
 
 // GB/s of one TCP connection over 127.0.0.1: a sender thread writes messages of `size` bytes,

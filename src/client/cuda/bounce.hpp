@@ -18,7 +18,7 @@
 //    CUDA stream; what libobjdirect's Client calls for device pointers (see docs/gpu.md).
 //
 // Never is a device pointer dereferenced on the CPU: device memory is only ever an argument of
-// CopyEngine::start_copy (BRIEF: libfabric#7977, minio-cpp#239).
+// CopyEngine::start_copy (docs/gpu.md: libfabric#7977, minio-cpp#239).
 //
 // Thread safety: CopyEngine, StagingPool and BouncePipeline are thread-compatible (one transfer at
 // a time). BounceContext is thread-safe: calls are serialised on its pool.

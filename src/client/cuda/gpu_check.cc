@@ -1,7 +1,8 @@
 // objdirect-gpu-check: the GPU machine's end-to-end check (run by scripts/gpu-check.sh).
 //
 // Starts its own objdirect-server (and a second one with RDMA off), then for each fabric
-// (libfabric:shm, libfabric:tcp, ucx, and none = HTTP) and each size moves data between CUDA
+// (by default every fabric of the transport table that opens here, and none = HTTP; --fabric
+// names them) and each size moves data between CUDA
 // device memory and the server through libobjdirect's Client, handing it the DEVICE pointers:
 // Client::put from a device buffer, Client::get into an odd offset of another, a Range GET into
 // an offset of a device buffer, and (row "fallback") the same against the server that declines
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -34,6 +36,7 @@
 #include "client/cuda/crc32c_device.hpp"
 #include "client/cuda/cuda_api.hpp"
 #include "client/cuda/device_path.hpp"
+#include "client/rdma.hpp"
 #include "common/checksum.hpp"
 #include "objdirect/client.hpp"
 
@@ -214,13 +217,15 @@ int main(int argc, char** argv) {
   CLI::App app{"objdirect-gpu-check: device-memory GET/PUT through libobjdirect"};
   std::string server_bin = "bin/objdirect-server";
   std::string data_dir;
-  std::vector<std::string> fabrics = {"libfabric:shm", "libfabric:tcp", "ucx", "none"};
+  std::vector<std::string> fabrics;  // default: every table fabric that opens here, and none
   std::vector<std::size_t> sizes = {4096, 1 << 20, 64 << 20, 1ull << 30, 4ull << 30};
   std::size_t part_size = 8 << 20;
   std::size_t fallback_size_max = 256 << 20;
   app.add_option("--server", server_bin, "objdirect-server binary")->capture_default_str();
   app.add_option("--data", data_dir, "server data directory (default: a temporary one)");
-  app.add_option("--fabric", fabrics, "fabrics to test")->capture_default_str();
+  app.add_option("--fabric", fabrics,
+                 "fabrics to test (default: each of the transport table's that opens here, and "
+                 "none = HTTP)");
   app.add_option("--size", sizes, "object sizes in bytes")->capture_default_str();
   app.add_option("--part-size", part_size, "ClientConfig::part_size_bytes (staging chunk)")
       ->capture_default_str();
@@ -231,6 +236,23 @@ int main(int argc, char** argv) {
   app.add_flag("--host-memory", host_memory,
                "host memory instead of device memory (checks the tool without CUDA)");
   CLI11_PARSE(app, argc, argv);
+  if (fabrics.empty()) {
+    for (const auto& row : client::fabric_rows()) {
+      if (client::open_fabric(row.name, {}).ok()) fabrics.push_back(row.name);
+    }
+    fabrics.emplace_back("none");
+  }
+  // The fallback row's fabric: any fabric shows the decline, since the server with RDMA off
+  // declines every token; the first RDMA fabric tested.
+  std::string fallback_fabric;
+  for (const auto& f : fabrics) {
+    const auto rows = client::fabric_rows();
+    if (std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.name == f; })) {
+      fallback_fabric = f;
+      break;
+    }
+  }
+  if (fallback_fabric.empty()) fallback_size_max = 0;  // no RDMA fabric: no fallback row
 
   Memory mem;
   if (!host_memory) {
@@ -273,7 +295,7 @@ int main(int argc, char** argv) {
       std::printf("could not start %s --fabric none\n", server_bin.c_str());
       return 2;
     }
-    fabrics.emplace_back("fallback");  // libfabric:tcp against the server with RDMA off
+    fabrics.emplace_back("fallback");  // fallback_fabric against the server with RDMA off
   }
 
   std::size_t size_max = 0;
@@ -303,7 +325,7 @@ int main(int argc, char** argv) {
     cfg.endpoint = fallback ? no_rdma.endpoint : server.endpoint;
     cfg.access_key = "AK";
     cfg.secret_key = "SK";
-    cfg.fabric = fallback ? "libfabric:tcp" : fabric;
+    cfg.fabric = fallback ? fallback_fabric : fabric;
     cfg.part_size_bytes = part_size;
     auto client_r = Client::create(cfg);
     if (!client_r.ok()) {

@@ -1,6 +1,5 @@
 #include "server/rdma/rdma_engine.hpp"
 
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,9 +11,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include "transport/libfabric/libfabric_transport.hpp"
-#include "transport/libfabric/shm_region.hpp"
 
 namespace objdirect::rdma {
 
@@ -127,26 +123,17 @@ struct RdmaEngine::RetiredSet {
   // the client has stopped listening. A ProgressThread hold may outlive its transport (a shm
   // reset): it then only drops a count.
   std::shared_ptr<void> hot;
-  bool peer_copies = false;  // libfabric shm: the peer process copies into our memory
-  pid_t peer_pid = 0;        // that process (0: unknown)
-  // libfabric shm: the transport, kept open while the peer process lives. A shm reset replaces
-  // the transport after a failure; closing the old endpoint while a live (slow) client still has
-  // commands from it in its queue crashed that client (SIGSEGV in its shm progress, libfabric
-  // 1.17), so the old endpoint stays until the operations settle or the peer is gone.
+  // caps().peer_copies (libfabric shm): the peer process copies into our memory itself.
+  bool peer_copies = false;
+  std::function<bool()> peer_gone;  // Transport::peer_gone_check of that peer (peer_copies only)
+  // peer_copies: the transport, kept open while the peer process lives. A reset
+  // (reset_after_peer_failure) replaces the transport after a failure; closing the old shm
+  // endpoint while a live (slow) client still has commands from it in its queue crashed that
+  // client (SIGSEGV in its shm progress, libfabric 1.17), so the old endpoint stays until the
+  // operations settle or the peer is gone.
   std::shared_ptr<transport::Transport> live_peer_hold;
   std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
 };
-
-namespace {
-
-// Providers that do not recover from a peer that died with operations in flight: libfabric
-// 1.17's shm processes its response queue in order and stops at the first entry still busy
-// (smr_progress_resp), so one dead peer stalls every later completion of the endpoint.
-bool reset_after_failure(const std::string& fabric) {
-  return fabric == "libfabric:shm";
-}
-
-}  // namespace
 
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) {
   if (opts.chunk_bytes == 0 || opts.chunk_bytes > limits::rdma_chunk_bytes_max ||
@@ -170,7 +157,7 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
   bool strict = true;
   if (opts.fabrics == "none" || opts.fabrics.empty()) return e;
   if (opts.fabrics == "auto") {
-    names = {"libfabric:shm", "libfabric:tcp", "ucx", "libfabric:verbs", "libfabric:efa"};
+    for (const auto& f : transport::fabric_table()) names.emplace_back(f.name);
     strict = false;
   } else {
     names = split_list(opts.fabrics);
@@ -262,7 +249,7 @@ void RdmaEngine::reclaim_retired() {
   const auto young = std::chrono::steady_clock::now() - opts_.reap_interval;
   for (RetiredSet* r : sets) {
     if (r->since > young) continue;  // every set stays retired at least one reap_interval
-    if (r->live_peer_hold && transport::libfabric::process_gone(r->peer_pid)) {
+    if (r->live_peer_hold && r->peer_gone()) {
       seen.push_back(std::move(r->live_peer_hold));  // destroyed below, outside mu_, if last
       r->live_peer_hold.reset();
     }
@@ -276,7 +263,7 @@ void RdmaEngine::reclaim_retired() {
     } else {
       // Destroyed: its endpoint is closed, so this process moves no data for it any more. On
       // shm the peer copies into our memory itself (CMA): it must be gone too.
-      safe = !r->peer_copies || transport::libfabric::process_gone(r->peer_pid);
+      safe = !r->peer_copies || r->peer_gone();
     }
     if (safe) done.push_back(r);
   }
@@ -511,12 +498,12 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
     transport::Transport& tr, storage::ObjectReader& reader, std::uint64_t offset,
     std::uint64_t length) {
   std::vector<std::shared_ptr<Mapping>> maps;
-  const std::string& name = tr.caps().name;
-  // Registration pins nothing on tcp and shm; on verbs/efa it would pin page-cache pages. (On shm
-  // it was withdrawn once: a client SIGKILLed while holding its region lock left the server's next
+  // Only where the transport may write from a registered read-only file mapping (libfabric tcp
+  // and shm: registration pins nothing; on verbs/efa it would pin page-cache pages). (On shm it
+  // was withdrawn once: a client SIGKILLed while holding its region lock left the server's next
   // fi_writemsg spinning for ever, with a mapped source or not; the shm transport's watchdog now
   // releases a dead peer's lock, docs/RELIABILITY.md section 6.)
-  if (!opts_.zero_copy_get || (name != "libfabric:tcp" && name != "libfabric:shm")) return maps;
+  if (!opts_.zero_copy_get || !tr.caps().mapped_source_write) return maps;
   auto extents = reader.extents(offset, length);
   if (!extents.ok() || extents->empty()) return maps;
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -551,7 +538,10 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
 
 void RdmaEngine::maybe_reset_transport(std::size_t ti,
                                        const std::shared_ptr<transport::Transport>& failed) {
-  if (!reset_after_failure(transport_names_[ti])) return;
+  // A provider that does not recover from a peer that died with operations in flight
+  // (libfabric 1.17's shm processes its response queue in order and stops at the first entry
+  // still busy, so one dead peer stalls every later completion of the endpoint).
+  if (!failed->caps().reset_after_peer_failure) return;
   std::lock_guard reset_lock(reset_mu_);
   {
     std::lock_guard lock(mu_);
@@ -610,9 +600,9 @@ std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
   r->transport = tr;
   r->ops = std::move(abandoned.ops);
   r->hot = tr->keep_progress_hot();
-  r->peer_copies = tr->caps().name == "libfabric:shm";
+  r->peer_copies = tr->caps().peer_copies;
   if (r->peer_copies) {
-    if (auto shm = transport::libfabric::parse_shm_endpoint(t.endpoint)) r->peer_pid = shm->pid;
+    r->peer_gone = tr->peer_gone_check(t.endpoint);
     r->live_peer_hold = tr;
   }
   return r;
@@ -878,9 +868,9 @@ RdmaStats RdmaEngine::stats() const {
     std::lock_guard lock(mu_);
     s = stats_;
   }
-  const auto shm = transport::libfabric::shm_lock_recovery_stats();
-  s.shm_dead_peer_lock_releases = shm.lock_releases;
-  s.shm_dead_peer_locks_left_alone = shm.left_alone;
+  const auto provider = transport::provider_stats();
+  s.shm_dead_peer_lock_releases = provider.dead_peer_lock_releases;
+  s.shm_dead_peer_locks_left_alone = provider.dead_peer_locks_left_alone;
   return s;
 }
 

@@ -3,8 +3,9 @@
 // It owns the enabled transports (libfabric tcp/shm/verbs/efa, UCX) and one pool of pre-registered
 // staging buffers. A GET reads the object from storage into staging buffers and RDMA-WRITEs each
 // into the client's memory while the next chunk is read (pipelined, `pipeline_depth` chunks in
-// flight); over libfabric tcp/shm it instead maps the object's (immutable) blob files read-only
-// and RDMA-WRITEs from the page cache, one copy instead of two (zero_copy_get); a PUT RDMA-READs
+// flight); where the transport can write from a file mapping (caps().mapped_source_write:
+// libfabric tcp/shm) it instead maps the object's (immutable) blob files read-only and
+// RDMA-WRITEs from the page cache, one copy instead of two (zero_copy_get); a PUT RDMA-READs
 // the client's memory chunk by chunk and hands each chunk, in order, to a sink that hashes and
 // appends it to the store.
 //
@@ -32,20 +33,24 @@
 //  - the provider reported every timed-out operation on them as finished or failed
 //    (Transport::op_settled), or
 //  - the transport they were registered with is destroyed (its endpoint closed: nothing of ours
-//    moves data any more) and, on libfabric shm, where the peer process itself copies into our
-//    memory (CMA), the peer process is gone too.
+//    moves data any more) and, where the peer process itself copies into our memory
+//    (caps().peer_copies: libfabric shm's CMA), the peer process is gone too
+//    (Transport::peer_gone_check).
 // While retired_buffers_max buffers are retired, can_serve() declines new transfers (the client
 // falls back to HTTP), so a stream of dying clients cannot grow the server's memory without bound.
 // libfabric shm never recovers from a peer that died with operations in flight (its endpoint
 // reports completions strictly in order, and the dead peer's never comes), so after a failed
-// transfer on shm the engine replaces that transport with a new endpoint and registers the pool
-// with it (stats().transport_resets); transfers still running on the old one fail or finish.
+// transfer on a transport with caps().reset_after_peer_failure the engine replaces it with a new
+// endpoint and registers the pool with it (stats().transport_resets); transfers still running on
+// the old one fail or finish.
 // No late writes: send()/receive() return a failure (the S3 layer then answers 500) only once
 // the provider is done with the operations the transfer abandoned, at most one more op_timeout
 // (stats().failures_answered_unsettled counts replies sent when that bound expired), so that the
 // client, which revokes its registration and reuses its buffer once it has the answer, gets no
 // late bytes (docs/RELIABILITY.md section 5). A retired set keeps the transport's progress hot
-// until freed, and on shm keeps the transport itself open while the peer process lives.
+// until freed, and where the peer copies (shm) keeps the transport itself open while the peer
+// process lives. The engine knows fabrics only by transport::fabric_table() and caps(): it never
+// compares a fabric name nor includes a backend header.
 //
 // Thread safety: thread-safe. send() and receive() block the calling thread; call them from a
 // worker pool, not from the HTTP event loop.
@@ -92,8 +97,9 @@ struct RdmaOptions {
   std::uint64_t inflight_bytes_max = 256ull << 20;
   std::uint64_t per_client_inflight_bytes_max = 64ull << 20;
   unsigned pipeline_depth = 4;
-  // GET over libfabric tcp/shm writes straight from a read-only mapping of the object's files
-  // (the page cache) instead of copying each chunk into a staging buffer first. Staging buffers
+  // GET over a transport with caps().mapped_source_write (libfabric tcp/shm) writes straight
+  // from a read-only mapping of the object's files (the page cache) instead of copying each
+  // chunk into a staging buffer first. Staging buffers
   // still bound how many chunks are in flight (admission control is unchanged).
   bool zero_copy_get = true;
   std::chrono::milliseconds op_timeout{30'000};
@@ -135,7 +141,7 @@ struct RdmaStats {
   // await_settled bound, one op_timeout, expired first).
   std::uint64_t failures_answered_unsettled = 0;
   // libfabric shm posts stuck on a dead client's region lock: locks released / left alone
-  // (process-wide, transport::libfabric::shm_lock_recovery_stats()).
+  // (process-wide, transport::provider_stats()).
   std::uint64_t shm_dead_peer_lock_releases = 0;
   std::uint64_t shm_dead_peer_locks_left_alone = 0;
   std::uint64_t bytes_written = 0;         // GET: server -> client
@@ -236,7 +242,7 @@ class RdmaEngine {
   std::size_t transport_index(const token::Token& t, bool need_write) const;
   std::vector<std::shared_ptr<transport::Transport>> transports_snapshot() const;
   // After a failed transfer on transport `ti` (which was `failed`): replaces it if its provider
-  // cannot recover from a dead peer by itself (libfabric shm).
+  // cannot recover from a dead peer by itself (caps().reset_after_peer_failure: libfabric shm).
   void maybe_reset_transport(std::size_t ti, const std::shared_ptr<transport::Transport>& failed);
 
   RdmaOptions opts_;

@@ -528,6 +528,15 @@ class LibfabricTransport final : public Transport {
     return std::make_shared<int>(0);
   }
 
+  // shm: the peer is the process named in its endpoint address (parse_shm_endpoint), which
+  // copies into our memory itself on the fast path.
+  std::function<bool()> peer_gone_check(std::string_view peer_address) const override {
+    if (!caps_.peer_copies) return [] { return false; };
+    const auto peer = parse_shm_endpoint(peer_address);
+    if (!peer) return [] { return false; };
+    return [pid = peer->pid] { return process_gone(pid); };
+  }
+
   std::size_t peers_cached() const override {
     std::lock_guard lock(core_->mu);
     return peers_.size();
@@ -1111,6 +1120,16 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   caps.can_read = (info->caps & FI_READ) != 0;
   caps.host_memory = true;
   caps.cuda_memory = (info->caps & FI_HMEM) != 0;
+  // tcp and shm copy with the CPU and resolve the virtual range per transfer: registering pins
+  // nothing, so file mappings may be registered and reused memory keeps a valid registration.
+  // verbs and efa register with the NIC, which pins the pages.
+  const bool software = provider == "tcp" || provider == "shm";
+  caps.registration_pins = !software;
+  caps.mapped_source_write = software;
+  // shm's fast path: the peer copies with process_vm_readv/writev (CMA), and 1.17's endpoint
+  // completes in order, so a peer that died with operations in flight stalls it for good.
+  caps.peer_copies = provider == "shm";
+  caps.reset_after_peer_failure = provider == "shm";
   const int* own_region_lock =
       region_name.empty() ? nullptr : find_region_lock(region_name, static_cast<int>(::getpid()));
   return std::unique_ptr<Transport>(std::make_unique<LibfabricTransport>(

@@ -578,6 +578,13 @@ Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config) {
   caps.can_read = true;
   caps.host_memory = true;
   caps.cuda_memory = cuda;
+  // ucp_mem_map registers with every transport UCX may pick, RC/DC hardware included, where
+  // registration pins; over tcp/sm RMA is emulated by this worker (no peer copies, and a peer
+  // failure ends with the endpoint UCX force-closes, so the worker needs no replacing).
+  caps.registration_pins = true;
+  caps.mapped_source_write = false;
+  caps.peer_copies = false;
+  caps.reset_after_peer_failure = false;
   return std::unique_ptr<Transport>(std::make_unique<UcxTransport>(
       std::move(core), worker, std::move(caps), std::move(local), config));
 }
