@@ -4,7 +4,10 @@ Covers what the C++ client_integration_test does not: recursive copies of direct
 back down, compared by SHA-256), keys that would escape the destination, S3 -> S3 server-side
 copies (checked in the server's access log), rm --recursive, interrupted downloads (SIGKILL and
 SIGINT mid-transfer leave no destination file), the exit codes, the progress bar on a
-pseudo-terminal and its absence when piped, and `objdirect bench`.
+pseudo-terminal and its absence when piped, `objdirect bench`, and the `aws s3` commands and flags:
+sync (all three directions, --delete, --checksum, --exact-timestamps, --exclude/--include), mv,
+presign (fetched with urllib; tampered and expired URLs refused), --dryrun, --quiet,
+--content-type/--metadata (read back by boto3) and ls --human-readable --summarize.
 
 Run by ctest (cli_pytest) with OBJDIRECT_BIN_DIR=<build>/bin; a missing binary fails.
 """
@@ -644,10 +647,13 @@ def test_metadata_and_content_type_visible_via_head(server, bucket, tmp_path):
     assert h["ContentType"] == "application/json" and h["Metadata"] == {"k": "v"}
     # Refused before any request: a malformed list, a name that is no HTTP token, and names plus
     # values above user_metadata_bytes_max (2 KiB).
+    run(server, "cp", "--metadata", "k=" + "v" * 2047, str(small), f"s3://{bucket}/edge")  # 2048 B
+    assert s3.head_object(Bucket=bucket, Key="edge")["Metadata"] == {"k": "v" * 2047}
     for bad in ("novalue", "bad name=1", "k=" + "v" * 2048):
         p = run(server, "cp", "--metadata", bad, str(small), f"s3://{bucket}/bad", check=False)
         assert p.returncode == 2, (bad, p.stderr)
     assert "bad" not in keys_of(server, bucket)
+    assert run(server, "stat", f"s3://{bucket}/bad", check=False).returncode == 3
 
 
 def test_ls_human_readable_summarize(server, bucket, tmp_path):
