@@ -442,6 +442,15 @@ def test_progress_bar_on_a_tty_only(server, bucket, tmp_path):
     assert rc == 0 and tty == "", tty
     rc, out, tty = run_on_pty(server, ["cp", "--json", str(src), f"s3://{bucket}/q"])
     assert rc == 0 and tty == "" and json.loads(out)["bytes"] == 24 * MIB
+    # sync and mv draw the same bar (per-file lines on stdout); --quiet draws nothing.
+    rc, out, tty = run_on_pty(server, ["sync", "--part-size", str(MIB), "--concurrency", "1",
+                                       f"s3://{bucket}/", str(tmp_path / "sync")])
+    assert rc == 0 and "[1/2]" in tty and "ETA" in tty, tty
+    assert f"download: s3://{bucket}/q to {tmp_path / 'sync' / 'q'}\n" in out, out
+    rc, out, tty = run_on_pty(server, ["sync", "--quiet", str(tmp_path / "sync"),
+                                       f"s3://{bucket}/again"])
+    assert rc == 0 and tty == "" and out == "", (tty, out)
+    assert keys_of(server, bucket, "again/") == ["again/p.bin", "again/q"]
     piped = run(server, "cp", str(src), f"s3://{bucket}/r")
     assert piped.stderr == ""
 
