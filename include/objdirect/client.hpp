@@ -41,6 +41,7 @@
 // caller must keep buffers alive and untouched until the call (or its future) completes.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <future>
@@ -174,6 +175,18 @@ struct ObjectInfo {
   std::string etag;           // unquoted
   std::string last_modified;  // HTTP date, as the server sent it
   std::string content_type;
+  // User metadata: the x-amz-meta-NAME headers, NAME lower-case and without the prefix.
+  std::map<std::string, std::string> metadata;
+};
+
+// What an upload sets besides the bytes (put with options, create_multipart_upload with options).
+// Validated by the call: invalid_argument for a content type or metadata value with a control
+// character (CR, LF, NUL, ...), a metadata name that is empty or not an HTTP token, or names
+// plus values above limits::user_metadata_bytes_max (2 KiB, as S3).
+struct PutOptions {
+  std::string content_type;  // Content-Type; empty: the server's default (binary/octet-stream)
+  // x-amz-meta-NAME: VALUE, NAME without the prefix (sent lower-case, as S3 stores it).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 struct ListOptions {
@@ -324,6 +337,11 @@ class Client {
   // rdma_transfer_failed; a failed multipart upload is aborted before returning.
   Result<TransferResult> put(std::string_view bucket, std::string_view key,
                              std::span<const std::byte> src);
+  // The same with a Content-Type and user metadata (see PutOptions; on the PutObject, or on the
+  // CreateMultipartUpload of a multipart upload). Host memory only: CUDA device memory with
+  // non-empty options is invalid_argument.
+  Result<TransferResult> put(std::string_view bucket, std::string_view key,
+                             std::span<const std::byte> src, const PutOptions& options);
 
   // The same on a thread of their own; the buffers must stay valid until the future is ready.
   // Device buffers use the legacy default CUDA stream (as get/put do).
@@ -379,6 +397,15 @@ class Client {
   Result<TransferResult> copy(std::string_view src_bucket, std::string_view src_key,
                               std::string_view dst_bucket, std::string_view dst_key);
 
+  // A presigned URL (SigV4 query authentication, docs/client.md "Presigned URLs") for `method`
+  // ("GET", "HEAD", "PUT", "DELETE") on the object, valid for `expires` from now: the endpoint,
+  // the path-style target and the X-Amz-* query, signed with this client's credentials and
+  // region (a session token goes in as X-Amz-Security-Token). Anyone holding it may do that one
+  // operation until it expires. Makes no request. Errors: invalid_argument (empty bucket or key,
+  // another method, expires outside 1..limits::presign_expires_max_s, 604800 s as AWS).
+  Result<std::string> presign(std::string_view method, std::string_view bucket,
+                              std::string_view key, std::chrono::seconds expires);
+
   // A key DeleteObjects could not delete.
   struct DeleteFailure {
     std::string key;
@@ -394,6 +421,9 @@ class Client {
   // Explicit multipart uploads, for writers that do not know the size up front (streams).
   // CreateMultipartUpload: returns the upload id.
   Result<std::string> create_multipart_upload(std::string_view bucket, std::string_view key);
+  // The same with the Content-Type and user metadata the completed object gets (PutOptions).
+  Result<std::string> create_multipart_upload(std::string_view bucket, std::string_view key,
+                                              const PutOptions& options);
   // UploadPart `part_number` (1..limits::parts_max) from src, over RDMA when it can (as put).
   // TransferResult::etag is the part's ETag.
   Result<TransferResult> upload_part(std::string_view bucket, std::string_view key,
@@ -425,7 +455,8 @@ class Client {
                                   std::span<std::byte> dst, std::optional<ByteRange> range,
                                   bool direct);
   Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
-                                  std::span<const std::byte> src, bool direct);
+                                  std::span<const std::byte> src, bool direct,
+                                  const PutOptions* options = nullptr);
   // Device memory: GPUDirect when the fabric can, else (or when declined) the staging pipeline.
   Result<TransferResult> get_device(std::string_view bucket, std::string_view key,
                                     std::span<std::byte> dst, std::optional<ByteRange> range,

@@ -464,8 +464,11 @@ struct Client::Impl {
   // crc32c: when not empty, sent as x-amz-checksum-crc32c (base64) for the server to verify.
   // direct: as get_one; a PUT the server did not take over RDMA returns rdma_declined instead
   // of re-sending src (device memory) as the body.
+  // extra: headers sent on both the token request and the body request (PutOptions' content
+  // type and metadata).
   Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src,
-                             const std::string& crc32c = {}, bool direct = false) {
+                             const std::string& crc32c = {}, bool direct = false,
+                             const client::Headers& extra = {}) {
     PutOutcome out;
     std::shared_ptr<void> hold;
     std::shared_ptr<client::Fabric> fabric_used;
@@ -480,6 +483,7 @@ struct Client::Impl {
       req.send_content_length = true;
       req.headers.emplace_back("x-amz-content-sha256", std::string(sigv4::kUnsignedPayload));
       if (!crc32c.empty()) req.headers.emplace_back("x-amz-checksum-crc32c", crc32c);
+      req.headers.insert(req.headers.end(), extra.begin(), extra.end());
       auto r = execute_rdma(req, std::nullopt, src, std::move(token), out.info, hold, fabric_used,
                             direct, &out.requests);
       ++out.requests;
@@ -519,6 +523,7 @@ struct Client::Impl {
     req.send_content_length = true;
     req.body = src;
     if (!crc32c.empty()) req.headers.emplace_back("x-amz-checksum-crc32c", crc32c);
+    req.headers.insert(req.headers.end(), extra.begin(), extra.end());
     auto r = http->execute(req);
     ++out.requests;
     if (!r.ok()) return r.status();
@@ -529,7 +534,8 @@ struct Client::Impl {
 
   // checksum_algorithm: sent as x-amz-checksum-algorithm when not empty.
   Result<std::string> xml_call(const std::string& method, const std::string& target,
-                               std::string body = {}, const std::string& checksum_algorithm = {}) {
+                               std::string body = {}, const std::string& checksum_algorithm = {},
+                               const client::Headers& extra = {}) {
     HttpRequest req;
     req.method = method;
     req.target = target;
@@ -540,6 +546,7 @@ struct Client::Impl {
     if (!checksum_algorithm.empty()) {
       req.headers.emplace_back("x-amz-checksum-algorithm", checksum_algorithm);
     }
+    req.headers.insert(req.headers.end(), extra.begin(), extra.end());
     auto r = http->execute(req);
     if (!r.ok()) return r.status();
     if (!r->ok()) return client::status_from_response(*r);
@@ -548,8 +555,9 @@ struct Client::Impl {
 
   // --- multipart upload steps (host and device PUT) -----------------------------------------
   // CreateMultipartUpload; returns the UploadId. algorithm: x-amz-checksum-algorithm when set.
-  Result<std::string> create_upload(const std::string& target, const std::string& algorithm = {}) {
-    auto created = xml_call("POST", target + "?uploads", {}, algorithm);
+  Result<std::string> create_upload(const std::string& target, const std::string& algorithm = {},
+                                    const client::Headers& extra = {}) {
+    auto created = xml_call("POST", target + "?uploads", {}, algorithm, extra);
     if (!created.ok()) return created.status();
     auto init = s3::decode_initiate_multipart(*created);
     if (!init.ok()) return client::reply_error(init.status(), "CreateMultipartUpload");
@@ -1029,6 +1037,16 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
   return put_host(bucket, key, src, false);
 }
 
+Result<TransferResult> Client::put(std::string_view bucket, std::string_view key,
+                                   std::span<const std::byte> src, const PutOptions& options) {
+  if (options.content_type.empty() && options.metadata.empty()) return put(bucket, key, src);
+  if (!src.empty() && is_device_memory(src.data())) {
+    return Status(Errc::invalid_argument,
+                  "PutOptions (content type, metadata) need host memory, not CUDA device memory");
+  }
+  return put_host(bucket, key, src, false, &options);
+}
+
 Result<TransferResult> Client::put_device(std::string_view bucket, std::string_view key,
                                           std::span<const std::byte> src, void* cuda_stream) {
   std::string declined;
@@ -1047,15 +1065,22 @@ Result<TransferResult> Client::put_device(std::string_view bucket, std::string_v
 }
 
 Result<TransferResult> Client::put_host(std::string_view bucket, std::string_view key,
-                                        std::span<const std::byte> src, bool direct) {
+                                        std::span<const std::byte> src, bool direct,
+                                        const PutOptions* options) {
   const std::string target = client::object_target(bucket, key);
+  client::Headers extra;
+  if (options) {
+    auto h = client::put_option_headers(*options);
+    if (!h.ok()) return h.status();
+    extra = std::move(*h);
+  }
   auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes);
   if (!plan.ok()) return plan.status();
   TransferResult res;
   res.object_size = src.size();
   PathInfo info;
   if (!plan->multipart) {
-    auto o = impl_->put_one(target, src, {}, direct);
+    auto o = impl_->put_one(target, src, {}, direct, extra);
     if (!o.ok()) return o.status();
     res.bytes = src.size();
     res.etag = o->etag;
@@ -1065,7 +1090,7 @@ Result<TransferResult> Client::put_host(std::string_view bucket, std::string_vie
     return res;
   }
 
-  auto created = impl_->create_upload(target);
+  auto created = impl_->create_upload(target, {}, extra);
   ++res.requests;
   if (!created.ok()) return created.status();
   const std::string upload_id = std::move(*created);
@@ -1196,6 +1221,9 @@ Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {
   info.etag = s3::unquote_etag(r->header("etag").value_or(""));
   info.last_modified = std::string(r->header("last-modified").value_or(""));
   info.content_type = std::string(r->header("content-type").value_or(""));
+  for (const auto& [name, value] : r->headers) {
+    if (name.size() > 11 && name.starts_with("x-amz-meta-")) info.metadata[name.substr(11)] = value;
+  }
   return info;
 }
 

@@ -74,6 +74,50 @@ Result<std::string> xml_request(client::HttpClient& http, std::string method, st
 
 }  // namespace
 
+Result<client::Headers> client::put_option_headers(const PutOptions& options) {
+  // Control characters would end the header line (CR, LF) or be refused by the server.
+  auto bad_char = [](std::string_view v) {
+    return std::any_of(v.begin(), v.end(), [](char ch) {
+      const auto u = static_cast<unsigned char>(ch);
+      return (u < 0x20 && u != '\t') || u == 0x7f;
+    });
+  };
+  auto token_char = [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+  };
+  Headers out;
+  if (!options.content_type.empty()) {
+    if (bad_char(options.content_type)) {
+      return Status(Errc::invalid_argument, "content type has a control character");
+    }
+    out.emplace_back("content-type", options.content_type);
+  }
+  std::size_t bytes = 0;
+  for (const auto& [name, value] : options.metadata) {
+    if (name.empty() || !std::all_of(name.begin(), name.end(), token_char)) {
+      return Status(Errc::invalid_argument,
+                    "metadata name '" + name + "' is empty or not an HTTP token");
+    }
+    if (bad_char(value)) {
+      return Status(Errc::invalid_argument,
+                    "metadata value of '" + name + "' has a control character");
+    }
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
+      return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch + 32) : ch;
+    });
+    bytes += lower.size() + value.size();
+    out.emplace_back("x-amz-meta-" + lower, value);
+  }
+  if (bytes > limits::user_metadata_bytes_max) {
+    return Status(Errc::invalid_argument, "metadata is " + std::to_string(bytes) +
+                                              " bytes (names and values), above " +
+                                              std::to_string(limits::user_metadata_bytes_max));
+  }
+  return out;
+}
+
 Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_view src_key,
                                     std::string_view dst_bucket, std::string_view dst_key) {
   const std::uint64_t threshold = config().copy_multipart_threshold_bytes;
@@ -168,7 +212,15 @@ Result<std::vector<Client::DeleteFailure>> Client::delete_objects(
 }
 
 Result<std::string> Client::create_multipart_upload(std::string_view bucket, std::string_view key) {
-  auto body = xml_request(http(), "POST", client::object_target(bucket, key) + "?uploads");
+  return create_multipart_upload(bucket, key, PutOptions{});
+}
+
+Result<std::string> Client::create_multipart_upload(std::string_view bucket, std::string_view key,
+                                                    const PutOptions& options) {
+  auto headers = client::put_option_headers(options);
+  if (!headers.ok()) return headers.status();
+  auto body = xml_request(http(), "POST", client::object_target(bucket, key) + "?uploads", {},
+                          std::move(*headers));
   if (!body.ok()) return body.status();
   auto init = s3::decode_initiate_multipart(*body);
   if (!init.ok()) return client::reply_error(init.status(), "CreateMultipartUpload");
@@ -189,6 +241,34 @@ Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket
   res.etag = std::move(*etag);
   res.requests = 1;
   return res;
+}
+
+Result<std::string> Client::presign(std::string_view method, std::string_view bucket,
+                                    std::string_view key, std::chrono::seconds expires) {
+  if (method != "GET" && method != "HEAD" && method != "PUT" && method != "DELETE") {
+    return Status(
+        Errc::invalid_argument,
+        "presign: method must be GET, HEAD, PUT or DELETE, got '" + std::string(method) + "'");
+  }
+  if (bucket.empty() || key.empty()) {
+    return Status(Errc::invalid_argument, "presign needs a bucket and a key");
+  }
+  if (expires.count() < 1 || expires.count() > limits::presign_expires_max_s) {
+    return Status(Errc::invalid_argument,
+                  "presign: expiry must be 1.." + std::to_string(limits::presign_expires_max_s) +
+                      " seconds (7 days), got " + std::to_string(expires.count()));
+  }
+  const ClientConfig& cfg = config();
+  auto ep = client::parse_endpoint(cfg.endpoint);
+  if (!ep.ok()) return ep.status();
+  std::string target = client::object_target(bucket, key);
+  if (!cfg.session_token.empty()) {
+    target += "?X-Amz-Security-Token=" + uri_encode(cfg.session_token, true);
+  }
+  const std::string query =
+      sigv4::presign(method, target, ep->host_header, {cfg.access_key, cfg.secret_key}, cfg.region,
+                     expires, std::chrono::system_clock::now());
+  return "http://" + ep->host_header + query;
 }
 
 Status Client::abort_multipart_upload(std::string_view bucket, std::string_view key,

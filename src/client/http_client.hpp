@@ -39,6 +39,10 @@ inline constexpr std::size_t client_response_header_bytes_max = 64 * 1024;
 inline constexpr std::size_t client_response_body_bytes_max = 16 * 1024 * 1024;
 }  // namespace objdirect::limits
 
+namespace objdirect {
+struct PutOptions;  // objdirect/client.hpp
+}
+
 namespace objdirect::client {
 
 class ClientCounters;  // client/stats.hpp
@@ -168,5 +172,12 @@ std::string request_id_note(const HttpResponse& r);
 
 // "/bucket/key" with the key percent-encoded (slashes kept); an empty key gives "/bucket".
 std::string object_target(std::string_view bucket, std::string_view key);
+
+// Request headers, lower-case names (as HttpRequest::headers).
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// The content-type and x-amz-meta-* headers of an upload's PutOptions (client_ops.cc), after the
+// checks PutOptions documents. Errors: invalid_argument naming the bad name or value.
+Result<Headers> put_option_headers(const PutOptions& options);
 
 }  // namespace objdirect::client

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "common/limits.hpp"
+#include "objdirect/client.hpp"
+
 namespace objdirect::client {
 namespace {
 
@@ -80,3 +85,74 @@ TEST(HttpClient, UnreachableEndpointIsUnavailable) {
 
 }  // namespace
 }  // namespace objdirect::client
+
+// --- PutOptions' headers and Client::presign (no server needed) ---------------------------------
+
+TEST(PutOptionHeaders, LowerCasesNamesAndChecksThem) {
+  objdirect::PutOptions o;
+  o.content_type = "text/plain; charset=utf-8";
+  o.metadata = {{"Owner", "alice"}, {"tag", "a=b, c"}};
+  auto h = objdirect::client::put_option_headers(o);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(*h, (objdirect::client::Headers{{"content-type", "text/plain; charset=utf-8"},
+                                            {"x-amz-meta-owner", "alice"},
+                                            {"x-amz-meta-tag", "a=b, c"}}));
+  for (const auto& bad : std::vector<objdirect::PutOptions>{{"", {{"", "v"}}},
+                                                            {"", {{"two words", "v"}}},
+                                                            {"", {{"k", "line\r\nx-evil: 1"}}},
+                                                            {"text/plain\r\nx-evil: 1", {}}}) {
+    EXPECT_EQ(objdirect::client::put_option_headers(bad).code(), objdirect::Errc::invalid_argument);
+  }
+  // limits::user_metadata_bytes_max counts names and values: 2048 is taken, 2049 refused.
+  objdirect::PutOptions edge{
+      "", {{"k", std::string(objdirect::limits::user_metadata_bytes_max - 1, 'v')}}};
+  EXPECT_TRUE(objdirect::client::put_option_headers(edge).ok());
+  edge.metadata[0].second += 'v';
+  EXPECT_EQ(objdirect::client::put_option_headers(edge).code(), objdirect::Errc::invalid_argument);
+}
+
+TEST(ClientPresign, VerifiesWithTheServersSigV4AndExpires) {
+  objdirect::ClientConfig cfg;
+  cfg.endpoint = "http://127.0.0.1:9";
+  cfg.access_key = "AKPRESIGN";
+  cfg.secret_key = "secret/presign";
+  cfg.session_token = "tok+en/1";
+  auto c = objdirect::Client::create(cfg);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const auto t0 = std::chrono::system_clock::now();
+  auto url = (*c)->presign("GET", "bkt", "dir/a b.bin", std::chrono::seconds(60));
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string base = "http://127.0.0.1:9";
+  ASSERT_EQ(url->rfind(base + "/bkt/dir/a%20b.bin?", 0), 0u) << *url;
+  EXPECT_NE(url->find("X-Amz-Expires=60&"), std::string::npos) << *url;
+  EXPECT_NE(url->find("X-Amz-Security-Token=tok%2Ben%2F1"), std::string::npos) << *url;
+  auto secrets = [](std::string_view key) -> std::optional<std::string> {
+    if (key == "AKPRESIGN") return std::string("secret/presign");
+    return std::nullopt;
+  };
+  auto check = [&](const std::string& target, std::chrono::system_clock::time_point now) {
+    objdirect::sigv4::RequestView req;
+    req.method = "GET";
+    req.target = target;
+    req.headers = {{"host", "127.0.0.1:9"}};
+    return objdirect::sigv4::verify(req, secrets, "us-east-1", now);
+  };
+  const std::string target = url->substr(base.size());
+  auto ok = check(target, t0);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_TRUE(ok->presigned);
+  EXPECT_EQ(ok->access_key, "AKPRESIGN");
+  std::string tampered = target;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  EXPECT_EQ(check(tampered, t0).code(), objdirect::Errc::signature_does_not_match);
+  EXPECT_EQ(check(target, t0 + std::chrono::seconds(62)).code(), objdirect::Errc::access_denied);
+  for (auto bad : {0, -1, 604801}) {
+    EXPECT_EQ((*c)->presign("GET", "bkt", "k", std::chrono::seconds(bad)).code(),
+              objdirect::Errc::invalid_argument);
+  }
+  EXPECT_TRUE((*c)->presign("GET", "bkt", "k", std::chrono::seconds(604800)).ok());
+  EXPECT_EQ((*c)->presign("POST", "bkt", "k", std::chrono::seconds(1)).code(),
+            objdirect::Errc::invalid_argument);
+  EXPECT_EQ((*c)->presign("GET", "bkt", "", std::chrono::seconds(1)).code(),
+            objdirect::Errc::invalid_argument);
+}

@@ -4,7 +4,10 @@ Covers what the C++ client_integration_test does not: recursive copies of direct
 back down, compared by SHA-256), keys that would escape the destination, S3 -> S3 server-side
 copies (checked in the server's access log), rm --recursive, interrupted downloads (SIGKILL and
 SIGINT mid-transfer leave no destination file), the exit codes, the progress bar on a
-pseudo-terminal and its absence when piped, and `objdirect bench`.
+pseudo-terminal and its absence when piped, `objdirect bench`, and the `aws s3` commands and flags:
+sync (all three directions, --delete, --checksum, --exact-timestamps, --exclude/--include), mv,
+presign (fetched with urllib; tampered and expired URLs refused), --dryrun, --quiet,
+--content-type/--metadata (read back by boto3) and ls --human-readable --summarize.
 
 Run by ctest (cli_pytest) with OBJDIRECT_BIN_DIR=<build>/bin; a missing binary fails.
 """
@@ -439,8 +442,244 @@ def test_progress_bar_on_a_tty_only(server, bucket, tmp_path):
     assert rc == 0 and tty == "", tty
     rc, out, tty = run_on_pty(server, ["cp", "--json", str(src), f"s3://{bucket}/q"])
     assert rc == 0 and tty == "" and json.loads(out)["bytes"] == 24 * MIB
+    # sync and mv draw the same bar (per-file lines on stdout); --quiet draws nothing.
+    rc, out, tty = run_on_pty(server, ["sync", "--part-size", str(MIB), "--concurrency", "1",
+                                       f"s3://{bucket}/", str(tmp_path / "sync")])
+    assert rc == 0 and "[1/2]" in tty and "ETA" in tty, tty
+    assert f"download: s3://{bucket}/q to {tmp_path / 'sync' / 'q'}\n" in out, out
+    rc, out, tty = run_on_pty(server, ["sync", "--quiet", str(tmp_path / "sync"),
+                                       f"s3://{bucket}/again"])
+    assert rc == 0 and tty == "" and out == "", (tty, out)
+    assert keys_of(server, bucket, "again/") == ["again/p.bin", "again/q"]
     piped = run(server, "cp", str(src), f"s3://{bucket}/r")
     assert piped.stderr == ""
+
+
+# -- the aws s3 commands: sync, mv, presign, filters, --dryrun, --quiet, metadata, ls -h -----------
+
+
+def write_files(root, files):
+    for rel, data in files.items():
+        p = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+
+
+def sync_tree():
+    return {
+        "top.txt": b"hello\n",
+        "a/one.bin": os.urandom(70_000),
+        "a/skip.tmp": b"scratch",
+        "a/keep.tmp": b"kept by --include",
+        "a/b/c/deep.bin": os.urandom(6 * MIB + 3),  # two 5 MiB parts up: a multipart ETag
+        "z/name with spaces.txt": b"spaces",
+    }
+
+
+def file_lines(p, verb):
+    return sorted(line for line in p.stdout.splitlines() if line.startswith(verb + ": "))
+
+
+def s3_client(server):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"},
+                                      retries={"max_attempts": 1}))
+
+
+def test_sync_round_trips_a_tree_with_filters_and_delete(server, bucket, tmp_path):
+    src, down, down2 = tmp_path / "src", tmp_path / "down", tmp_path / "down2"
+    files = sync_tree()
+    write_files(src, files)
+    filt = ["--exclude", "*.tmp", "--include", "a/keep.tmp", "--part-size", "5MiB"]
+    up = run(server, "sync", *filt, str(src), f"s3://{bucket}/t")
+    wanted = sorted(k for k in files if k != "a/skip.tmp")
+    assert file_lines(up, "upload") == sorted(
+        f"upload: {src / k} to s3://{bucket}/t/{k}" for k in wanted), up.stdout
+    assert keys_of(server, bucket) == sorted("t/" + k for k in wanted)
+    # Nothing changed: the second sync copies nothing, by time and by ETag (multipart included).
+    for extra in ([], ["--checksum"]):
+        again = run(server, "sync", *filt, *extra, str(src), f"s3://{bucket}/t")
+        assert file_lines(again, "upload") == [] and "sync: 0 files" in again.stdout, again.stdout
+    # Down, then back again: the same bytes, and a second sync downloads nothing.
+    run(server, "sync", f"s3://{bucket}/t", str(down))
+    assert tree_digest(down) == {k: v for k, v in tree_digest(src).items() if k != "a/skip.tmp"}
+    assert file_lines(run(server, "sync", f"s3://{bucket}/t", str(down)), "download") == []
+    # S3 -> S3 (server-side), twice.
+    s3s3 = run(server, "sync", f"s3://{bucket}/t", f"s3://{bucket}/u")
+    assert len(file_lines(s3s3, "copy")) == len(wanted)
+    assert file_lines(run(server, "sync", f"s3://{bucket}/t", f"s3://{bucket}/u"), "copy") == []
+    # A changed size uploads that file only; --delete removes what the source lost, but never an
+    # excluded destination file.
+    (src / "top.txt").write_bytes(b"hello, longer\n")
+    os.remove(src / "z" / "name with spaces.txt")
+    changed = run(server, "sync", "--delete", *filt, str(src), f"s3://{bucket}/t")
+    assert file_lines(changed, "upload") == [f"upload: {src / 'top.txt'} to s3://{bucket}/t/top.txt"]
+    assert file_lines(changed, "delete") == [f"delete: s3://{bucket}/t/z/name with spaces.txt"]
+    run(server, "cp", str(src / "a" / "skip.tmp"), f"s3://{bucket}/t/a/skip.tmp")
+    run(server, "sync", "--delete", *filt, str(src), f"s3://{bucket}/t")
+    assert f"t/a/skip.tmp" in keys_of(server, bucket, "t/")
+    # S3 -> local --delete and S3 -> S3 --delete follow.
+    gone = run(server, "sync", "--delete", f"s3://{bucket}/t", str(down), "--exclude", "*.tmp")
+    assert file_lines(gone, "delete") == [f"delete: {down / 'z' / 'name with spaces.txt'}"]
+    assert (down / "top.txt").read_bytes() == b"hello, longer\n"
+    assert (down / "a" / "keep.tmp").exists()  # excluded on both sides: kept
+    run(server, "sync", "--delete", f"s3://{bucket}/t", f"s3://{bucket}/u")
+    assert keys_of(server, bucket, "u/") == [k.replace("t/", "u/", 1)
+                                             for k in keys_of(server, bucket, "t/")]
+
+
+def test_sync_checksum_and_exact_timestamps(server, bucket, tmp_path):
+    src, down = tmp_path / "src", tmp_path / "down"
+    write_files(src, {"f.bin": b"A" * 1000})
+    run(server, "sync", str(src), f"s3://{bucket}/c")
+    # Same size, other bytes, an old mtime: by time it is current, by checksum it is not.
+    (src / "f.bin").write_bytes(b"B" * 1000)
+    os.utime(src / "f.bin", (1_000_000_000, 1_000_000_000))
+    assert file_lines(run(server, "sync", str(src), f"s3://{bucket}/c"), "upload") == []
+    fixed = run(server, "sync", "--checksum", str(src), f"s3://{bucket}/c")
+    assert len(file_lines(fixed, "upload")) == 1
+    assert run(server, "cat", f"s3://{bucket}/c/f.bin").stdout == "B" * 1000
+    # Down: the file gets the object's time; an older local file of the same size is current by
+    # default and stale with --exact-timestamps.
+    run(server, "sync", f"s3://{bucket}/c", str(down))
+    (down / "f.bin").write_bytes(b"C" * 1000)
+    os.utime(down / "f.bin", (1_000_000_000, 1_000_000_000))
+    assert file_lines(run(server, "sync", f"s3://{bucket}/c", str(down)), "download") == []
+    exact = run(server, "sync", "--exact-timestamps", f"s3://{bucket}/c", str(down))
+    assert len(file_lines(exact, "download")) == 1
+    assert (down / "f.bin").read_bytes() == b"B" * 1000
+
+
+def test_mv_leaves_no_source(server, bucket, tmp_path):
+    f = tmp_path / "one.txt"
+    f.write_bytes(b"moving")
+    p = run(server, "mv", str(f), f"s3://{bucket}/m/")
+    assert p.stdout.startswith(f"move: {f} to s3://{bucket}/m/one.txt\n") and not f.exists()
+    run(server, "mv", f"s3://{bucket}/m/one.txt", f"s3://{bucket}/n/two.txt")
+    assert keys_of(server, bucket) == ["n/two.txt"]
+    back = tmp_path / "back.txt"
+    run(server, "mv", f"s3://{bucket}/n/two.txt", str(back))
+    assert back.read_bytes() == b"moving" and keys_of(server, bucket) == []
+    # A tree, with a filter: the excluded file stays where it was.
+    tree = tmp_path / "tree"
+    write_files(tree, {"x/a.bin": os.urandom(5000), "x/y/b.bin": b"b", "c.tmp": b"c"})
+    run(server, "mv", "-r", "--exclude", "*.tmp", str(tree), f"s3://{bucket}/r")
+    assert keys_of(server, bucket) == ["r/x/a.bin", "r/x/y/b.bin"]
+    assert [p.name for p in tree.rglob("*") if p.is_file()] == ["c.tmp"]
+    run(server, "mv", "-r", f"s3://{bucket}/r", f"s3://{bucket}/s")
+    assert keys_of(server, bucket) == ["s/x/a.bin", "s/x/y/b.bin"]
+    out = tmp_path / "out"
+    run(server, "mv", "-r", f"s3://{bucket}/s/", str(out))
+    assert keys_of(server, bucket) == [] and (out / "x" / "y" / "b.bin").read_bytes() == b"b"
+    bad = run(server, "mv", f"s3://{bucket}/q", f"s3://{bucket}/q", check=False)
+    assert bad.returncode == 3  # no such object: nothing moved
+
+
+def test_presign_url_over_plain_http(server, bucket, tmp_path):
+    import urllib.error
+    import urllib.request
+    data = os.urandom(10_000)
+    (tmp_path / "p.bin").write_bytes(data)
+    run(server, "cp", str(tmp_path / "p.bin"), f"s3://{bucket}/dir/p q.bin")
+    url = run(server, "presign", f"s3://{bucket}/dir/p q.bin").stdout.strip()
+    assert url.startswith(server.endpoint + f"/{bucket}/dir/p%20q.bin?") and "X-Amz-Expires=3600" in url
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.read() == data
+
+    def status(u):
+        try:
+            with urllib.request.urlopen(u, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    sig = url.rindex("X-Amz-Signature=") + len("X-Amz-Signature=")
+    tampered = url[:sig] + ("0" if url[sig] != "0" else "1") + url[sig + 1:]
+    assert status(tampered) == 403
+    assert status(url.replace("p%20q.bin", "p%20r.bin")) == 403  # another key: another signature
+    short = run(server, "presign", "--expires-in", "1", f"s3://{bucket}/dir/p q.bin").stdout.strip()
+    time.sleep(2.1)
+    assert status(short) == 403
+    for bad in ("604801",):
+        p = run(server, "presign", "--expires-in", bad, f"s3://{bucket}/k", check=False)
+        assert p.returncode == 2 and "604800" in p.stderr, p.stderr
+    assert "X-Amz-Expires=604800" in run(server, "presign", "--expires-in", "604800",
+                                         f"s3://{bucket}/k").stdout
+
+
+def test_dryrun_changes_nothing(server, bucket, tmp_path):
+    src = tmp_path / "src"
+    write_files(src, {"a.txt": b"a", "d/b.txt": b"b"})
+    run(server, "cp", str(src / "a.txt"), f"s3://{bucket}/old.txt")
+    cmds = [["sync", "--delete", str(src), f"s3://{bucket}/"],
+            ["cp", "-r", str(src), f"s3://{bucket}/c"],
+            ["mv", f"s3://{bucket}/old.txt", f"s3://{bucket}/new.txt"],
+            ["rm", "-r", f"s3://{bucket}/"],
+            ["sync", f"s3://{bucket}/", str(tmp_path / "down")]]
+    outs = []
+    for cmd in cmds:
+        p = run(server, cmd[0], "--dryrun", *cmd[1:])
+        lines = p.stdout.splitlines()
+        assert lines and all(line.startswith("(dryrun) ") for line in lines), (cmd, p.stdout)
+        outs.append(p.stdout)
+    assert f"(dryrun) delete: s3://{bucket}/old.txt\n" in outs[0]
+    assert f"(dryrun) upload: {src / 'd' / 'b.txt'} to s3://{bucket}/d/b.txt\n" in outs[0]
+    assert keys_of(server, bucket) == ["old.txt"]
+    assert sorted(p.name for p in src.rglob("*") if p.is_file()) == ["a.txt", "b.txt"]
+    assert not (tmp_path / "down").exists()
+    # --quiet: no output at all, and the work is done.
+    q = run(server, "sync", "--quiet", str(src), f"s3://{bucket}/q")
+    assert q.stdout == "" and q.stderr == ""
+    assert keys_of(server, bucket, "q/") == ["q/a.txt", "q/d/b.txt"]
+
+
+def test_metadata_and_content_type_visible_via_head(server, bucket, tmp_path):
+    small, big = tmp_path / "s.txt", tmp_path / "b.bin"
+    small.write_bytes(b"meta")
+    big.write_bytes(os.urandom(6 * MIB))
+    meta = ["--content-type", "text/x-test", "--metadata", "Owner=alice,tag=a=b"]
+    run(server, "cp", *meta, str(small), f"s3://{bucket}/s.txt")
+    run(server, "cp", *meta, "--part-size", "5MiB", str(big), f"s3://{bucket}/b.bin")  # multipart
+    tree = tmp_path / "t"
+    write_files(tree, {"x.json": b"{}"})
+    run(server, "sync", "--content-type", "application/json", "--metadata", "k=v", str(tree),
+        f"s3://{bucket}/t")
+    s3 = s3_client(server)
+    for key in ("s.txt", "b.bin"):
+        h = s3.head_object(Bucket=bucket, Key=key)
+        assert h["ContentType"] == "text/x-test", h
+        assert h["Metadata"] == {"owner": "alice", "tag": "a=b"}, h
+    h = s3.head_object(Bucket=bucket, Key="t/x.json")
+    assert h["ContentType"] == "application/json" and h["Metadata"] == {"k": "v"}
+    # Refused before any request: a malformed list, a name that is no HTTP token, and names plus
+    # values above user_metadata_bytes_max (2 KiB).
+    run(server, "cp", "--metadata", "k=" + "v" * 2047, str(small), f"s3://{bucket}/edge")  # 2048 B
+    assert s3.head_object(Bucket=bucket, Key="edge")["Metadata"] == {"k": "v" * 2047}
+    for bad in ("novalue", "bad name=1", "k=" + "v" * 2048):
+        p = run(server, "cp", "--metadata", bad, str(small), f"s3://{bucket}/bad", check=False)
+        assert p.returncode == 2, (bad, p.stderr)
+    assert "bad" not in keys_of(server, bucket)
+    assert run(server, "stat", f"s3://{bucket}/bad", check=False).returncode == 3
+
+
+def test_ls_human_readable_summarize(server, bucket, tmp_path):
+    sizes = {"one": 1, "hundred": 100, "kib": 1536, "mib": 3 * MIB}
+    for name, size in sizes.items():
+        (tmp_path / "h" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "h" / name).write_bytes(b"x" * size)
+    run(server, "cp", "-r", str(tmp_path / "h"), f"s3://{bucket}/h")
+    p = run(server, "ls", "-r", "--human-readable", "--summarize", f"s3://{bucket}/")
+    human = {line.rsplit(" ", 1)[1]: line.split(None, 1)[1].rsplit(" ", 1)[0].strip()
+             for line in p.stdout.splitlines() if line.startswith("20")}
+    assert human == {"h/one": "1 Byte", "h/hundred": "100 Bytes", "h/kib": "1.5 KiB",
+                     "h/mib": "3.0 MiB"}, p.stdout
+    total = sum(sizes.values())
+    assert p.stdout.endswith(f"\nTotal Objects: 4\n   Total Size: 3.0 MiB\n"), p.stdout
+    raw = run(server, "ls", "-r", "--summarize", f"s3://{bucket}/h/")
+    assert raw.stdout.endswith(f"\nTotal Objects: 4\n   Total Size: {total}\n"), raw.stdout
 
 
 # -- bench --------------------------------------------------------------------------------------------

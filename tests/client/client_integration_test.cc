@@ -225,6 +225,38 @@ TEST_F(ClientIT, MultipartAndRangedPartsWithSmallPartSize) {
   EXPECT_EQ(p.etag.find('-'), std::string::npos);
 }
 
+// PutOptions: the Content-Type and x-amz-meta-* reach the object by a single PUT and by a
+// multipart upload (on its CreateMultipartUpload), and HEAD returns them; an object put without
+// options has neither.
+TEST_F(ClientIT, PutOptionsSetContentTypeAndMetadata) {
+  auto cfg = base_config();
+  cfg.part_size_bytes = 5u << 20;
+  auto c = make(cfg);
+  PutOptions o;
+  o.content_type = "text/x-objdirect";
+  o.metadata = {{"Owner", "alice"}, {"note", "a=b, c"}};
+  const auto small = pattern(100, 1), big = pattern((6u << 20) + 1, 2);
+  ASSERT_TRUE(c->put(bucket_, "small", small, o).ok());
+  auto p = c->put(bucket_, "big", big, o);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_NE(p->etag.find("-2"), std::string::npos) << p->etag;
+  for (const char* key : {"small", "big"}) {
+    auto h = c->head(bucket_, key);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    EXPECT_EQ(h->content_type, "text/x-objdirect") << key;
+    EXPECT_EQ(h->metadata,
+              (std::map<std::string, std::string>{{"owner", "alice"}, {"note", "a=b, c"}}))
+        << key;
+  }
+  ASSERT_TRUE(c->put(bucket_, "plain", small).ok());
+  auto h = c->head(bucket_, "plain");
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->metadata.empty());
+  o.metadata = {{"bad name", "x"}};
+  EXPECT_EQ(c->put(bucket_, "refused", small, o).code(), Errc::invalid_argument);
+  EXPECT_EQ(c->head(bucket_, "refused").code(), Errc::no_such_key);
+}
+
 // Server-side copies: one CopyObject below the threshold, UploadPartCopy parts above it (the
 // threshold lowered so that a small object takes the multipart path); no byte through the client.
 TEST_F(ClientIT, CopyObjectAndUploadPartCopy) {

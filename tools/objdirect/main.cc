@@ -1,4 +1,5 @@
-// objdirect: the command-line client (cp, ls, mb, rb, rm, stat, cat, bench) over libobjdirect.
+// objdirect: the command-line client (cp, sync, mv, ls, mb, rb, rm, stat, cat, presign, bench) over
+// libobjdirect, with the `aws s3` names for commands and flags (docs/client.md, "The CLI").
 //
 // Exit codes (docs/client.md, `objdirect --help`): 0 ok, 1 other error, 2 bad arguments or
 // configuration, 3 not found, 4 access denied, 5 endpoint unreachable (or timed out, or service
@@ -11,6 +12,7 @@
 // and rename it over the destination only once every byte arrived; SIGINT, SIGTERM and SIGHUP go
 // to one thread that removes those files and aborts the multipart uploads in flight.
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -34,7 +37,9 @@
 #include <vector>
 
 #include "client/planner.hpp"
+#include "common/checksum.hpp"
 #include "common/limits.hpp"
+#include "common/time.hpp"
 #include "objdirect/client.hpp"
 
 namespace objdirect::limits {
@@ -115,6 +120,10 @@ std::optional<S3Url> parse_s3(std::string_view s) {
   u.bucket = std::string(s.substr(0, slash));
   if (slash != std::string_view::npos) u.key = std::string(s.substr(slash + 1));
   return u;
+}
+
+std::string s3_str(const S3Url& u) {
+  return "s3://" + u.bucket + "/" + u.key;
 }
 
 std::string json_escape(std::string_view s) {
@@ -240,7 +249,35 @@ struct Options {
   bool json = false;
   bool no_progress = false;
   bool recursive = false;
+  bool quiet = false;   // --quiet: no progress bar, no per-file lines, no summary line
+  bool dryrun = false;  // --dryrun: print "(dryrun) upload: A to B" lines, change nothing
+  PutOptions put;       // --content-type, --metadata (uploads)
+  // --exclude / --include, in command-line order: the last pattern that matches a file's path
+  // relative to the source (or destination) root decides; no match: included (as aws-cli).
+  struct Filter {
+    bool include = false;
+    std::string pattern;
+  };
+  std::vector<Filter> filters;
 };
+
+// Whether `rel` (a path relative to the command's root, '/'-separated) passes the filters.
+// Patterns are fnmatch(3) without flags: '*' and '?' also match '/', [...] a set, and '\' is an
+// ordinary character (as Python's fnmatch, which aws-cli uses).
+bool included(const Options& o, const std::string& rel) {
+  bool in = true;
+  for (const auto& f : o.filters) {
+    if (fnmatch(f.pattern.c_str(), rel.c_str(), FNM_NOESCAPE) == 0) in = f.include;
+  }
+  return in;
+}
+
+// A line of --dryrun (stdout, as aws-cli: "(dryrun) upload: a.txt to s3://b/a.txt"); nothing
+// under --quiet.
+int dryrun_line(const Options& o, const std::string& what) {
+  if (!o.quiet) std::printf("(dryrun) %s\n", what.c_str());
+  return 0;
+}
 
 Result<std::unique_ptr<Client>> make_client(const Options& o) {
   auto cfg = ClientConfig::load(o.profile);
@@ -274,13 +311,14 @@ std::string human_bytes(double b) {
 class Progress {
  public:
   Progress(const Options& o, std::uint64_t total_bytes, std::size_t total_files)
-      : enabled_(!o.no_progress && !o.json && isatty(STDERR_FILENO) == 1),
+      : enabled_(!o.no_progress && !o.quiet && !o.json && isatty(STDERR_FILENO) == 1),
         multi_(o.recursive),
         total_(total_bytes),
         files_(total_files) {
     if (enabled_) thread_ = std::thread([this] { run(); });
   }
   ~Progress() { finish(); }
+  bool enabled() const noexcept { return enabled_; }
 
   void add_total(std::uint64_t bytes, std::size_t files) {
     total_ += bytes;
@@ -408,6 +446,7 @@ struct Summary {
 };
 
 void print_summary(const Options& o, const char* what, Summary& s, double seconds) {
+  if (o.quiet && !o.json) return;
   const double gbytes_per_s = seconds > 0 ? static_cast<double>(s.bytes) / seconds / 1e9 : 0;
   const double gbits_per_s = gbytes_per_s * 8;
   const std::string path = s.path();
@@ -461,7 +500,7 @@ int run_parallel(std::size_t n, std::size_t width, Fn&& fn) {
 // Uploads a local file: one PutObject up to part_size, else a multipart upload whose parts go up
 // `width` at a time (aborted on failure).
 int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t width,
-                Progress& prog, Summary& sum) {
+                Progress& prog, Summary& sum, const PutOptions& put) {
   int fd = open(src.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -496,7 +535,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
   auto plan = client::plan_upload(m.len, c.config().part_size_bytes);
   if (!plan.ok()) return report(plan.status());
   if (!plan->multipart) {
-    auto r = c.put(dst.bucket, dst.key, data);
+    auto r = c.put(dst.bucket, dst.key, data, put);
     if (!r.ok()) return report(r.status());
     prog.add(m.len);
     sum.add(*r, true);
@@ -504,7 +543,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
     sum.etag = r->etag;
     return kOk;
   }
-  auto uid = c.create_multipart_upload(dst.bucket, dst.key);
+  auto uid = c.create_multipart_upload(dst.bucket, dst.key, put);
   if (!uid.ok()) return report(uid.status());
   UploadGuard guard(c, dst.bucket, dst.key, *uid);
   std::vector<Client::CompletedPart> parts(plan->parts.size());
@@ -682,9 +721,10 @@ int cmd_cp_upload(Client& c, const Options& o, const std::string& src, S3Url dst
       return fail_msg(kBadArgs, src + " is a directory (use --recursive)");
     }
     if (dst.key.empty() || dst.key.back() == '/') dst.key += fs::path(src).filename().string();
+    if (o.dryrun) return dryrun_line(o, "upload: " + src + " to " + s3_str(dst));
     Progress prog(o, fs::file_size(src, ec), 1);
     auto t0 = Clock::now();
-    int rc = upload_file(c, src, dst, width, prog, sum);
+    int rc = upload_file(c, src, dst, width, prog, sum, o.put);
     prog.finish();
     if (rc != kOk) return rc;
     print_summary(o, "upload", sum, std::chrono::duration<double>(Clock::now() - t0).count());
@@ -707,10 +747,17 @@ int cmd_cp_upload(Client& c, const Options& o, const std::string& src, S3Url dst
     if (!it->is_regular_file(ec)) continue;
     std::string rel = fs::relative(it->path(), src, ec).generic_string();
     if (ec) break;
+    if (!included(o, rel)) continue;
     items.push_back({it->path(), prefix + rel, it->file_size(ec)});
     total += items.back().size;
   }
   if (ec) return fail_msg(kGeneric, "cannot walk " + src + ": " + ec.message());
+  if (o.dryrun) {
+    for (const auto& it : items) {
+      (void)dryrun_line(o, "upload: " + it.path.string() + " to " + s3_str({dst.bucket, it.key}));
+    }
+    return kOk;
+  }
   Progress prog(o, total, items.size());
   auto t0 = Clock::now();
   // Small files go `width` at a time, each one request; large files one at a time, each with
@@ -721,11 +768,11 @@ int cmd_cp_upload(Client& c, const Options& o, const std::string& src, S3Url dst
   }
   int rc = run_parallel(small.size(), width, [&](std::size_t i) {
     const Item& it = items[small[i]];
-    return upload_file(c, it.path.string(), S3Url{dst.bucket, it.key}, 1, prog, sum);
+    return upload_file(c, it.path.string(), S3Url{dst.bucket, it.key}, 1, prog, sum, o.put);
   });
   for (std::size_t i = 0; rc == kOk && i < large.size(); ++i) {
     const Item& it = items[large[i]];
-    rc = upload_file(c, it.path.string(), S3Url{dst.bucket, it.key}, width, prog, sum);
+    rc = upload_file(c, it.path.string(), S3Url{dst.bucket, it.key}, width, prog, sum, o.put);
   }
   prog.finish();
   if (rc != kOk) return rc;
@@ -749,6 +796,7 @@ int cmd_cp_download(Client& c, const Options& o, const S3Url& src, const std::st
     }
     auto info = c.head(src.bucket, src.key);
     if (!info.ok()) return report(info.status());
+    if (o.dryrun) return dryrun_line(o, "download: " + s3_str(src) + " to " + final_path.string());
     Progress prog(o, info->size, 1);
     auto t0 = Clock::now();
     int rc = download_file(c, src, info->size, info->etag, final_path, width, prog, sum);
@@ -772,10 +820,18 @@ int cmd_cp_download(Client& c, const Options& o, const S3Url& src, const std::st
     const auto& e = (*entries)[i];
     std::string_view rel = std::string_view(e.key).substr(prefix.size());
     if (rel.empty() || (rel.back() == '/' && e.size == 0)) continue;  // directory marker
+    if (!included(o, std::string(rel))) continue;
     auto p = safe_local_path(root, rel);
     if (!p.ok()) return report(p.status());
     items.push_back({i, std::move(*p)});
     total += e.size;
+  }
+  if (o.dryrun) {
+    for (const auto& it : items) {
+      (void)dryrun_line(o, "download: " + s3_str({src.bucket, (*entries)[it.entry].key}) + " to " +
+                               it.path.string());
+    }
+    return kOk;
   }
   for (const auto& it : items) {
     fs::create_directories(it.path.parent_path(), ec);
@@ -826,6 +882,7 @@ int cmd_cp_copy(Client& c, const Options& o, const S3Url& src, S3Url dst) {
                                     " names no object (use --recursive for a prefix)");
     }
     if (dst.key.empty() || dst.key.back() == '/') dst.key += fs::path(src.key).filename().string();
+    if (o.dryrun) return dryrun_line(o, "copy: " + s3_str(src) + " to " + s3_str(dst));
     Progress prog(o, 0, 1);
     int rc = copy_one(src.key, dst.key, prog);
     prog.finish();
@@ -834,6 +891,15 @@ int cmd_cp_copy(Client& c, const Options& o, const S3Url& src, S3Url dst) {
     const std::string sprefix = as_prefix(src.key), dprefix = as_prefix(dst.key);
     auto entries = list_all(c, src.bucket, sprefix);
     if (!entries.ok()) return report(entries.status());
+    std::erase_if(*entries,
+                  [&](const ListEntry& e) { return !included(o, e.key.substr(sprefix.size())); });
+    if (o.dryrun) {
+      for (const auto& e : *entries) {
+        (void)dryrun_line(o, "copy: " + s3_str({src.bucket, e.key}) + " to " +
+                                 s3_str({dst.bucket, dprefix + e.key.substr(sprefix.size())}));
+      }
+      return kOk;
+    }
     std::uint64_t total = 0;
     for (const auto& e : *entries) total += e.size;
     Progress prog(o, total, entries->size());
@@ -880,12 +946,12 @@ int upload_stdin(Client& c, const Options& o, const S3Url& dst) {
   ssize_t n = read_full(STDIN_FILENO, cur);
   if (n < 0) return read_error();
   if (static_cast<std::size_t>(n) < part) {  // the input ended within one part
-    auto r = c.put(dst.bucket, dst.key, std::span(cur.data(), static_cast<std::size_t>(n)));
+    auto r = c.put(dst.bucket, dst.key, std::span(cur.data(), static_cast<std::size_t>(n)), o.put);
     if (!r.ok()) return report(r.status());
     sum.add(*r, true);
     sum.etag = r->etag;
   } else {
-    auto uid = c.create_multipart_upload(dst.bucket, dst.key);
+    auto uid = c.create_multipart_upload(dst.bucket, dst.key, o.put);
     if (!uid.ok()) return report(uid.status());
     UploadGuard guard(c, dst.bucket, dst.key, *uid);
     std::vector<Client::CompletedPart> parts;
@@ -962,7 +1028,25 @@ int cmd_cp(const Options& o, const std::string& src, const std::string& dst) {
 // --- the other commands
 // ---------------------------------------------------------------------------
 
-int cmd_ls(const Options& o, const std::string& url, bool recursive) {
+// aws-cli's --human-readable size: "1 Byte", "N Bytes" below 1 KiB, else one decimal and the
+// largest binary unit that keeps the value below 1024 ("1.5 KiB", "12.0 MiB").
+std::string aws_human_size(std::uint64_t bytes) {
+  if (bytes == 1) return "1 Byte";
+  if (bytes < 1024) return std::to_string(bytes) + " Bytes";
+  const char* suffixes[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  const double b = static_cast<double>(bytes);
+  char buf[32];
+  for (int i = 0; i < 6; ++i) {
+    const double unit = std::pow(1024.0, i + 2);
+    if (std::round(b / unit * 1024) < 1024 || i == 5) {
+      std::snprintf(buf, sizeof(buf), "%.1f %s", 1024 * b / unit, suffixes[i]);
+      break;
+    }
+  }
+  return buf;
+}
+
+int cmd_ls(const Options& o, const std::string& url, bool recursive, bool human, bool summarize) {
   auto c = make_client(o);
   if (!c.ok()) return report(c.status());
   if (url.empty() || url == "s3://") {
@@ -976,16 +1060,24 @@ int cmd_ls(const Options& o, const std::string& url, bool recursive) {
   ListOptions lo;
   lo.prefix = u->key;
   if (!recursive) lo.delimiter = "/";
+  std::uint64_t objects = 0, total = 0;
   for (;;) {
     auto page = (*c)->list(u->bucket, lo);
     if (!page.ok()) return report(page.status());
     for (const auto& p : page->common_prefixes) std::printf("%30s PRE %s\n", "", p.c_str());
     for (const auto& e : page->objects) {
-      std::printf("%24s %12llu %s\n", e.last_modified.c_str(),
-                  static_cast<unsigned long long>(e.size), e.key.c_str());
+      const std::string size = human ? aws_human_size(e.size) : std::to_string(e.size);
+      std::printf("%24s %12s %s\n", e.last_modified.c_str(), size.c_str(), e.key.c_str());
+      ++objects;
+      total += e.size;
     }
     if (!page->is_truncated || page->next_continuation_token.empty()) break;
     lo.continuation_token = page->next_continuation_token;
+  }
+  if (summarize) {  // as aws-cli: a blank line, then the two totals right-aligned on the colon
+    std::printf("\nTotal Objects: %llu\n   Total Size: %s\n",
+                static_cast<unsigned long long>(objects),
+                human ? aws_human_size(total).c_str() : std::to_string(total).c_str());
   }
   return kOk;
 }
@@ -1017,10 +1109,17 @@ int cmd_rm(const Options& o, const std::string& url) {
     }
     auto c = make_client(o);
     if (!c.ok()) return report(c.status());
-    auto entries = list_all(**c, u->bucket, as_prefix(u->key));
+    const std::string prefix = as_prefix(u->key);
+    auto entries = list_all(**c, u->bucket, prefix);
     if (!entries.ok()) return report(entries.status());
     std::vector<std::string> keys;
-    for (auto& e : *entries) keys.push_back(std::move(e.key));
+    for (auto& e : *entries) {
+      if (included(o, e.key.substr(prefix.size()))) keys.push_back(std::move(e.key));
+    }
+    if (o.dryrun) {
+      for (const auto& k : keys) (void)dryrun_line(o, "delete: " + s3_str({u->bucket, k}));
+      return kOk;
+    }
     auto failed = (*c)->delete_objects(u->bucket, keys);
     if (!failed.ok()) return report(failed.status());
     for (const auto& f : *failed) {
@@ -1031,17 +1130,18 @@ int cmd_rm(const Options& o, const std::string& url) {
     if (o.json) {
       std::printf("{\"deleted\":%zu,\"failed\":%zu}\n", keys.size() - failed->size(),
                   failed->size());
-    } else {
+    } else if (!o.quiet) {
       std::printf("delete: %zu objects under %s\n", keys.size() - failed->size(), url.c_str());
     }
     return failed->empty() ? kOk : exit_code(failed->front().status);
   }
   auto u = object_url(url);
   if (!u.ok()) return report(u.status());
+  if (o.dryrun) return dryrun_line(o, "delete: " + url);
   auto c = make_client(o);
   if (!c.ok()) return report(c.status());
   if (Status st = (*c)->delete_object(u->bucket, u->key); !st.ok()) return report(st);
-  std::printf("delete: %s\n", url.c_str());
+  if (!o.quiet && !o.json) std::printf("delete: %s\n", url.c_str());
   return kOk;
 }
 
@@ -1090,6 +1190,466 @@ int cmd_cat(const Options& o, const std::string& url) {
     if (offset >= r->object_size) break;
   }
   return std::fflush(stdout) == 0 ? kOk : kGeneric;
+}
+
+// --- sync, mv: a list of operations, then run --------------------------------------------------
+
+// One step of sync or mv. Transfers (upload, download, copy) run as cp runs them: small objects
+// `concurrency` at a time, large ones one at a time with `concurrency` parts in flight; deletions
+// run after every transfer succeeded.
+struct Op {
+  enum Kind : std::uint8_t { upload, download, copy, delete_s3, delete_local };
+  Kind kind = upload;
+  fs::path local;  // upload: the source; download: the destination; delete_local: the file
+  S3Url src;       // download, copy: the source object
+  S3Url dst;       // upload, copy: the destination; delete_s3: the object
+  std::uint64_t size = 0;
+  std::string etag;                     // download: the source's ETag (pins the version)
+  std::optional<std::int64_t> mtime_s;  // download: the file's mtime afterwards (the object's)
+  bool move = false;                    // delete the source once the transfer succeeded
+};
+
+// The aws-cli line of an operation: "upload: a to s3://b/a", "move: ...", "delete: s3://b/a".
+std::string op_line(const Op& op) {
+  const std::string verb = op.move ? "move" : "";
+  switch (op.kind) {
+    case Op::upload:
+      return (op.move ? verb : "upload") + ": " + op.local.string() + " to " + s3_str(op.dst);
+    case Op::download:
+      return (op.move ? verb : "download") + ": " + s3_str(op.src) + " to " + op.local.string();
+    case Op::copy:
+      return (op.move ? verb : "copy") + ": " + s3_str(op.src) + " to " + s3_str(op.dst);
+    case Op::delete_s3:
+      return "delete: " + s3_str(op.dst);
+    case Op::delete_local:
+      return "delete: " + op.local.string();
+  }
+  return {};
+}
+
+// A per-file line on stdout (none under --quiet or --json), clearing the progress bar's line first.
+void file_line(const Options& o, const Progress& prog, const std::string& line) {
+  if (o.quiet || o.json) return;
+  std::lock_guard lk(g_err_mu);
+  if (prog.enabled()) std::fputs("\r\033[K", stderr);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+int run_ops(Client& c, const Options& o, std::vector<Op>& ops, const char* what) {
+  if (o.dryrun) {
+    for (const auto& op : ops) (void)dryrun_line(o, op_line(op));
+    return kOk;
+  }
+  const std::size_t width = c.config().concurrency;
+  std::vector<std::size_t> small, large, deletes;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind == Op::delete_s3 || op.kind == Op::delete_local) {
+      deletes.push_back(i);
+      continue;
+    }
+    total += op.size;
+    (op.kind == Op::copy || op.size <= c.config().part_size_bytes ? small : large).push_back(i);
+  }
+  Summary sum;
+  Progress prog(o, total, small.size() + large.size());
+  const auto t0 = Clock::now();
+  auto one = [&](std::size_t i, std::size_t w) -> int {
+    const Op& op = ops[i];
+    int rc = kOk;
+    if (op.kind == Op::upload) {
+      rc = upload_file(c, op.local.string(), op.dst, w, prog, sum, o.put);
+    } else if (op.kind == Op::download) {
+      std::error_code ec;
+      if (op.local.has_parent_path()) fs::create_directories(op.local.parent_path(), ec);
+      if (ec) {
+        return fail_msg(kGeneric,
+                        "cannot create " + op.local.parent_path().string() + ": " + ec.message());
+      }
+      rc = download_file(c, op.src, op.size, op.etag, op.local, w, prog, sum);
+      if (rc == kOk && op.mtime_s) {
+        // As aws-cli: the file gets the object's time, so that the next sync finds it current.
+        const struct timespec ts[2] = {{static_cast<time_t>(*op.mtime_s), 0},
+                                       {static_cast<time_t>(*op.mtime_s), 0}};
+        if (utimensat(AT_FDCWD, op.local.c_str(), ts, 0) != 0) {
+          rc = fail_msg(kGeneric, "cannot set the time of " + op.local.string() + ": " +
+                                      std::strerror(errno));
+        }
+      }
+    } else {
+      auto r = c.copy(op.src.bucket, op.src.key, op.dst.bucket, op.dst.key);
+      if (!r.ok()) return report(r.status());
+      prog.add(r->bytes, false);
+      sum.add(*r, true);
+    }
+    if (rc != kOk) return rc;
+    if (op.move) {
+      if (op.kind == Op::upload) {
+        if (unlink(op.local.c_str()) != 0) {
+          return fail_msg(kGeneric, "uploaded, but cannot remove " + op.local.string() + ": " +
+                                        std::strerror(errno));
+        }
+      } else if (Status st = c.delete_object(op.src.bucket, op.src.key); !st.ok()) {
+        return report(st);
+      }
+    }
+    file_line(o, prog, op_line(op));
+    return kOk;
+  };
+  int rc = run_parallel(small.size(), width, [&](std::size_t i) { return one(small[i], 1); });
+  for (std::size_t i = 0; rc == kOk && i < large.size(); ++i) rc = one(large[i], width);
+  if (rc == kOk && !deletes.empty()) {
+    std::map<std::string, std::vector<std::size_t>> by_bucket;  // DeleteObjects per bucket
+    for (std::size_t i : deletes) {
+      const Op& op = ops[i];
+      if (op.kind == Op::delete_s3) {
+        by_bucket[op.dst.bucket].push_back(i);
+        continue;
+      }
+      std::error_code ec;
+      fs::remove(op.local, ec);
+      if (ec) {
+        rc = fail_msg(kGeneric, "cannot delete " + op.local.string() + ": " + ec.message());
+        break;
+      }
+      file_line(o, prog, op_line(op));
+    }
+    for (const auto& [bucket, idx] : by_bucket) {
+      if (rc != kOk) break;
+      std::vector<std::string> keys;
+      for (std::size_t i : idx) keys.push_back(ops[i].dst.key);
+      auto failed = c.delete_objects(bucket, keys);
+      if (!failed.ok()) {
+        rc = report(failed.status());
+        break;
+      }
+      std::set<std::string> bad;
+      for (const auto& f : *failed) {
+        bad.insert(f.key);
+        std::lock_guard lk(g_err_mu);
+        std::cerr << "objdirect: cannot delete s3://" << bucket << "/" << f.key << ": "
+                  << f.status.message() << " (" << errc_name(f.status.code()) << ")\n";
+      }
+      for (std::size_t i : idx) {
+        if (!bad.count(ops[i].dst.key)) file_line(o, prog, op_line(ops[i]));
+      }
+      if (!failed->empty()) rc = exit_code(failed->front().status);
+    }
+  }
+  prog.finish();
+  if (rc != kOk) return rc;
+  if (sum.files != 1) sum.etag.clear();
+  print_summary(o, what, sum, std::chrono::duration<double>(Clock::now() - t0).count());
+  return kOk;
+}
+
+// A file or object below a sync root, by its path relative to the root.
+struct TreeEntry {
+  std::uint64_t size = 0;
+  std::int64_t mtime_s = 0;  // local: st_mtime; S3: LastModified (whole seconds)
+  std::string etag;          // S3 only
+  fs::path local;            // local only
+  std::string key;           // S3 only
+};
+using Tree = std::map<std::string, TreeEntry>;
+
+// The regular files below `root` that pass the filters. A missing root is an empty tree unless
+// `must_exist`.
+Result<Tree> local_tree(const Options& o, const std::string& root, bool must_exist) {
+  std::error_code ec;
+  Tree out;
+  if (!fs::exists(root, ec)) {
+    if (!must_exist) return out;
+    return Status(Errc::no_such_key, root + " does not exist");
+  }
+  if (!fs::is_directory(root, ec)) {
+    return Status(Errc::invalid_argument, root + " is not a directory");
+  }
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    std::string rel = fs::relative(it->path(), root, ec).generic_string();
+    if (ec) break;
+    if (!included(o, rel)) continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0) continue;  // vanished since the walk saw it
+    out[rel] = {static_cast<std::uint64_t>(st.st_size),
+                static_cast<std::int64_t>(st.st_mtime),
+                {},
+                it->path(),
+                {}};
+  }
+  if (ec) return Status(Errc::io_error, "cannot walk " + root + ": " + ec.message());
+  return out;
+}
+
+// The objects below s3://bucket/prefix/ that pass the filters (directory markers left out).
+Result<Tree> s3_tree(Client& c, const Options& o, const S3Url& u) {
+  const std::string prefix = as_prefix(u.key);
+  auto entries = list_all(c, u.bucket, prefix);
+  if (!entries.ok()) return entries.status();
+  Tree out;
+  for (auto& e : *entries) {
+    std::string rel = e.key.substr(prefix.size());
+    if (rel.empty() || (rel.back() == '/' && e.size == 0)) continue;
+    if (!included(o, rel)) continue;
+    auto t = parse_iso8601(e.last_modified);
+    const std::int64_t secs =
+        t ? std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count() : 0;
+    out[rel] = {e.size, secs, std::move(e.etag), {}, std::move(e.key)};
+  }
+  return out;
+}
+
+// The ETag this client's upload of the local file would get: hex MD5, or, when `like` is a
+// multipart ETag ("...-N"), the multipart ETag of the parts plan_upload cuts with this client's
+// part size (empty when that plan has not N parts: the object was uploaded with other parts).
+Result<std::string> local_etag(Client& c, const fs::path& path, std::uint64_t size,
+                               std::string_view like) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status(Errc::io_error, "cannot open " + path.string() + ": " + strerror(errno));
+  std::vector<std::uint64_t> part_ends{size};
+  if (const auto dash = like.find('-'); dash != std::string_view::npos) {
+    auto plan = client::plan_upload(size, c.config().part_size_bytes);
+    if (!plan.ok() || !plan->multipart ||
+        std::to_string(plan->parts.size()) != like.substr(dash + 1)) {
+      close(fd);
+      return std::string();
+    }
+    part_ends.clear();
+    for (const auto& p : plan->parts) part_ends.push_back(p.offset + p.length);
+  }
+  std::vector<std::string> part_md5s;
+  std::vector<char> buf(1 << 20);
+  std::uint64_t off = 0;
+  for (std::uint64_t end : part_ends) {
+    Md5 md5;
+    while (off < end) {
+      const ssize_t n = read(
+          fd, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), end - off)));
+      if (n <= 0) {
+        close(fd);
+        return Status(Errc::io_error, "cannot read " + path.string());
+      }
+      md5.update(buf.data(), static_cast<std::size_t>(n));
+      off += static_cast<std::uint64_t>(n);
+    }
+    part_md5s.push_back(md5.hex());
+  }
+  close(fd);
+  if (part_ends.size() == 1 && like.find('-') == std::string_view::npos) return part_md5s[0];
+  auto etag = multipart_etag(part_md5s);
+  return etag ? *etag : std::string();
+}
+
+enum class SyncDir : std::uint8_t { upload, download, copy };
+
+// Whether the source entry must be transferred over the destination's (aws-cli's rules):
+// different sizes always; with --checksum, different ETags (the local file's MD5 or multipart
+// ETag, see local_etag); else by time: an upload or copy when the source is newer than the
+// destination, a download when the local file is newer than the object (any other time with
+// --exact-timestamps), since a download gives the file the object's time.
+Result<bool> needs_transfer(Client& c, SyncDir dir, bool checksum, bool exact, const TreeEntry& s,
+                            const TreeEntry& d) {
+  if (s.size != d.size) return true;
+  if (checksum) {
+    if (dir == SyncDir::copy) return s.etag != d.etag;
+    const TreeEntry& local = dir == SyncDir::upload ? s : d;
+    const TreeEntry& remote = dir == SyncDir::upload ? d : s;
+    auto e = local_etag(c, local.local, local.size, remote.etag);
+    if (!e.ok()) return e.status();
+    return *e != remote.etag;
+  }
+  if (dir == SyncDir::download) return exact ? d.mtime_s != s.mtime_s : d.mtime_s > s.mtime_s;
+  return d.mtime_s < s.mtime_s;
+}
+
+struct SyncFlags {
+  bool del = false;
+  bool checksum = false;
+  bool exact_timestamps = false;
+};
+
+// sync SRC DST: local -> S3, S3 -> local or S3 -> S3 (always the whole tree below SRC).
+int cmd_sync(const Options& opts, const std::string& src, const std::string& dst,
+             const SyncFlags& f) {
+  Options o = opts;
+  o.recursive = true;
+  auto s3src = parse_s3(src);
+  auto s3dst = parse_s3(dst);
+  if (!s3src && !s3dst) {
+    return fail_msg(kBadArgs,
+                    "sync needs at least one s3://BUCKET[/PREFIX] (local to local: rsync)");
+  }
+  if ((s3src && s3src->bucket.empty()) || (s3dst && s3dst->bucket.empty())) {
+    return fail_msg(kBadArgs, "s3:// URL without a bucket");
+  }
+  auto c = make_client(o);
+  if (!c.ok()) return report(c.status());
+  const SyncDir dir = !s3src ? SyncDir::upload : !s3dst ? SyncDir::download : SyncDir::copy;
+  auto stree = s3src ? s3_tree(**c, o, *s3src) : local_tree(o, src, true);
+  if (!stree.ok()) return report(stree.status());
+  auto dtree = s3dst ? s3_tree(**c, o, *s3dst) : local_tree(o, dst, false);
+  if (!dtree.ok()) return report(dtree.status());
+  std::vector<Op> ops;
+  const std::string dprefix = s3dst ? as_prefix(s3dst->key) : std::string();
+  for (const auto& [rel, s] : *stree) {
+    auto it = dtree->find(rel);
+    if (it != dtree->end()) {
+      auto need = needs_transfer(**c, dir, f.checksum, f.exact_timestamps, s, it->second);
+      if (!need.ok()) return report(need.status());
+      if (!*need) continue;
+    }
+    Op op;
+    op.size = s.size;
+    if (dir == SyncDir::upload) {
+      op.kind = Op::upload;
+      op.local = s.local;
+      op.dst = {s3dst->bucket, dprefix + rel};
+    } else if (dir == SyncDir::download) {
+      auto p = safe_local_path(fs::path(dst), rel);
+      if (!p.ok()) return report(p.status());
+      op.kind = Op::download;
+      op.src = {s3src->bucket, s.key};
+      op.local = std::move(*p);
+      op.etag = s.etag;
+      op.mtime_s = s.mtime_s;
+    } else {
+      op.kind = Op::copy;
+      op.src = {s3src->bucket, s.key};
+      op.dst = {s3dst->bucket, dprefix + rel};
+    }
+    ops.push_back(std::move(op));
+  }
+  if (f.del) {
+    for (const auto& [rel, d] : *dtree) {
+      if (stree->count(rel)) continue;
+      Op op;
+      if (s3dst) {
+        op.kind = Op::delete_s3;
+        op.dst = {s3dst->bucket, d.key};
+      } else {
+        op.kind = Op::delete_local;
+        op.local = d.local;
+      }
+      ops.push_back(std::move(op));
+    }
+  }
+  return run_ops(**c, o, ops, "sync");
+}
+
+// mv SRC DST: cp, then the source is deleted (each file once its copy succeeded).
+int cmd_mv(const Options& o, const std::string& src, std::string dst) {
+  auto s3src = parse_s3(src);
+  auto s3dst = parse_s3(dst);
+  if (!s3src && !s3dst) {
+    return fail_msg(kBadArgs, "mv needs at least one s3://BUCKET[/KEY] (local to local: mv(1))");
+  }
+  if ((s3src && s3src->bucket.empty()) || (s3dst && s3dst->bucket.empty())) {
+    return fail_msg(kBadArgs, "s3:// URL without a bucket");
+  }
+  auto c = make_client(o);
+  if (!c.ok()) return report(c.status());
+  std::error_code ec;
+  std::vector<Op> ops;
+  if (!o.recursive) {
+    Op op;
+    op.move = true;
+    if (!s3src) {
+      if (fs::is_directory(src, ec))
+        return fail_msg(kBadArgs, src + " is a directory (use --recursive)");
+      struct stat st {};
+      if (::stat(src.c_str(), &st) != 0) {
+        return fail_msg(errno == ENOENT ? kNotFound : kGeneric,
+                        "cannot open " + src + ": " + std::strerror(errno));
+      }
+      op.kind = Op::upload;
+      op.local = src;
+      op.size = static_cast<std::uint64_t>(st.st_size);
+      op.dst = *s3dst;
+      if (op.dst.key.empty() || op.dst.key.back() == '/')
+        op.dst.key += fs::path(src).filename().string();
+    } else {
+      if (s3src->key.empty() || s3src->key.back() == '/') {
+        return fail_msg(kBadArgs,
+                        "source " + src + " names no object (use --recursive for a prefix)");
+      }
+      auto info = (*c)->head(s3src->bucket, s3src->key);
+      if (!info.ok()) return report(info.status());
+      op.src = *s3src;
+      op.size = info->size;
+      op.etag = info->etag;
+      if (s3dst) {
+        op.kind = Op::copy;
+        op.dst = *s3dst;
+        if (op.dst.key.empty() || op.dst.key.back() == '/') {
+          op.dst.key += fs::path(s3src->key).filename().string();
+        }
+        if (op.dst.bucket == op.src.bucket && op.dst.key == op.src.key) {
+          return fail_msg(kBadArgs, "cannot move " + src + " onto itself");
+        }
+      } else {
+        op.kind = Op::download;
+        op.local = dst;
+        if (dst.ends_with('/') || fs::is_directory(dst, ec)) {
+          op.local = fs::path(dst) / fs::path(s3src->key).filename();
+        }
+      }
+    }
+    ops.push_back(std::move(op));
+    return run_ops(**c, o, ops, "move");
+  }
+  // --recursive: every file (object) below SRC that passes the filters.
+  const SyncDir dir = !s3src ? SyncDir::upload : !s3dst ? SyncDir::download : SyncDir::copy;
+  auto stree = s3src ? s3_tree(**c, o, *s3src) : local_tree(o, src, true);
+  if (!stree.ok()) return report(stree.status());
+  const std::string dprefix = s3dst ? as_prefix(s3dst->key) : std::string();
+  if (dir == SyncDir::copy && s3src->bucket == s3dst->bucket && as_prefix(s3src->key) == dprefix) {
+    return fail_msg(kBadArgs, "cannot move " + src + " onto itself");
+  }
+  for (const auto& [rel, s] : *stree) {
+    Op op;
+    op.move = true;
+    op.size = s.size;
+    if (dir == SyncDir::upload) {
+      op.kind = Op::upload;
+      op.local = s.local;
+      op.dst = {s3dst->bucket, dprefix + rel};
+    } else if (dir == SyncDir::download) {
+      auto p = safe_local_path(fs::path(dst), rel);
+      if (!p.ok()) return report(p.status());
+      op.kind = Op::download;
+      op.src = {s3src->bucket, s.key};
+      op.local = std::move(*p);
+      op.etag = s.etag;
+    } else {
+      op.kind = Op::copy;
+      op.src = {s3src->bucket, s.key};
+      op.dst = {s3dst->bucket, dprefix + rel};
+    }
+    ops.push_back(std::move(op));
+  }
+  return run_ops(**c, o, ops, "move");
+}
+
+// presign s3://BUCKET/KEY: a SigV4 query-signed GET URL (Client::presign).
+int cmd_presign(const Options& o, const std::string& url, std::int64_t expires_s) {
+  auto u = object_url(url);
+  if (!u.ok()) return report(u.status());
+  auto c = make_client(o);
+  if (!c.ok()) return report(c.status());
+  auto signed_url = (*c)->presign("GET", u->bucket, u->key, std::chrono::seconds(expires_s));
+  if (!signed_url.ok()) return report(signed_url.status());
+  if (o.json) {
+    std::printf("{\"url\":\"%s\",\"expires_in\":%lld}\n", json_escape(*signed_url).c_str(),
+                static_cast<long long>(expires_s));
+  } else {
+    std::printf("%s\n", signed_url->c_str());
+  }
+  return kOk;
 }
 
 // `objdirect bench ARGS...`: replaces this process with the objdirect-bench beside it.
@@ -1155,6 +1715,27 @@ int main(int argc, char** argv) {
   };
   std::string a, b;
   bool recursive = false;
+  // The flags of the commands that move or delete files (aws-cli's names). --exclude/--include
+  // are registered for parsing and --help; their order is read from argv below.
+  std::vector<std::string> filter_values;
+  std::string metadata;
+  auto add_transfer = [&](CLI::App* sub, bool uploads) {
+    sub->add_flag("--quiet", o.quiet, "No progress bar, no per-file lines, no summary line");
+    sub->add_flag("--dryrun", o.dryrun,
+                  "Print what would be done ((dryrun) upload: A to B), change nothing");
+    sub->add_option("--exclude", filter_values,
+                    "Leave out paths (relative to the source) matching this pattern (* ? [...]; "
+                    "* also matches /); repeatable, with --recursive")
+        ->allow_extra_args(false);
+    sub->add_option("--include", filter_values,
+                    "Take back paths matching this pattern; filters apply in order, the last "
+                    "match wins (as aws-cli)")
+        ->allow_extra_args(false);
+    if (!uploads) return;
+    sub->add_option("--content-type", o.put.content_type, "Content-Type of uploaded objects");
+    sub->add_option("--metadata", metadata,
+                    "User metadata of uploaded objects: KEY=VALUE[,KEY=VALUE...] (x-amz-meta-KEY)");
+  };
 
   auto* cp = app.add_subcommand(
       "cp", "Copy local -> S3, S3 -> local, or S3 -> S3 (server-side); --recursive for trees");
@@ -1167,10 +1748,50 @@ int main(int argc, char** argv) {
   cp->add_flag("--no-progress", o.no_progress,
                "No progress bar (there is none unless stderr is "
                "a terminal)");
+  add_transfer(cp, true);
+  SyncFlags sync_flags;
+  auto* sync = app.add_subcommand(
+      "sync",
+      "Make DST hold what SRC holds (local -> S3, S3 -> local, S3 -> S3): copies files that are "
+      "missing, of another size or newer (by time; by ETag with --checksum)");
+  add_common(sync);
+  sync->add_option("SRC", a, "local directory or s3://BUCKET[/PREFIX]")->required();
+  sync->add_option("DST", b, "local directory or s3://BUCKET[/PREFIX]")->required();
+  sync->add_flag("--delete", sync_flags.del,
+                 "Delete files in DST that are not in SRC (excluded files are kept)");
+  sync->add_flag("--checksum", sync_flags.checksum,
+                 "Compare same-sized files by ETag (local: MD5, or the multipart ETag of this "
+                 "--part-size) instead of by time");
+  sync->add_flag("--exact-timestamps", sync_flags.exact_timestamps,
+                 "S3 -> local: same-sized files are current only when the times are equal "
+                 "(default: unless the local file is newer)");
+  sync->add_flag("--no-progress", o.no_progress, "No progress bar");
+  add_transfer(sync, true);
+  auto* mv = app.add_subcommand(
+      "mv", "Move: cp, then delete the source (local -> S3, S3 -> local, S3 -> S3)");
+  add_common(mv);
+  mv->add_option("SRC", a, "local path or s3://BUCKET/KEY (a directory or prefix with -r)")
+      ->required();
+  mv->add_option("DST", b, "local path or s3://BUCKET/KEY (a directory or prefix with -r)")
+      ->required();
+  mv->add_flag("--recursive,-r", o.recursive, "Move every file below SRC (or key below prefix)");
+  mv->add_flag("--no-progress", o.no_progress, "No progress bar");
+  add_transfer(mv, true);
+  std::int64_t expires_in = 3600;
+  auto* presign = app.add_subcommand(
+      "presign", "Print a presigned GET URL (SigV4 query) that anyone may fetch until it expires");
+  add_common(presign);
+  presign->add_option("URL", a, "s3://BUCKET/KEY")->required();
+  presign->add_option("--expires-in", expires_in,
+                      "Seconds the URL stays valid: 1..604800 (7 days; default 3600)");
   auto* ls = app.add_subcommand("ls", "List buckets, or objects under s3://BUCKET[/PREFIX]");
   add_common(ls);
   ls->add_option("URL", a, "s3://BUCKET[/PREFIX]");
   ls->add_flag("--recursive,-r", recursive, "No '/' grouping");
+  bool human = false, summarize = false;
+  ls->set_help_flag("--help", "Print this help message and exit");  // -h is --human-readable
+  ls->add_flag("--human-readable,-h", human, "Sizes as 1.5 KiB, 12.0 MiB (as aws-cli)");
+  ls->add_flag("--summarize", summarize, "End with Total Objects and Total Size lines");
   auto* mb = app.add_subcommand("mb", "Make a bucket");
   add_common(mb);
   mb->add_option("URL", a, "s3://BUCKET")->required();
@@ -1181,6 +1802,7 @@ int main(int argc, char** argv) {
   add_common(rm);
   rm->add_option("URL", a, "s3://BUCKET/KEY (s3://BUCKET[/PREFIX] with --recursive)")->required();
   rm->add_flag("--recursive,-r", o.recursive, "Delete every key under the prefix (DeleteObjects)");
+  add_transfer(rm, false);
   auto* st = app.add_subcommand("stat", "Show an object's size, ETag and date");
   add_common(st);
   st->add_option("URL", a, "s3://BUCKET/KEY")->required();
@@ -1191,6 +1813,18 @@ int main(int argc, char** argv) {
                      "Run objdirect-bench (beside this binary) with the arguments that follow; "
                      "`objdirect bench --help` lists them");
 
+  // aws-cli applies --exclude and --include in the order given, which CLI11 does not keep.
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    for (const auto& [name, include] : {std::pair{std::string_view("--exclude"), false},
+                                        std::pair{std::string_view("--include"), true}}) {
+      if (arg == name && i + 1 < argc) {
+        o.filters.push_back({include, argv[i + 1]});
+      } else if (arg.size() > name.size() && arg.starts_with(name) && arg[name.size()] == '=') {
+        o.filters.push_back({include, std::string(arg.substr(name.size() + 1))});
+      }
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -1202,8 +1836,28 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail_msg(kBadArgs, std::string(e.what()) + " (objdirect --help lists the commands)");
   }
+  if (!metadata.empty()) {
+    // KEY=VALUE[,KEY=VALUE...]: split on ',' then on the first '='.
+    std::string_view m = metadata;
+    while (!m.empty()) {
+      const auto comma = m.find(',');
+      const std::string_view item = m.substr(0, comma);
+      const auto eq = item.find('=');
+      if (eq == std::string_view::npos || eq == 0) {
+        return fail_msg(kBadArgs, "--metadata expects KEY=VALUE[,KEY=VALUE...], got '" +
+                                      std::string(item) + "'");
+      }
+      o.put.metadata.emplace_back(std::string(item.substr(0, eq)),
+                                  std::string(item.substr(eq + 1)));
+      if (comma == std::string_view::npos) break;
+      m.remove_prefix(comma + 1);
+    }
+  }
   if (cp->parsed()) return cmd_cp(o, a, b);
-  if (ls->parsed()) return cmd_ls(o, a, recursive);
+  if (sync->parsed()) return cmd_sync(o, a, b, sync_flags);
+  if (mv->parsed()) return cmd_mv(o, a, b);
+  if (presign->parsed()) return cmd_presign(o, a, expires_in);
+  if (ls->parsed()) return cmd_ls(o, a, recursive, human, summarize);
   if (mb->parsed()) return cmd_bucket(o, a, true);
   if (rb->parsed()) return cmd_bucket(o, a, false);
   if (rm->parsed()) return cmd_rm(o, a);
