@@ -7,7 +7,7 @@ others, default flags on both sides unless a test says otherwise.
   one kernel, as the server's x-amz-rdma-host-id tells the client);
 - a server on 0.0.0.0 serves libfabric tcp on every interface;
 - a client whose fabric cannot reach the server falls back within a second, and its next
-  requests skip that fabric (named: HTTP; auto: the next fabric);
+  requests skip that fabric (named: HTTP; auto: the next fabric), over libfabric tcp and UCX;
 - the CLI, and the gateway with its upstream on the third host.
 Sizes: OBJDIRECT_XHOST_SIZES (comma list of bytes) overrides the sweep.
 """
@@ -167,6 +167,23 @@ def test_unreachable_fabric_falls_back_fast_and_is_remembered(bed, tmp_path, ifa
         assert metric(srv, bed[1], "objdirect_rdma_transfers_unreachable_total") == 4
     finally:
         assert srv.stop() == 0
+
+
+def test_unreachable_ucx_falls_back_fast_and_is_remembered(bed, server):
+    """The same for UCX over tcp, pinned (UCX_NET_DEVICES) to the private link to the third host:
+    the server's ucp_ep_create reports the peer unreachable at once. (Without UCX_TLS=tcp the
+    client's worker address also offers UCX's shared-memory transports, which UCX deems
+    reachable between namespaces of one kernel but which never complete there: that case waits
+    for the op timeout; src/transport/ucx/README.md.)"""
+    make_bucket(server, bed[1], "x-unreach-ucx")
+    env = {"UCX_NET_DEVICES": "p2", "UCX_TLS": "tcp"}
+    lines, stats = run_client(bed[1], server, "ucx", [MiB], "x-unreach-ucx", env=env)
+    put, get = lines
+    assert put["ok"] and get["ok"], lines
+    assert put["path"] == "http-fallback" and put["s"] < FAST_S, put
+    assert "unreachable" in put["reason"], put
+    assert get["path"] == "http" and "failed against this server" in get["reason"], get
+    assert stats["fabric_failures"] == {"ucx": 1}, stats
 
 
 def test_cli_across_hosts(bed, server, tmp_path):
