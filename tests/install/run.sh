@@ -6,7 +6,10 @@
 #   1. a separate CMake project using find_package(objdirect) (tests/install/consumer);
 #   2. the same source compiled with `pkg-config --cflags --libs objdirect`.
 # Usage: run.sh BUILD_DIR SOURCE_DIR
+# OBJDIRECT_CONSUMER_FLAGS (set by ctest in sanitizer builds): extra compile and link flags for the
+# two consumers, which must link the sanitizer runtime the installed library was built with.
 set -euo pipefail
+cflags=${OBJDIRECT_CONSUMER_FLAGS:-}
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/objdirect-install.XXXXXX")
@@ -41,12 +44,13 @@ echo "#include <objdirect/objdirect.h>" | cc -std=c11 -fsyntax-only -Wall -Werro
 
 # 1. find_package
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="$cflags" -DCMAKE_EXE_LINKER_FLAGS="$cflags" > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/consumer" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 # 2. pkg-config
 pcdir=$(dirname "$(find "$work/prefix" -name objdirect.pc | head -1)")
 # shellcheck disable=SC2046
-c++ -O1 -o "$work/consumer-pc" "$src/tests/install/consumer/main.cc" \
+# shellcheck disable=SC2086
+c++ -O1 $cflags -o "$work/consumer-pc" "$src/tests/install/consumer/main.cc" \
   $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs objdirect)
 libdir=$(dirname "$so")
 
