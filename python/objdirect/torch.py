@@ -373,6 +373,12 @@ class _DatasetBase:
     def _resume_from(self) -> int:
         return getattr(self, "_resume", 0)
 
+    def _rank(self):
+        """(rank, world size) this dataset shards by: torch.distributed's with shard_by_rank
+        when it is initialised, else (0, 1)."""
+        dist = _dist() if self._shard_by_rank else None
+        return (dist.get_rank(), dist.get_world_size()) if dist is not None else (0, 1)
+
     # -- fetching --
 
     def _reader(self, client: Client, e: Entry, data=None) -> "ObjectReader":
@@ -412,8 +418,13 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
     """A map-style dataset: item i is transform(ObjectReader of the i-th object).
 
     The order is key order (from_prefix) or the given order, permuted per (seed, epoch) when
-    shuffle=True. After load_state_dict() the dataset covers only the samples the saved epoch
-    had not produced: len() counts them and item i is the (position + i)-th of the epoch.
+    shuffle=True. shard_by_rank: the dataset is this torch.distributed rank's share of that
+    order (samples r, r+world, ...; see shard_order), for a plain sampler instead of a
+    DistributedSampler; drop_last cuts the order to a multiple of the world size first, so
+    every rank has the same len() and its DataLoader the same number of batches (without it
+    the first len % world ranks have one sample more). After load_state_dict() the dataset
+    covers only the samples the saved epoch had not produced on this rank: len() counts them
+    and item i is the (position + i)-th of the rank's epoch.
     prefetch: on item i the next ``prefetch`` items (i+1, ...) are fetched in the background
     (bounded by prefetch_bytes), which serves a sequential sampler; another access pattern only
     wastes the read-ahead.
@@ -422,27 +433,35 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
     def __init__(self, bucket: str, keys, prefix: str, source: _ClientSource, transform: Callable,
                  reader_mode: str, *, entries: Optional[List[Entry]] = None,
                  shuffle: bool = False, seed: int = 0, prefetch: int = 0,
-                 prefetch_bytes: int = _PREFETCH_BYTES, device=None):
+                 prefetch_bytes: int = _PREFETCH_BYTES, device=None,
+                 shard_by_rank: bool = False, drop_last: bool = False):
         if entries is None and keys is not None:
             entries = [Entry(bucket, k, s) for k, s in keys]
         self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
                     transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
                     prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
+        self._shard_by_rank = bool(shard_by_rank)
+        self.drop_last = bool(drop_last)
         self._order_cache = None
         self._ahead = {}  # index -> (entry, buffer, future) fetched ahead
+        if entries is None and shard_by_rank and _dist() is not None:
+            self.entries  # the collective: every rank constructs the dataset at the same point
 
     @classmethod
     def from_prefix(cls, s3_uri: str, *, transform: Callable = _identity,
                     client: Optional[Client] = None, reader_mode: str = "whole",
                     shuffle: bool = False, seed: int = 0, prefetch: int = 0,
                     prefetch_bytes: int = _PREFETCH_BYTES, device=None,
+                    shard_by_rank: bool = False, drop_last: bool = False,
                     **client_kwargs) -> "MapDataset":
         """Every object under s3://bucket/prefix, listed on first use (once per job: see
-        IterableDataset). client_kwargs are objdirect.Client's (endpoint, fabric, ...)."""
+        IterableDataset; with shard_by_rank under torch.distributed, at construction, which
+        every rank must reach). client_kwargs are objdirect.Client's (endpoint, fabric, ...)."""
         bucket, prefix = parse_uri(s3_uri)
         return cls(bucket, None, prefix, _ClientSource(client, client_kwargs), transform,
                    reader_mode, shuffle=shuffle, seed=seed, prefetch=prefetch,
-                   prefetch_bytes=prefetch_bytes, device=device)
+                   prefetch_bytes=prefetch_bytes, device=device, shard_by_rank=shard_by_rank,
+                   drop_last=drop_last)
 
     @classmethod
     def from_objects(cls, s3_uris: Sequence[str], *, transform: Callable = _identity,
@@ -457,23 +476,29 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
                       client: Optional[Client] = None, reader_mode: str = "whole",
                       shuffle: bool = False, seed: int = 0, prefetch: int = 0,
                       prefetch_bytes: int = _PREFETCH_BYTES, device=None,
+                      shard_by_rank: bool = False, drop_last: bool = False,
                       **client_kwargs) -> "MapDataset":
         """The objects of a manifest, no LIST: (uri, size) pairs, {"uri", "size"} dicts or
         Entry values (size None: found by HEAD when needed), in the given order."""
         entries = _parse_manifest(manifest)
         return cls("", None, "", _ClientSource(client, client_kwargs), transform, reader_mode,
                    entries=entries, shuffle=shuffle, seed=seed, prefetch=prefetch,
-                   prefetch_bytes=prefetch_bytes, device=device)
+                   prefetch_bytes=prefetch_bytes, device=device, shard_by_rank=shard_by_rank,
+                   drop_last=drop_last)
 
     def _order(self) -> List[int]:
-        key = (len(self.entries), self.shuffle, self.seed, self.epoch)
+        """This rank's samples of the epoch, in order (every sample without shard_by_rank)."""
+        rank, world = self._rank()
+        key = (len(self.entries), self.shuffle, self.seed, self.epoch, rank, world,
+               self.drop_last)
         if self._order_cache is None or self._order_cache[0] != key:
-            self._order_cache = (key, epoch_order(len(self.entries), self.shuffle, self.seed,
-                                                  self.epoch))
+            order = epoch_order(len(self.entries), self.shuffle, self.seed, self.epoch)
+            self._order_cache = (key, shard_order(order, rank=rank, world=world,
+                                                  drop_last=self.drop_last))
         return self._order_cache[1]
 
     def __len__(self):
-        return len(self.entries) - self._resume_from()
+        return max(0, len(self._order()) - self._resume_from())
 
     def _entry(self, i: int) -> Entry:
         n = len(self)
@@ -599,10 +624,6 @@ class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
         rank, world = self._rank()
         return len(shard_order(range(len(self.entries)), rank=rank, world=world,
                                drop_last=self.drop_last, position=self._resume_from()))
-
-    def _rank(self):
-        dist = _dist() if self._shard_by_rank else None
-        return (dist.get_rank(), dist.get_world_size()) if dist is not None else (0, 1)
 
     def plan(self, worker: int = 0, workers: int = 1) -> List[Entry]:
         """The entries one worker of this rank yields this epoch, in order."""

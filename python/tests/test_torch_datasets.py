@@ -250,8 +250,22 @@ RANK = textwrap.dedent("""
                                          secret_key=sk, fabric="none")
     listed = odt.list_calls
     keys = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
+    # MapDataset on the same list (no second LIST): this rank's share, batched by a DataLoader.
+    def mapped(drop_last):
+        return odt.MapDataset.from_manifest(ds.entries, transform=lambda r: r.key,
+                                            shard_by_rank=True, drop_last=drop_last,
+                                            shuffle=True, seed=5, endpoint=endpoint,
+                                            access_key=ak, secret_key=sk, fabric="none")
+    m = mapped(True)
+    batches = list(torch.utils.data.DataLoader(m, batch_size=4, num_workers=2))
+    uneven = mapped(False)
+    resumed = mapped(True)
+    resumed.load_state_dict({"epoch": 0, "seed": 5, "shuffle": True, "position": 3,
+                             "num_samples": len(ds.entries)})
     dist.barrier()
-    print(json.dumps({"keys": keys, "list_calls": listed, "len": len(ds)}))
+    print(json.dumps({"keys": keys, "list_calls": listed, "len": len(ds),
+                      "map_batches": batches, "map_len": len(m), "map_uneven": list(uneven),
+                      "map_resumed": list(resumed), "map_listed": odt.list_calls - listed}))
     dist.destroy_process_group()
 """)
 
@@ -287,6 +301,16 @@ def test_two_ranks_list_once_and_share_the_samples(server, client, bucket):
     assert not set(k0) & set(k1) and set(k0) | set(k1) <= set(objs)
     order = [sorted(objs)[i] for i in epoch_order(21, True, 5, 0)]
     assert k0 == order[0:20:2] and k1 == order[1:20:2]
+    # MapDataset with shard_by_rank: the same shares; drop_last keeps the ranks equal (10 each,
+    # batches of 4, 4, 2 on both), without it rank 0 has the 21st sample; a resumed rank yields
+    # the rest of its own share.
+    for o, k in zip(outs, (k0, k1)):
+        assert o["map_len"] == 10 and [len(b) for b in o["map_batches"]] == [4, 4, 2], o
+        assert sum(o["map_batches"], []) == k
+        assert o["map_resumed"] == k[3:]
+        assert o["map_listed"] == 0
+    assert outs[0]["map_uneven"] == order[0:21:2] and outs[1]["map_uneven"] == order[1:21:2]
+    assert len(outs[0]["map_uneven"]) == 11 and len(outs[1]["map_uneven"]) == 10
     time.sleep(0.3)
     lists = [r for r in access_log(server)[before:]
              if r["op"].startswith("ListObjects") and r["bucket"] == bucket]

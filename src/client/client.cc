@@ -170,7 +170,12 @@ struct Client::Impl {
     const bool same = client::same_host(offered, client::own_host_id(), is_loopback(endpoint.host));
     fabric_candidates =
         client::auto_candidates(offered, same, order.value_or(std::vector<std::string>{}), rows);
-    if (fabric_candidates.empty()) no_rdma_reason = "server offers no fabric this client can use";
+    if (fabric_candidates.empty()) {
+      no_rdma_reason =
+          offered.fabrics_error.empty()
+              ? "server offers no fabric this client can use"
+              : "server's fabric advertisement is malformed (" + offered.fabrics_error + ")";
+    }
   }
 
   // The fabric for the next request: the first candidate that opens and has not failed against

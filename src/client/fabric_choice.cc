@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "token/fabric_advert.hpp"
+
 namespace objdirect::client {
 
 namespace {
@@ -45,9 +47,21 @@ ServerFabrics parse_server_fabrics(std::optional<std::string_view> fabrics,
   ServerFabrics s;
   if (fabrics) {
     s.known = true;
-    s.offered = split_list(*fabrics);
+    auto names = token::parse_fabric_advert(*fabrics);
+    if (names.ok()) {
+      s.offered = std::move(*names);
+    } else {
+      s.fabrics_error = names.status().message();
+    }
   }
-  if (host_id) s.host_id = std::string(trim(*host_id));
+  if (host_id) {
+    auto id = token::parse_host_id(*host_id);
+    if (id.ok()) {
+      s.host_id = std::move(*id);
+    } else {
+      s.host_id_error = id.status().message();
+    }
+  }
   return s;
 }
 
@@ -92,6 +106,7 @@ std::optional<std::vector<std::string>> parse_fabric_order(std::string_view text
 
 bool same_host(const ServerFabrics& server, const std::string& own_host_id,
                bool loopback_endpoint) {
+  if (!server.host_id_error.empty()) return false;
   if (!server.host_id.empty() && !own_host_id.empty()) return server.host_id == own_host_id;
   return loopback_endpoint;
 }

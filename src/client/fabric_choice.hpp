@@ -39,8 +39,13 @@ struct ServerFabrics {
   bool known = false;                // it sent x-amz-rdma-fabrics
   std::vector<std::string> offered;  // in its order
   std::string host_id;               // x-amz-rdma-host-id; empty from servers without it
+  std::string fabrics_error;         // why x-amz-rdma-fabrics was refused; offered is then empty
+  std::string host_id_error;         // why x-amz-rdma-host-id was refused; host_id is then empty
 };
-// Parses the two headers (either may be absent). Items are trimmed; empty items dropped.
+// Parses the two headers (either may be absent) with token::parse_fabric_advert and
+// token::parse_host_id (docs/token_format.md, "Fabric advertisement"). A malformed
+// x-amz-rdma-fabrics offers nothing (known, empty: the client uses HTTP and says why); a
+// malformed x-amz-rdma-host-id counts as another kernel (same_host is false).
 ServerFabrics parse_server_fabrics(std::optional<std::string_view> fabrics,
                                    std::optional<std::string_view> host_id);
 
@@ -72,7 +77,8 @@ std::vector<std::string> auto_candidates(const ServerFabrics& server, bool same_
                                          std::span<const std::string> order,
                                          std::span<const FabricRow> rows);
 
-// Whether the server shares this client's kernel (see auto_candidates).
+// Whether the server shares this client's kernel (see auto_candidates); never when its host id
+// was malformed.
 bool same_host(const ServerFabrics& server, const std::string& own_host_id, bool loopback_endpoint);
 
 // Recent failures, per (server, fabric), shared by every Client of the process.

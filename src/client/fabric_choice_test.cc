@@ -85,6 +85,37 @@ TEST(FabricChoice, SharedMemoryOnlyOnTheSameKernel) {
   EXPECT_EQ(own_host_id(), own_host_id());
 }
 
+// A malformed advertisement (token::parse_fabric_advert refuses it) offers nothing, so the
+// client goes over HTTP; a malformed host id counts as another kernel, so shm is not proposed.
+TEST(FabricChoice, MalformedAdvertisementOffersNothing) {
+  auto r = rows(false);
+  auto order = default_fabric_order(r);
+  const std::string me = own_host_id();
+  auto bad = parse_server_fabrics("libfabric:tcp\r\nx-evil: 1", me);
+  EXPECT_TRUE(bad.known);
+  EXPECT_TRUE(bad.offered.empty());
+  EXPECT_NE(bad.fabrics_error.find("byte 0x0d"), std::string::npos) << bad.fabrics_error;
+  EXPECT_TRUE(auto_candidates(bad, true, order, r).empty());
+  auto twice = parse_server_fabrics("ucx,ucx", std::nullopt);
+  EXPECT_NE(twice.fabrics_error.find("named twice"), std::string::npos) << twice.fabrics_error;
+  EXPECT_TRUE(auto_candidates(twice, false, order, r).empty());
+  for (std::string id : {me, std::string("0123456789ABCDEF"), std::string("xyz"), std::string()}) {
+    auto s = parse_server_fabrics("libfabric:shm,libfabric:tcp", id);
+    EXPECT_TRUE(s.fabrics_error.empty());
+    if (id == me) {
+      EXPECT_TRUE(s.host_id_error.empty());
+      EXPECT_TRUE(same_host(s, me, false));
+      continue;
+    }
+    EXPECT_TRUE(s.host_id.empty());
+    EXPECT_TRUE(s.host_id_error.starts_with("x-amz-rdma-host-id: ")) << s.host_id_error;
+    // Even through a loopback endpoint: the server said something, and it was not our kernel.
+    EXPECT_FALSE(same_host(s, me, true)) << id;
+    EXPECT_EQ(auto_candidates(s, same_host(s, me, true), order, r),
+              (std::vector<std::string>{"libfabric:tcp"}));
+  }
+}
+
 TEST(FabricChoice, OrderOverride) {
   auto r = rows(false);
   std::string err;

@@ -19,8 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "client/fabric_choice.hpp"
 #include "client/http_client.hpp"
+#include "client/rdma.hpp"
 #include "objdirect/client.hpp"
+#include "token/fabric_advert.hpp"
 
 namespace objdirect {
 namespace {
@@ -432,6 +435,31 @@ std::string offered_fabrics(const Server& server) {
   auto r = http.execute(client::HttpRequest{"GET", "/?rdma-capabilities", {}, {}, false});
   if (!r.ok()) return {};
   return std::string(r->header("x-amz-rdma-fabrics").value_or(""));
+}
+
+// The advertisement the real server formats is what the client's parser accepts: every fabric it
+// names, and its kernel's id, which is this process's (token/fabric_advert.hpp).
+TEST_F(ClientIT, ServerFabricAdvertisementParses) {
+  client::HttpOptions o;
+  o.endpoint = *client::parse_endpoint(g_server->endpoint);
+  o.credentials = {kAccessKey, kSecretKey};
+  o.region = "us-east-1";
+  client::HttpClient http(o);
+  auto r = http.execute(client::HttpRequest{"GET", "/?rdma-capabilities", {}, {}, false});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto fabrics = r->header("x-amz-rdma-fabrics");
+  ASSERT_TRUE(fabrics.has_value()) << "the default server offers no fabric";
+  auto names = token::parse_fabric_advert(*fabrics);
+  ASSERT_TRUE(names.ok()) << names.status().to_string();
+  EXPECT_FALSE(names->empty());
+  EXPECT_EQ(token::format_fabric_advert(*names), *fabrics);  // the server sends canonical form
+  auto parsed = client::parse_server_fabrics(fabrics, r->header("x-amz-rdma-host-id"));
+  EXPECT_TRUE(parsed.fabrics_error.empty() && parsed.host_id_error.empty())
+      << parsed.fabrics_error << parsed.host_id_error;
+  EXPECT_EQ(parsed.offered, *names);
+  ASSERT_FALSE(client::own_host_id().empty());
+  EXPECT_EQ(parsed.host_id, client::own_host_id());
+  EXPECT_TRUE(client::same_host(parsed, client::own_host_id(), false));
 }
 
 // Each fabric against the server's default data plane: the bytes arrive intact, a PUT never

@@ -7,7 +7,7 @@ others, default flags on both sides unless a test says otherwise.
   one kernel, as the server's x-amz-rdma-host-id tells the client);
 - a server on 0.0.0.0 serves libfabric tcp on every interface;
 - a client whose fabric cannot reach the server falls back within a second, and its next
-  requests skip that fabric (named: HTTP; auto: the next fabric);
+  requests skip that fabric (named: HTTP; auto: the next fabric), over libfabric tcp and UCX;
 - the CLI, and the gateway with its upstream on the third host.
 Sizes: OBJDIRECT_XHOST_SIZES (comma list of bytes) overrides the sweep.
 """
@@ -165,6 +165,36 @@ def test_unreachable_fabric_falls_back_fast_and_is_remembered(bed, tmp_path, ifa
                                   memory_ms=0)
         assert all(l["path"] == "http-fallback" and l["s"] < FAST_S for l in lines), json.dumps(lines)
         assert metric(srv, bed[1], "objdirect_rdma_transfers_unreachable_total") == 4
+    finally:
+        assert srv.stop() == 0
+
+
+def test_unreachable_ucx_falls_back_fast_and_is_remembered(bed, tmp_path):
+    """The same for UCX over tcp, pinned (UCX_NET_DEVICES) to the private link to the third host:
+    the server's ucp_ep_create reports the peer unreachable at once. Without UCX_TLS=tcp the
+    client's worker address also offers UCX's shared-memory transports, which UCX deems
+    reachable between namespaces of one kernel but which never complete there: that case still
+    waits for the op timeout (src/transport/ucx/README.md), and its reason says why."""
+    srv = bed[0].server(tmp_path / "data", tmp_path / "server.log",
+                        ["--no-fsync", "--fabric", "ucx", "--rdma-op-timeout-ms", "1000"])
+    try:
+        make_bucket(srv, bed[1], "x-unreach-ucx")
+        env = {"UCX_NET_DEVICES": "p2", "UCX_TLS": "tcp"}
+        lines, stats = run_client(bed[1], srv, "ucx", [MiB], "x-unreach-ucx", env=env)
+        put, get = lines
+        assert put["ok"] and get["ok"], lines
+        assert put["path"] == "http-fallback" and put["s"] < FAST_S, put
+        assert "unreachable" in put["reason"], put
+        assert get["path"] == "http" and "failed against this server" in get["reason"], get
+        assert stats["fabric_failures"] == {"ucx": 1}, stats
+        # Shared memory offered too: the mailbox read waits its 2 s floor, then as long again for
+        # the abandoned read to settle; the reason names the cause; the next request skips ucx.
+        lines, stats = run_client(bed[1], srv, "ucx", [MiB], "x-unreach-ucx",
+                                  env={"UCX_NET_DEVICES": "p2"})
+        put, get = lines
+        assert put["ok"] and put["path"] == "http-fallback", put
+        assert "does not cross" in put["reason"] and "network namespace" in put["reason"], put
+        assert get["path"] == "http" and stats["fabric_failures"] == {"ucx": 1}, (get, stats)
     finally:
         assert srv.stop() == 0
 

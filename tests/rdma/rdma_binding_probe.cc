@@ -200,9 +200,13 @@ struct Endpoint {
   std::shared_ptr<void> hot;
   bool proof_ready = false;
 
-  static std::unique_ptr<Endpoint> open(const std::string& fabric, std::size_t bytes) {
+  // `s`: the server it will talk to. As the client library does (docs/client.md, "Choosing a
+  // fabric"), the fabric serves the interface of the HTTP connection to the server, so that across
+  // hosts no FI_TCP_IFACE / UCX_NET_DEVICES is needed.
+  static std::unique_ptr<Endpoint> open(const std::string& fabric, std::size_t bytes, Server& s) {
     transport::Config cfg;
     cfg.fabric = fabric;
+    if (auto local = s.http->local_address(); local.ok()) cfg.local_host = *local;
     auto t = transport::create_transport(cfg);
     if (!t.ok()) {
       std::printf("SKIP %s: %s\n", fabric.c_str(), t.status().to_string().c_str());
@@ -253,7 +257,7 @@ std::string bytes_str(std::span<const std::byte> b) {
 }
 
 int victim(Server& s, const std::string& fabric, const fs::path& dir) {
-  auto e = Endpoint::open(fabric, kBytes);
+  auto e = Endpoint::open(fabric, kBytes, s);
   const std::string bucket = "victim-" + std::to_string(getpid());
   check(s.request("PUT", "/" + bucket).status == 200, "victim creates its bucket");
   check(e->bind(s), "victim binds its endpoint (" + fabric + ")");
@@ -417,7 +421,7 @@ int attack(Server& s, const std::string& fabric, const fs::path& dir) {
           std::string("attacker object ") + key + " does not exist: " + std::to_string(r.status));
   }
   // The attacker's own endpoint, bound to its own key, works: the server refuses per endpoint.
-  auto own = Endpoint::open(fabric, kBytes);
+  auto own = Endpoint::open(fabric, kBytes, s);
   check(own->bind(s), "attacker binds its own endpoint");
   auto r = get_with(own->token(kBytes));
   own->mr->synchronize();
@@ -431,7 +435,7 @@ int second(Server& s, const std::string& fabric, const fs::path& dir) {
   if (!wait_for(dir / "ready", 120s)) return 1;
   const std::string object = read_file(dir / "victim_object");
   const std::string v = read_file(dir / "victim_bytes").substr(0, kBytes);
-  auto e = Endpoint::open(fabric, kBytes);
+  auto e = Endpoint::open(fabric, kBytes, s);
   // First request on a new endpoint: refused with a challenge (not yet bound)...
   auto r = s.request("GET", object, {{"x-amz-rdma-token", e->token(kBytes)}});
   check(r.status == 403 && s3_code(r.body) == "RDMAEndpointNotBound",

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "storage/object_store.hpp"
+#include "token/fabric_advert.hpp"
 #include "token/token.hpp"
 #include "transport/transport.hpp"
 
@@ -398,6 +399,25 @@ TEST_F(RdmaEngineAdmissionTest, ShutdownRefusesEveryWaiter) {
   // The admitted transfer runs on.
   EXPECT_TRUE(a.release().ok());
   EXPECT_TRUE(c->holds(0, 1));
+}
+
+// --fabric names each fabric once, and the engine advertises its fabrics in the canonical form of
+// x-amz-rdma-fabrics (token/fabric_advert.hpp), which the client's parser gives back.
+TEST_F(RdmaEngineAdmissionTest, FabricListNamesEachOnceAndIsAdvertisedCanonically) {
+  RdmaOptions o;
+  o.fabrics = "libfabric:tcp, libfabric:tcp";
+  o.chunk_bytes = kChunk;
+  o.buffer_pool_bytes = kChunk;
+  auto twice = RdmaEngine::create(o);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.code(), Errc::invalid_argument);
+  EXPECT_EQ(twice.status().message(), "--fabric names 'libfabric:tcp' twice");
+  auto e = engine(1, [](RdmaOptions& opts) { opts.fabrics = " libfabric:tcp ,"; });
+  ASSERT_TRUE(e) << "libfabric:tcp unavailable";
+  EXPECT_EQ(e->offered(), "libfabric:tcp");
+  auto back = token::parse_fabric_advert(e->offered());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, std::vector<std::string>{"libfabric:tcp"});
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "token/fabric_advert.hpp"
+
 namespace objdirect::rdma {
 
 namespace {
@@ -161,6 +163,12 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
     strict = false;
   } else {
     names = split_list(opts.fabrics);
+    // Each fabric once: the advertisement names each once (token/fabric_advert.hpp).
+    for (auto it = names.begin(); it != names.end(); ++it) {
+      if (std::find(names.begin(), it, *it) != it) {
+        return Status(Errc::invalid_argument, "--fabric names '" + *it + "' twice");
+      }
+    }
   }
   for (const auto& name : names) {
     transport::Config cfg;
@@ -174,11 +182,10 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::create(const RdmaOptions& opts) 
       continue;
     }
     e->init_log_.push_back(name + ": enabled");
-    if (!e->offered_.empty()) e->offered_ += ",";
-    e->offered_ += name;
     e->transports_.push_back(std::move(*t));
     e->transport_names_.push_back(name);
   }
+  e->offered_ = token::format_fabric_advert(e->transport_names_);
   if (e->transports_.empty()) return e;
 
   std::size_t count = static_cast<std::size_t>(opts.buffer_pool_bytes / opts.chunk_bytes);

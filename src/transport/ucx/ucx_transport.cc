@@ -68,6 +68,9 @@ struct Peer {
   bool failed = false;
   bool* any_failed = nullptr;  // the transport's flag: some peer failed, close its endpoint
   std::string failure;
+  // Created in UCP_ERR_HANDLING_MODE_NONE (no transport with peer failure detection reaches the
+  // peer: shared memory only). Nothing reports such a peer unreachable; a timeout says why.
+  bool no_failure_detection = false;
 };
 
 class UcxTransport;
@@ -204,15 +207,25 @@ class UcxTransport final : public Transport {
           // (error mode NONE: no peer failure handler there) the force close does not cancel
           // requests still queued for a live peer: they go out, and complete, as the peer takes
           // them (TransportTest.TimedOutPeerIsTornDownAndItsOperationSettles).
+          std::string why;
           if (auto* e = peers_.peek(it->second->peer)) {
             if (!e->handle->failed) {
               e->handle->failed = true;
               e->handle->failure = "an operation timed out";
             }
+            // Shared memory is the only way UCX found to this peer, and it never answered: a dead
+            // peer, or one in another network namespace (README.md here).
+            if (e->handle->no_failure_detection) {
+              why =
+                  " (the peer is reachable only over UCX shared memory, which has no peer "
+                  "failure detection: a dead peer, or one in another network namespace, which "
+                  "UCX shared memory does not cross)";
+            }
             close_endpoint_locked(e->handle);
           }
           return Status(Errc::rdma_transfer_failed, "ucx: transfer to peer timed out after " +
-                                                        std::to_string(timeout.count()) + " ms");
+                                                        std::to_string(timeout.count()) + " ms" +
+                                                        why);
         }
       }
       if (did) {
@@ -361,6 +374,7 @@ class UcxTransport final : public Transport {
     if (st != UCS_OK) {
       params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       st = ucp_ep_create(worker_, &params, &peer->ep);
+      peer->no_failure_detection = true;
     }
     if (st != UCS_OK) return detail::transport_error("ucx: ucp_ep_create", ucs_error(st));
     return &peers_.insert(address, std::move(peer));
