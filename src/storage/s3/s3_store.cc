@@ -1587,7 +1587,14 @@ class S3Store final : public ObjectStore {
       key_lock = std::unique_lock(core_->key_lock(bucket, meta.key));
       OBJDIRECT_RETURN_IF_ERROR(check_condition(bucket, meta.key, cond));
     }
-    auto etag = complete(bucket, meta.key, upload_id, named, meta.parts, cond);
+    // The parts' checksums go into the Complete (S3 requires them for an upload created with a
+    // checksum algorithm); a caller that passes no part list gets them from ListParts.
+    std::vector<PartInfo> infos = meta.parts;
+    if (infos.empty()) {
+      auto listed = list_parts(bucket, meta.key, upload_id, 0, limits::parts_max);
+      if (listed.ok()) infos = std::move(*listed);
+    }
+    auto etag = complete(bucket, meta.key, upload_id, named, infos, cond);
     if (!etag.ok()) return etag.status();
     core_->forget_template(std::string(upload_id));
     meta.etag = *etag;
