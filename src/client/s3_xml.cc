@@ -1,7 +1,6 @@
 #include "client/s3_xml.hpp"
 
-#include <cassert>
-
+#include "common/assert.hpp"
 #include "s3/documents.hpp"
 
 namespace objdirect::client {
@@ -13,7 +12,8 @@ Status reply_error(const Status& decoded, std::string_view what) {
 
 std::string complete_multipart_body(std::span<const std::pair<std::uint32_t, std::string>> parts,
                                     std::span<const std::string> crc32c) {
-  assert(crc32c.empty() || crc32c.size() == parts.size());
+  OBJDIRECT_ASSERT(crc32c.empty() || crc32c.size() == parts.size(),
+                   "one CRC32C per listed part, or none");
   std::vector<s3::CompletePart> list;
   list.reserve(parts.size());
   for (std::size_t i = 0; i < parts.size(); ++i) {
