@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/assert.hpp"
 #include "common/limits.hpp"
 
 namespace objdirect::client {
@@ -43,6 +44,22 @@ Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size) {
   for (std::size_t i = 0; i < plan.parts.size(); ++i) {
     plan.parts[i].part_number = static_cast<std::uint32_t>(i + 1);
   }
+  // The parts tile [0, size) in order, each within S3's part bounds (all but the last at least
+  // part_bytes_min), and there are at most parts_max of them (limits.hpp's static_asserts make
+  // that reachable for every size up to object_bytes_max).
+  OBJDIRECT_ASSERT(!plan.parts.empty() && plan.parts.size() <= limits::parts_max,
+                   "a multipart plan has 1..parts_max parts");
+  std::uint64_t next = 0;
+  for (std::size_t i = 0; i < plan.parts.size(); ++i) {
+    const Piece& p = plan.parts[i];
+    OBJDIRECT_ASSERT(p.offset == next && p.buffer_offset == next, "parts tile the object in order");
+    OBJDIRECT_ASSERT(p.length > 0 && p.length <= limits::part_bytes_max,
+                     "a part is 1..part_bytes_max bytes");
+    OBJDIRECT_ASSERT(i + 1 == plan.parts.size() || p.length >= limits::part_bytes_min,
+                     "all but the last part are at least part_bytes_min");
+    next += p.length;
+  }
+  OBJDIRECT_ASSERT(next == size, "the parts cover the whole object");
   return plan;
 }
 

@@ -63,4 +63,36 @@ inline constexpr std::size_t token_segments_max = 64;
 // that window (180 s) short.
 inline constexpr std::uint32_t token_lifetime_max_s = 120;
 
+// --- How the limits relate ----------------------------------------------------------------------
+// The code relies on these; a change to one limit that breaks a relation fails the build here.
+
+// A multipart part may be as large as a part is allowed to be (the planner raises a part to
+// part_bytes_min, then clamps it to part_bytes_max: with min > max the clamp would undercut the
+// floor). Every part is a body the server receives like a PutObject (multipart_ops.cc bounds it
+// by part_bytes_max, object_ops.cc a PUT by put_bytes_max), and a single PUT is an object.
+static_assert(part_bytes_min <= part_bytes_max);
+static_assert(part_bytes_max <= put_bytes_max);
+static_assert(put_bytes_max <= object_bytes_max);
+// Every object up to object_bytes_max can be uploaded in parts_max parts of at most
+// part_bytes_max: client::plan_upload clamps the part size to part_bytes_max after raising it to
+// ceil(size / parts_max), so it never needs more than parts_max parts.
+static_assert(static_cast<std::uint64_t>(parts_max) * part_bytes_max >= object_bytes_max);
+// GetObjectAttributes pages through at most parts_max parts; a page larger than all parts
+// would be meaningless (attributes_ops.cc clamps MaxParts to list_parts_max).
+static_assert(list_parts_max <= parts_max);
+// A CompleteMultipartUpload body naming parts_max parts, each
+// <Part><PartNumber>10000</PartNumber><ETag>"<32 hex>"</ETag></Part> plus room for one
+// <ChecksumSHA256> (44 base64 characters) per part, fits in xml_body_bytes_max: the largest
+// upload S3 allows can be completed.
+static_assert(static_cast<std::size_t>(parts_max) *
+                  (sizeof("<Part><PartNumber>10000</PartNumber><ETag>\"\"</ETag></Part>") - 1 + 32 +
+                   sizeof("<ChecksumSHA256></ChecksumSHA256>") - 1 + 44) <=
+              xml_body_bytes_max);
+// Bounds that arrive in request headers must fit in the header section that carries them:
+// an x-amz-rdma-token of token_bytes_max, and x-amz-meta-* of user_metadata_bytes_max.
+static_assert(token_bytes_max < header_bytes_max);
+static_assert(user_metadata_bytes_max < header_bytes_max);
+// A bucket name's bounds are ordered (s3/names.cc checks min <= length <= max).
+static_assert(bucket_name_min <= bucket_name_max);
+
 }  // namespace objdirect::limits

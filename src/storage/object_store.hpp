@@ -208,6 +208,7 @@ class ObjectStore {
   // Atomically makes `data` the new version of meta.key, if `cond` holds (precondition_failed
   // otherwise, or no_such_key for etag_must_match on an absent key, as AWS answers; nothing
   // changes). meta.size must equal data->size(). Returns the stored meta (mtime filled in).
+  // Precondition (OBJDIRECT_ASSERT): `data` came from this store's begin_write for `bucket`.
   virtual Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
                                            std::unique_ptr<BlobWriter> data,
                                            const WriteCondition& cond) = 0;
@@ -263,7 +264,8 @@ class ObjectStore {
   virtual Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) = 0;
   virtual Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
                                         std::string_view upload_id) = 0;
-  // Stores (or replaces) one part. no_such_upload if the upload is gone.
+  // Stores (or replaces) one part. no_such_upload if the upload is gone. Precondition
+  // (OBJDIRECT_ASSERT): `data` came from this store's begin_write for `bucket`.
   virtual Result<PartInfo> commit_part(std::string_view bucket, std::string_view key,
                                        std::string_view upload_id, PartInfo info,
                                        std::unique_ptr<BlobWriter> data) = 0;

@@ -44,6 +44,17 @@ static_assert(limits::token_provider_bytes_max <= std::numeric_limits<std::uint8
 static_assert(limits::token_endpoint_bytes_max <= std::numeric_limits<std::uint16_t>::max());
 static_assert(limits::token_rkey_bytes_max <= std::numeric_limits<std::uint16_t>::max());
 static_assert(limits::token_segments_max <= std::numeric_limits<std::uint16_t>::max());
+// A libfabric token (no rkeys) at every field limit - longest provider and endpoint,
+// token_segments_max segments and the mailbox - still fits in token_bytes_max as text, so
+// validate()'s text-length rule only ever refuses UCX tokens with large rkeys, and a client can
+// always use token_segments_max segments on libfabric.
+static_assert(text_prefix.size() + ((sizeof(TokenHeader) + limits::token_provider_bytes_max +
+                                     limits::token_endpoint_bytes_max +
+                                     (limits::token_segments_max + 1) * segment_fixed_bytes) *
+                                        4 +
+                                    2) /
+                                       3 <=
+              limits::token_bytes_max);
 
 Status invalid(std::string message) {
   return Status(Errc::invalid_rdma_token, "invalid RDMA token: " + std::move(message));

@@ -6,6 +6,7 @@
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <cerrno>
 
+#include "common/assert.hpp"
 #include "server/http/http_server.hpp"
 
 namespace objdirect::http {
@@ -58,6 +59,7 @@ class MemoryExchange final : public Exchange {
   bool body_done() const override { return parser_.is_done(); }
 
   asio::awaitable<Status> send(bhttp::status status, Fields headers, std::string body) override {
+    OBJDIRECT_ASSERT(!started_, "a handler sends exactly one response per request");
     bytes_sent_ += body.size();
     start(status, std::move(headers)).body = std::move(body);
     co_return Status::Ok();
@@ -65,20 +67,22 @@ class MemoryExchange final : public Exchange {
 
   asio::awaitable<Status> send_header(bhttp::status status, Fields headers,
                                       std::uint64_t content_length) override {
+    OBJDIRECT_ASSERT(!started_, "a handler sends exactly one response per request");
+    header_only_ = true;
     start(status, std::move(headers))
         .headers.set(bhttp::field::content_length, std::to_string(content_length));
     co_return Status::Ok();
   }
 
   asio::awaitable<Status> send_raw(std::span<const std::byte> data) override {
-    if (out_.empty()) co_return Status(Errc::internal, "send_raw before send_header");
+    OBJDIRECT_ASSERT(header_only_, "send_raw before send_header");
     out_.back().body.append(reinterpret_cast<const char*>(data.data()), data.size());
     bytes_sent_ += data.size();
     co_return Status::Ok();
   }
 
   asio::awaitable<Status> send_file(const FileRegion& region) override {
-    if (out_.empty()) co_return Status(Errc::internal, "send_file before send_header");
+    OBJDIRECT_ASSERT(header_only_, "send_file before send_header");
     std::string& body = out_.back().body;
     std::uint64_t off = region.offset, left = region.length;
     char buf[65536];
@@ -128,6 +132,7 @@ class MemoryExchange final : public Exchange {
   const std::string& remote_;
   std::vector<BufferedResponse>& out_;
   bool started_ = false;
+  bool header_only_ = false;  // the response began with send_header: send_raw/send_file follow
   int status_ = 0;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_sent_ = 0;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 
+#include "common/assert.hpp"
 #include "common/scratch_buffer.hpp"
 #include "common/time.hpp"
 
@@ -102,6 +103,7 @@ class BeastExchange final : public Exchange {
   bool body_done() const override { return parser_.is_done(); }
 
   asio::awaitable<Status> send(bhttp::status status, Fields headers, std::string body) override {
+    OBJDIRECT_ASSERT(!started_, "a handler sends exactly one response per request");
     bhttp::response<bhttp::string_body> res(status, 11);
     copy_headers(headers, res);
     bytes_sent_ += body.size();
@@ -122,11 +124,14 @@ class BeastExchange final : public Exchange {
 
   asio::awaitable<Status> send_header(bhttp::status status, Fields headers,
                                       std::uint64_t content_length) override {
+    OBJDIRECT_ASSERT(!started_, "a handler sends exactly one response per request");
     bhttp::response<bhttp::empty_body> res(status, 11);
     copy_headers(headers, res);
     res.content_length(content_length);
     finish_headers(res);
     started_ = true;
+    header_only_ = true;
+    body_owed_ = content_length;
     status_ = static_cast<int>(status);
     if (auto st = co_await send_owed_continue(); !st.ok()) co_return st;
     bhttp::response_serializer<bhttp::empty_body> sr(res);
@@ -140,6 +145,9 @@ class BeastExchange final : public Exchange {
   }
 
   asio::awaitable<Status> send_raw(std::span<const std::byte> data) override {
+    OBJDIRECT_ASSERT(header_only_, "send_raw before send_header");
+    OBJDIRECT_ASSERT(data.size() <= body_owed_, "send_raw past send_header's Content-Length");
+    body_owed_ -= data.size();
     tcp().expires_after(opts_.request_timeout);
     auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(data.data(), data.size()),
                                               tuple_awaitable);
@@ -152,6 +160,8 @@ class BeastExchange final : public Exchange {
   }
 
   asio::awaitable<Status> send_file(const FileRegion& region) override {
+    OBJDIRECT_ASSERT(header_only_, "send_file before send_header");
+    OBJDIRECT_ASSERT(region.length <= body_owed_, "send_file past send_header's Content-Length");
     if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
       // TLS encrypts in user space: read the file and write through the stream.
       co_return co_await send_file_copy(region);
@@ -167,6 +177,7 @@ class BeastExchange final : public Exchange {
       ssize_t n = ::sendfile(sock.native_handle(), region.fd, &off, want);
       if (n > 0) {
         remaining -= static_cast<std::uint64_t>(n);
+        body_owed_ -= static_cast<std::uint64_t>(n);
         bytes_sent_ += static_cast<std::uint64_t>(n);
         continue;
       }
@@ -274,6 +285,8 @@ class BeastExchange final : public Exchange {
   std::string remote_;
   bool continue_sent_ = false;
   bool started_ = false;
+  bool header_only_ = false;     // the response began with send_header: send_raw/send_file follow
+  std::uint64_t body_owed_ = 0;  // of send_header's Content-Length, bytes not yet sent
   int status_ = 0;
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_sent_ = 0;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/assert.hpp"
 #include "token/fabric_advert.hpp"
 
 namespace objdirect::rdma {
@@ -444,9 +445,19 @@ void RdmaEngine::shutdown() {
 }
 
 void RdmaEngine::release(Lease& lease, std::unique_ptr<RetiredSet> retired) {
+  // acquire() hands out at least one buffer and release() empties the lease: an empty lease here
+  // is one released twice.
+  OBJDIRECT_ASSERT(
+      !lease.buffers.empty() && lease.bytes == lease.buffers.size() * opts_.chunk_bytes,
+      "an RDMA lease is released exactly once, as acquired");
   const bool retire_all = retired != nullptr;
   std::vector<std::unique_ptr<Buffer>> replacements;
   std::lock_guard lock(mu_);  // registration is cheap (no pinning on tcp/shm; a pool on verbs)
+  // Every count below includes this lease (acquire added it under mu_): none goes negative.
+  OBJDIRECT_ASSERT(stats_.inflight_bytes >= lease.bytes, "in-flight bytes count this lease");
+  OBJDIRECT_ASSERT(stats_.buffers_in_use >= lease.buffers.size(),
+                   "buffers in use count this lease");
+  OBJDIRECT_ASSERT(stats_.transfers_active > 0, "active transfers count this lease");
   if (retire_all) {
     // The provider may still touch these buffers (an operation timed out): never reuse them.
     // Replace each with a fresh registered buffer so the pool keeps its size.
@@ -487,12 +498,12 @@ void RdmaEngine::release(Lease& lease, std::unique_ptr<RetiredSet> retired) {
     for (Buffer* b : lease.buffers) free_.push_back(b);
   }
   auto it = per_client_.find(lease.client);
-  if (it != per_client_.end()) {
-    it->second -= std::min(it->second, lease.bytes);
-    if (it->second == 0) per_client_.erase(it);
-  }
-  stats_.inflight_bytes -= std::min(stats_.inflight_bytes, lease.bytes);
-  stats_.buffers_in_use -= std::min<std::uint64_t>(stats_.buffers_in_use, lease.buffers.size());
+  OBJDIRECT_ASSERT(it != per_client_.end() && it->second >= lease.bytes,
+                   "the client's in-flight bytes count this lease");
+  it->second -= lease.bytes;
+  if (it->second == 0) per_client_.erase(it);
+  stats_.inflight_bytes -= lease.bytes;
+  stats_.buffers_in_use -= lease.buffers.size();
   --stats_.transfers_active;
   lease.buffers.clear();
   lease.mrs.clear();

@@ -78,6 +78,9 @@
 namespace objdirect::limits {
 inline constexpr std::uint64_t rdma_buffer_pool_bytes_max = 64ull << 30;
 inline constexpr std::size_t rdma_chunk_bytes_max = 256ull << 20;
+// RdmaEngine::create requires chunk_bytes <= buffer_pool_bytes <= rdma_buffer_pool_bytes_max, so
+// the largest chunk must fit in the largest pool or rdma_chunk_bytes_max could never be used.
+static_assert(rdma_chunk_bytes_max <= rdma_buffer_pool_bytes_max);
 }  // namespace objdirect::limits
 
 namespace objdirect::rdma {

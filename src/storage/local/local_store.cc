@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/assert.hpp"
 #include "common/limits.hpp"
 #include "storage/local/meta_codec.hpp"
 #include "storage/local/meta_db.hpp"
@@ -755,10 +756,11 @@ Result<std::optional<ObjectRecord>> LocalStore::get_object(const Txn& txn, std::
 }
 
 Result<LocalBlobWriter*> LocalStore::own_writer(BlobWriter* w) const {
+  // Callers commit the writer this store's begin_write gave them (CachingStore passes its inner
+  // store's writer back to that store): anything else is a programmer error.
   auto* lw = dynamic_cast<LocalBlobWriter*>(w);
-  if (lw == nullptr || lw->files() != files_.get()) {
-    return Status(Errc::invalid_argument, "blob writer does not belong to this store");
-  }
+  OBJDIRECT_ASSERT(lw != nullptr && lw->files() == files_.get(),
+                   "a blob writer is committed to the store that began it");
   return lw;
 }
 

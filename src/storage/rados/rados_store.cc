@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 
+#include "common/assert.hpp"
 #include "common/limits.hpp"
 #include "storage/local/meta_codec.hpp"
 
@@ -843,9 +844,8 @@ class RadosStore : public ObjectStore {
                                    const WriteCondition& cond) override {
     OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
     auto* w = dynamic_cast<RadosWriter*>(data.get());
-    if (w == nullptr || w->bucket().info.name != bucket) {
-      return Status(Errc::invalid_argument, "writer from another store or bucket");
-    }
+    OBJDIRECT_ASSERT(w != nullptr && w->bucket().info.name == bucket,
+                     "a writer is committed to the store and bucket that began it");
     if (meta.size != w->size()) return Status(Errc::invalid_argument, "size mismatch");
     // The writer's bucket instance: if it was deleted since, the "live" assertion fails.
     const BucketRec* b = &w->bucket();
@@ -1171,9 +1171,8 @@ class RadosStore : public ObjectStore {
                                std::string_view upload_id, PartInfo info,
                                std::unique_ptr<BlobWriter> data) override {
     auto* w = dynamic_cast<RadosWriter*>(data.get());
-    if (w == nullptr || w->bucket().info.name != bucket) {
-      return Status(Errc::invalid_argument, "writer from another store or bucket");
-    }
+    OBJDIRECT_ASSERT(w != nullptr && w->bucket().info.name == bucket,
+                     "a writer is committed to the store and bucket that began it");
     if (info.size != w->size()) return Status(Errc::invalid_argument, "size mismatch");
     const BucketRec* b = &w->bucket();
     const std::string oid = c_->key_shard(*b, key);

@@ -25,6 +25,7 @@
 #include <unordered_map>
 
 #include "auth/sigv4.hpp"
+#include "common/assert.hpp"
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/parallel.hpp"
@@ -1310,8 +1311,8 @@ class S3Store final : public ObjectStore {
                                    std::unique_ptr<BlobWriter> data,
                                    const WriteCondition& cond) override {
     auto* w = dynamic_cast<SpoolWriter*>(data.get());
-    if (!w || w->core() != core_)
-      return Status(Errc::internal, "commit_object: the writer is not from this store");
+    OBJDIRECT_ASSERT(w != nullptr && w->core() == core_,
+                     "commit_object: a writer is committed to the store that began it");
     if (meta.size != w->size()) return Status(Errc::internal, "commit_object: size mismatch");
     const bool large = meta.size > core_->opts.multipart_threshold_bytes;
     // The condition is always forwarded; where the upstream ignores it, the gateway checks it
@@ -1512,8 +1513,8 @@ class S3Store final : public ObjectStore {
                                std::string_view upload_id, PartInfo info,
                                std::unique_ptr<BlobWriter> data) override {
     auto* w = dynamic_cast<SpoolWriter*>(data.get());
-    if (!w || w->core() != core_)
-      return Status(Errc::internal, "commit_part: the writer is not from this store");
+    OBJDIRECT_ASSERT(w != nullptr && w->core() == core_,
+                     "commit_part: a writer is committed to the store that began it");
     Request r = part_request(bucket, key, upload_id, info.part_number);
     r.body = w->body(0, w->size());
     add_checksum_headers(r.headers, info.checksums);
