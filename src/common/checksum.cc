@@ -14,20 +14,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/ascii.hpp"
+
 namespace objdirect {
 
 namespace {
 
 char ascii_lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
-  }
-  return true;
 }
 
 // --- CRC-64/NVME -------------------------------------------------------------------------------
@@ -288,7 +282,7 @@ std::string_view checksum_name(ChecksumAlgo algo) noexcept {
 
 std::optional<ChecksumAlgo> checksum_from_name(std::string_view name) noexcept {
   for (ChecksumAlgo a : kAllChecksumAlgos) {
-    if (iequals(name, checksum_name(a))) return a;
+    if (ascii_iequals(name, checksum_name(a))) return a;
   }
   return std::nullopt;
 }

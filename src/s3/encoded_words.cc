@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "common/ascii.hpp"
 #include "common/checksum.hpp"
 #include "s3/names.hpp"
 
@@ -23,17 +24,6 @@ int hex_value(char c) {
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 std::optional<std::string> decode_q(std::string_view text) {
@@ -70,10 +60,10 @@ std::optional<std::string> decode_word(std::string_view w) {
                    text = inner.substr(q2 + 1);
   if (const std::size_t star = charset.find('*'); star != std::string_view::npos)
     charset = charset.substr(0, star);  // RFC 2231 language tag
-  if (!iequals(charset, "utf-8") && !iequals(charset, "us-ascii")) return std::nullopt;
+  if (!ascii_iequals(charset, "utf-8") && !ascii_iequals(charset, "us-ascii")) return std::nullopt;
   if (text.find('?') != std::string_view::npos) return std::nullopt;
-  if (iequals(enc, "q")) return decode_q(text);
-  if (iequals(enc, "b")) return base64_decode(text);
+  if (ascii_iequals(enc, "q")) return decode_q(text);
+  if (ascii_iequals(enc, "b")) return base64_decode(text);
   return std::nullopt;
 }
 

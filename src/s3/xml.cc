@@ -3,6 +3,7 @@
 #include <optional>
 #include <pugixml.hpp>
 
+#include "common/ascii.hpp"
 #include "common/assert.hpp"
 #include "common/limits.hpp"
 #include "s3/conditional.hpp"
@@ -256,17 +257,6 @@ using detail::local_name;
 using detail::text_of;
 using detail::unique_child_text;
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
 std::optional<std::uint32_t> parse_part_number(std::string_view s) {
   s = trim(s);
   if (s.empty()) return std::nullopt;
@@ -330,9 +320,9 @@ Result<DeleteRequest> parse_delete_objects(std::string_view body) {
   if (!quiet.ok()) return quiet.status();
   if (*quiet) {
     const std::string_view q = trim(**quiet);
-    if (iequals(q, "true")) {
+    if (ascii_iequals(q, "true")) {
       req.quiet = true;
-    } else if (!iequals(q, "false")) {
+    } else if (!ascii_iequals(q, "false")) {
       return malformed("<Quiet> must be true or false");
     }
   }

@@ -1447,6 +1447,32 @@ Result<std::string> local_etag(Client& c, const fs::path& path, std::uint64_t si
 
 enum class SyncDir : std::uint8_t { upload, download, copy };
 
+// The transfer of source entry `s` (relative path `rel`) in direction `dir`, for sync and mv:
+// an upload to, a download into (under local root `dst`) or a copy to dst_bucket/dprefix + rel.
+Result<Op> transfer_op(SyncDir dir, const std::string& rel, const TreeEntry& s,
+                       const std::optional<S3Url>& s3src, const std::optional<S3Url>& s3dst,
+                       const std::string& dprefix, const std::string& dst) {
+  Op op;
+  op.size = s.size;
+  if (dir == SyncDir::upload) {
+    op.kind = Op::upload;
+    op.local = s.local;
+    op.dst = {s3dst->bucket, dprefix + rel};
+  } else if (dir == SyncDir::download) {
+    auto p = safe_local_path(fs::path(dst), rel);
+    if (!p.ok()) return p.status();
+    op.kind = Op::download;
+    op.src = {s3src->bucket, s.key};
+    op.local = std::move(*p);
+    op.etag = s.etag;
+  } else {
+    op.kind = Op::copy;
+    op.src = {s3src->bucket, s.key};
+    op.dst = {s3dst->bucket, dprefix + rel};
+  }
+  return op;
+}
+
 // Whether the source entry must be transferred over the destination's (aws-cli's rules):
 // different sizes always; with --checksum, different ETags (the local file's MD5 or multipart
 // ETag, see local_etag); else by time: an upload or copy when the source is newer than the
@@ -1503,26 +1529,11 @@ int cmd_sync(const Options& opts, const std::string& src, const std::string& dst
       if (!need.ok()) return report(need.status());
       if (!*need) continue;
     }
-    Op op;
-    op.size = s.size;
-    if (dir == SyncDir::upload) {
-      op.kind = Op::upload;
-      op.local = s.local;
-      op.dst = {s3dst->bucket, dprefix + rel};
-    } else if (dir == SyncDir::download) {
-      auto p = safe_local_path(fs::path(dst), rel);
-      if (!p.ok()) return report(p.status());
-      op.kind = Op::download;
-      op.src = {s3src->bucket, s.key};
-      op.local = std::move(*p);
-      op.etag = s.etag;
-      op.mtime_s = s.mtime_s;
-    } else {
-      op.kind = Op::copy;
-      op.src = {s3src->bucket, s.key};
-      op.dst = {s3dst->bucket, dprefix + rel};
-    }
-    ops.push_back(std::move(op));
+    auto op = transfer_op(dir, rel, s, s3src, s3dst, dprefix, dst);
+    if (!op.ok()) return report(op.status());
+    // A sync download keeps the object's time, so that the next sync skips it.
+    if (dir == SyncDir::download) op->mtime_s = s.mtime_s;
+    ops.push_back(std::move(*op));
   }
   if (f.del) {
     for (const auto& [rel, d] : *dtree) {
@@ -1611,26 +1622,10 @@ int cmd_mv(const Options& o, const std::string& src, std::string dst) {
     return fail_msg(kBadArgs, "cannot move " + src + " onto itself");
   }
   for (const auto& [rel, s] : *stree) {
-    Op op;
-    op.move = true;
-    op.size = s.size;
-    if (dir == SyncDir::upload) {
-      op.kind = Op::upload;
-      op.local = s.local;
-      op.dst = {s3dst->bucket, dprefix + rel};
-    } else if (dir == SyncDir::download) {
-      auto p = safe_local_path(fs::path(dst), rel);
-      if (!p.ok()) return report(p.status());
-      op.kind = Op::download;
-      op.src = {s3src->bucket, s.key};
-      op.local = std::move(*p);
-      op.etag = s.etag;
-    } else {
-      op.kind = Op::copy;
-      op.src = {s3src->bucket, s.key};
-      op.dst = {s3dst->bucket, dprefix + rel};
-    }
-    ops.push_back(std::move(op));
+    auto op = transfer_op(dir, rel, s, s3src, s3dst, dprefix, dst);
+    if (!op.ok()) return report(op.status());
+    op->move = true;
+    ops.push_back(std::move(*op));
   }
   return run_ops(**c, o, ops, "move");
 }

@@ -43,6 +43,18 @@ Status check_complete_checksum_headers(const Ctx& c, std::optional<ChecksumAlgo>
   return Status::Ok();
 }
 
+// The CompleteMultipartUpload reply for the object a Complete made.
+CompleteMultipartResult complete_result(const Ctx& c, const storage::ObjectMeta& m) {
+  CompleteMultipartResult done;
+  done.location = "/" + c.bucket + "/" + c.key;
+  done.bucket = c.bucket;
+  done.key = c.key;
+  done.etag = m.etag;
+  done.checksums = {m.checksums.begin(), m.checksums.end()};
+  if (!m.checksums.empty()) done.checksum_type = "COMPOSITE";
+  return done;
+}
+
 Result<std::uint32_t> parse_part_number(const Ctx& c) {
   auto v = c.query_value("partNumber");
   if (!v) return Status(Errc::invalid_argument, "partNumber is required");
@@ -289,14 +301,7 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   auto committed =
       store->complete_upload(c.bucket, upload_id, std::move(meta), refs, to_storage(*cond));
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
-  CompleteMultipartResult done;
-  done.location = "/" + c.bucket + "/" + c.key;
-  done.bucket = c.bucket;
-  done.key = c.key;
-  done.etag = committed->etag;
-  done.checksums = {committed->checksums.begin(), committed->checksums.end()};
-  if (!committed->checksums.empty()) done.checksum_type = "COMPOSITE";
-  co_await send_xml(c, bhttp::status::ok, encode_complete_result(done));
+  co_await send_xml(c, bhttp::status::ok, encode_complete_result(complete_result(c, *committed)));
 }
 
 std::optional<CompleteMultipartResult> S3Service::Impl::completed_by(
@@ -310,14 +315,7 @@ std::optional<CompleteMultipartResult> S3Service::Impl::completed_by(
     md5s.push_back(parts[i].etag);
   }
   if (multipart_etag(md5s) != m->etag) return std::nullopt;
-  CompleteMultipartResult done;
-  done.location = "/" + c.bucket + "/" + c.key;
-  done.bucket = c.bucket;
-  done.key = c.key;
-  done.etag = m->etag;
-  done.checksums = {m->checksums.begin(), m->checksums.end()};
-  if (!m->checksums.empty()) done.checksum_type = "COMPOSITE";
-  return done;
+  return complete_result(c, *m);
 }
 
 Task<void> S3Service::Impl::abort_upload(Ctx& c) {
