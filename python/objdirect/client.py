@@ -268,6 +268,15 @@ class Client:
         """HeadObject. Raises NoSuchKey (also for a missing bucket: HEAD has no body to tell)."""
         return ObjectInfo(*self._native.head(bucket, key))
 
+    def presign(self, bucket: str, key: str, *, method: str = "GET",
+                expires_in: int = 3600) -> str:
+        """A presigned URL (SigV4 query authentication) for one `method` ("GET", "HEAD", "PUT",
+        "DELETE") on the object, valid for expires_in seconds (1..604800, as AWS). Anyone holding
+        it may do that operation until it expires. Makes no request. Raises InvalidArgument for
+        another method, an empty bucket or key, or expires_in out of range.
+        """
+        return self._native.presign(method, bucket, key, int(expires_in))
+
     def list(self, bucket: str, prefix: str = "", delimiter: str = "", *,
              page_size: int = 1000) -> Iterator[ObjectSummary]:
         """Yields the objects under prefix in key order, pages fetched lazily (ListObjectsV2).

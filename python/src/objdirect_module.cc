@@ -479,6 +479,12 @@ class NativeClient {
     return py::make_tuple(i.size, i.etag, i.last_modified, i.content_type);
   }
 
+  // A presigned URL for `method` on the object (Client::presign; makes no request).
+  std::string presign(const std::string& method, const std::string& bucket, const std::string& key,
+                      std::int64_t expires_s) {
+    return value_or_raise(client_->presign(method, bucket, key, std::chrono::seconds(expires_s)));
+  }
+
   // One ListObjectsV2 page: (objects [(key, size, etag, last_modified)], prefixes, next token or
   // None).
   py::tuple list_page(const std::string& bucket, const std::string& prefix,
@@ -664,6 +670,8 @@ PYBIND11_MODULE(_objdirect, m) {
            py::arg("offset") = 0, py::arg("length") = py::none())
       .def("put", &NativeClient::put, py::arg("bucket"), py::arg("key"), py::arg("buf"))
       .def("head", &NativeClient::head)
+      .def("presign", &NativeClient::presign, py::arg("method"), py::arg("bucket"), py::arg("key"),
+           py::arg("expires_s"))
       .def("list_page", &NativeClient::list_page)
       .def("delete_object", &NativeClient::delete_object)
       .def("create_bucket", &NativeClient::create_bucket)

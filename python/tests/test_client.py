@@ -89,6 +89,29 @@ def test_head_and_delete(client, bucket):
     client.delete(bucket, "h")  # deleting a missing key is not an error
 
 
+def test_presign_get_and_put(client, bucket):
+    import urllib.error
+    import urllib.request
+    client.put(bucket, "pre sign/\u00fc", b"presigned bytes")
+    url = client.presign(bucket, "pre sign/\u00fc", expires_in=60)
+    with urllib.request.urlopen(url, timeout=30) as r:
+        assert r.read() == b"presigned bytes"
+    put = client.presign(bucket, "via-url", method="PUT", expires_in=60)
+    req = urllib.request.Request(put, data=b"uploaded", method="PUT")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+    assert client.get(bucket, "via-url") == b"uploaded"
+    # Another key with the same signature: refused.
+    with pytest.raises(urllib.error.HTTPError) as ei:
+        urllib.request.urlopen(url.replace("pre%20sign", "pre%20sigX"), timeout=30)
+    assert ei.value.code == 403
+    for bad in (0, 604801):
+        with pytest.raises(objdirect.ObjDirectError):
+            client.presign(bucket, "k", expires_in=bad)
+    with pytest.raises(objdirect.ObjDirectError):
+        client.presign(bucket, "k", method="POST")
+
+
 # -- buffer kinds -------------------------------------------------------------------------------
 
 N = 4096
