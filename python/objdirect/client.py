@@ -72,6 +72,8 @@ class ObjectInfo:
     etag: str
     last_modified: str  # HTTP date as the server sent it
     content_type: str
+    # x-amz-meta-NAME values by NAME (lower-case, without the prefix); RFC 2047 words as sent
+    metadata: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,13 +256,18 @@ class Client:
         return self._native.get_bytes(bucket, key, _nonneg(offset, "offset"),
                                       None if length is None else _nonneg(length, "length"))
 
-    def put(self, bucket: str, key: str, buf) -> TransferResult:
+    def put(self, bucket: str, key: str, buf, *, content_type: Optional[str] = None,
+            metadata: Optional[dict] = None) -> TransferResult:
         """Writes buf (any buffer kind; bytes included) as the object; returns (nbytes, path).
 
-        Objects above part_size_bytes go as a multipart upload (aborted on failure). Raises
-        NoSuchBucket, AccessDenied, ...
+        Objects above part_size_bytes go as a multipart upload (aborted on failure).
+        content_type sets Content-Type; metadata ({name: value}) the x-amz-meta-* headers (names
+        sent lower-case; names plus values at most 2 KiB; host memory only). Raises NoSuchBucket,
+        AccessDenied, InvalidArgument (bad metadata), ...
         """
-        return TransferResult._from_native(self._native.put(bucket, key, buf))
+        meta = [(str(k), str(v)) for k, v in (metadata or {}).items()]
+        return TransferResult._from_native(
+            self._native.put(bucket, key, buf, content_type or "", meta))
 
     # -- control ---------------------------------------------------------------------------------
 

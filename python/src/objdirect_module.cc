@@ -458,13 +458,23 @@ class NativeClient {
     }
   }
 
-  py::tuple put(const std::string& bucket, const std::string& key, py::handle buf) {
+  // content_type / metadata: PutOptions (none given: the plain put, which also takes CUDA memory).
+  py::tuple put(const std::string& bucket, const std::string& key, py::handle buf,
+                const std::string& content_type,
+                const std::vector<std::pair<std::string, std::string>>& metadata) {
     auto b = BorrowedBuffer::acquire(buf, /*writable=*/false);
     std::span<const std::byte> src(b->data(), b->size());
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->put(bucket, key, src);
+      if (content_type.empty() && metadata.empty()) {
+        r = client_->put(bucket, key, src);
+      } else {
+        PutOptions o;
+        o.content_type = content_type;
+        o.metadata = metadata;
+        r = client_->put(bucket, key, src, o);
+      }
     }
     return to_tuple(value_or_raise(std::move(r)));
   }
@@ -476,7 +486,9 @@ class NativeClient {
       r = client_->head(bucket, key);
     }
     ObjectInfo i = value_or_raise(std::move(r));
-    return py::make_tuple(i.size, i.etag, i.last_modified, i.content_type);
+    py::dict meta;
+    for (const auto& [k, v] : i.metadata) meta[py::str(k)] = py::str(v);
+    return py::make_tuple(i.size, i.etag, i.last_modified, i.content_type, meta);
   }
 
   // A presigned URL for `method` on the object (Client::presign; makes no request).
@@ -668,7 +680,9 @@ PYBIND11_MODULE(_objdirect, m) {
            py::arg("offset") = 0, py::arg("length") = py::none())
       .def("get_bytes", &NativeClient::get_bytes, py::arg("bucket"), py::arg("key"),
            py::arg("offset") = 0, py::arg("length") = py::none())
-      .def("put", &NativeClient::put, py::arg("bucket"), py::arg("key"), py::arg("buf"))
+      .def("put", &NativeClient::put, py::arg("bucket"), py::arg("key"), py::arg("buf"),
+           py::arg("content_type") = std::string(),
+           py::arg("metadata") = std::vector<std::pair<std::string, std::string>>())
       .def("head", &NativeClient::head)
       .def("presign", &NativeClient::presign, py::arg("method"), py::arg("bucket"), py::arg("key"),
            py::arg("expires_s"))

@@ -89,6 +89,22 @@ def test_head_and_delete(client, bucket):
     client.delete(bucket, "h")  # deleting a missing key is not an error
 
 
+def test_put_content_type_and_metadata(client, bucket):
+    r = client.put(bucket, "m", b"meta", content_type="text/plain",
+                   metadata={"Owner": "alice", "n": "1"})
+    assert r.nbytes == 4
+    info = client.head(bucket, "m")
+    assert info.content_type == "text/plain"
+    assert info.metadata == {"owner": "alice", "n": "1"}
+    assert client.head(bucket, "m").size == 4
+    client.put(bucket, "plain", b"x")
+    assert client.head(bucket, "plain").metadata == {}
+    with pytest.raises(objdirect.InvalidArgument):
+        client.put(bucket, "bad", b"x", metadata={"a": "line\nbreak"})
+    with pytest.raises(objdirect.InvalidArgument):
+        client.put(bucket, "big", b"x", metadata={"k": "v" * 2048})
+
+
 def test_presign_get_and_put(client, bucket):
     import urllib.error
     import urllib.request
