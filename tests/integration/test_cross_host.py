@@ -87,6 +87,18 @@ def metric(srv, host, name):
     return int(m.group(1)) if m else None
 
 
+def assert_failed_fast_then_skipped(lines, stats, fabric):
+    """A PUT then a GET against a server that `fabric` cannot reach: the PUT fell back to HTTP
+    within FAST_S saying the peer is unreachable, the GET went straight to HTTP because that
+    fabric failed against this server, and the client counted one failure of it."""
+    put, get = lines
+    assert put["ok"] and get["ok"], lines
+    assert put["path"] == "http-fallback" and put["s"] < FAST_S, put
+    assert "unreachable" in put["reason"], put
+    assert get["path"] == "http" and "failed against this server" in get["reason"], get
+    assert stats["fabric_failures"] == {fabric: 1}, stats
+
+
 def make_bucket(srv, host, name):
     out = host.python("import objd; print(objd.request(H, 'PUT', '/' + B).status)", H=srv.host, B=name)
     assert out.stdout.strip() == "200", out
@@ -145,12 +157,7 @@ def test_unreachable_fabric_falls_back_fast_and_is_remembered(bed, tmp_path, ifa
         make_bucket(srv, bed[1], "x-unreach")
         env = {"FI_TCP_IFACE": iface}
         lines, stats = run_client(bed[1], srv, "libfabric:tcp", [MiB], "x-unreach", env=env)
-        put, get = lines
-        assert put["ok"] and get["ok"], lines
-        assert put["path"] == "http-fallback" and put["s"] < FAST_S, put
-        assert "unreachable" in put["reason"], put
-        assert get["path"] == "http" and "failed against this server" in get["reason"], get
-        assert stats["fabric_failures"] == {"libfabric:tcp": 1}, stats
+        assert_failed_fast_then_skipped(lines, stats, "libfabric:tcp")
         assert stats["fabric_skips"].get("libfabric:tcp", 0) >= 1, stats
         assert metric(srv, bed[1], "objdirect_rdma_transfers_unreachable_total") == 1
         # auto moves on to the next fabric for the rest of the run
@@ -181,12 +188,7 @@ def test_unreachable_ucx_falls_back_fast_and_is_remembered(bed, tmp_path):
         make_bucket(srv, bed[1], "x-unreach-ucx")
         env = {"UCX_NET_DEVICES": "p2", "UCX_TLS": "tcp"}
         lines, stats = run_client(bed[1], srv, "ucx", [MiB], "x-unreach-ucx", env=env)
-        put, get = lines
-        assert put["ok"] and get["ok"], lines
-        assert put["path"] == "http-fallback" and put["s"] < FAST_S, put
-        assert "unreachable" in put["reason"], put
-        assert get["path"] == "http" and "failed against this server" in get["reason"], get
-        assert stats["fabric_failures"] == {"ucx": 1}, stats
+        assert_failed_fast_then_skipped(lines, stats, "ucx")
         # Shared memory offered too: the mailbox read waits its 2 s floor, then as long again for
         # the abandoned read to settle; the reason names the cause; the next request skips ucx.
         lines, stats = run_client(bed[1], srv, "ucx", [MiB], "x-unreach-ucx",
