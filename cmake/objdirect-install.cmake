@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 
 set_target_properties(objdirect_shared PROPERTIES EXPORT_NAME objdirect)
 target_include_directories(objdirect_shared INTERFACE
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(objdirect_shared INTERFACE cxx_std_20)
 
 install(TARGETS objdirect_shared EXPORT objdirectTargets

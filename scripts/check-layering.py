@@ -13,6 +13,9 @@ inside src/transport/<backend>/ and in transport.cc's one table; code elsewhere 
 transport::fabric_table() and caps(). Tests (*_test.*, *_fuzz.*) may name fabrics to open them.
 Comments may mention names. tools/ and bench/ are outside this rule (help texts, bench setups).
 
+The public API (docs/architecture.md, "The public API"): include/objdirect/ includes only
+"objdirect/..." and system headers, never a header of src/.
+
 Usage: scripts/check-layering.py [REPO_ROOT]   (exit 1 and one line per violation when refused)
 """
 import pathlib
@@ -167,9 +170,23 @@ def violations(root: pathlib.Path):
             yield f"{rel}:{line}: pugixml outside src/s3/ (use the codecs of s3/documents.hpp)"
 
 
+def public_api_violations(root: pathlib.Path):
+    """include/objdirect/ is installed alone (docs/architecture.md, "The public API"): its headers
+    include system headers and each other ("objdirect/..."), never a header of src/."""
+    for _, rel, text in all_sources(root):
+        if rel.parts[0] != "include":
+            continue
+        for m in INCLUDE.finditer(text):
+            if not m.group(1).startswith("objdirect/"):
+                line = text.count("\n", 0, m.start()) + 1
+                yield (f"{rel}:{line}: the public API includes \"{m.group(1)}\" (only "
+                       f"\"objdirect/...\" and system headers: include/ is installed alone)")
+
+
 def main() -> int:
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent)
-    bad = list(violations(root.resolve())) + list(seam_violations(root.resolve()))
+    bad = (list(violations(root.resolve())) + list(seam_violations(root.resolve())) +
+           list(public_api_violations(root.resolve())))
     for v in bad:
         print(v)
     if bad:

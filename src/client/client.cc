@@ -42,7 +42,10 @@ std::string_view path_name(TransferPath path) noexcept {
   return "http";
 }
 
-struct MemoryHandle::Pin {
+// Client::Impl and MemoryHandle::Pin are nested in exported classes, whose visibility they would
+// inherit: marked hidden, so that libobjdirect.so does not export them (docs/architecture.md,
+// "The public API").
+struct __attribute__((visibility("hidden"))) MemoryHandle::Pin {
   std::vector<std::string> fabrics;
   std::shared_ptr<void> hold;  // the fabric's pinned registration, if any
 };
@@ -116,7 +119,7 @@ Status bind_device(int device) {
 
 }  // namespace
 
-struct Client::Impl {
+struct __attribute__((visibility("hidden"))) Client::Impl {
   ClientConfig cfg;
   client::ClientCounters stats;  // Client::stats(); declared before `http`, which points at it
   client::Endpoint endpoint;

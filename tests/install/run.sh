@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# ctest install_package: `cmake --install` of this build into a temporary prefix; each installed
-# header compiles on its own; then two
-# programs built only from what was installed, each running a PUT and a GET against the real
-# objdirect-server on a loopback port:
+# ctest install_package: `cmake --install` of this build into a temporary prefix; the installed
+# libobjdirect.so exports nothing but the public API (scripts/check-exports.py); each installed
+# header compiles on its own; then two programs built only from what was installed, each running
+# a PUT and a GET against the real objdirect-server on a loopback port:
 #   1. a separate CMake project using find_package(objdirect) (tests/install/consumer);
 #   2. the same source compiled with `pkg-config --cflags --libs objdirect`.
 # Usage: run.sh BUILD_DIR SOURCE_DIR
@@ -32,15 +32,25 @@ so=$(find "$work/prefix" -name 'libobjdirect.so.*.*' | head -1)
 soname=$(objdump -p "$so" | awk '$1 == "SONAME" {print $2}')
 [ "$soname" = libobjdirect.so.0 ] || { echo "install: SONAME is '$soname', not libobjdirect.so.0"; exit 1; }
 
-# Each installed header compiles on its own (objdirect.h also as C).
+# Only the public API is exported (hidden default visibility; docs/architecture.md, "The public
+# API"), and the check itself refuses an internal symbol.
+python3 "$src/scripts/check-exports.py" "$so" || exit 1
+if printf '0000000000001000 T objdirect::client::HttpClient::close()\n' \
+    | python3 "$src/scripts/check-exports.py" --stdin > /dev/null; then
+  echo "install: check-exports.py accepted an internal symbol"; exit 1
+fi
+
+# Each installed header compiles on its own, with the install prefix as the only include folder
+# (C++20 with the project's warnings; objdirect.h also as C11).
 inc="-I$work/prefix/include"
+warn="-Wall -Wextra -Wpedantic -Werror"
 for h in client.hpp config.hpp status.hpp export.hpp objdirect.h; do
   # shellcheck disable=SC2086
-  echo "#include <objdirect/$h>" | c++ -std=c++20 -fsyntax-only -Wall -Werror $inc -x c++ - \
+  echo "#include <objdirect/$h>" | c++ -std=c++20 -fsyntax-only $warn $inc -x c++ - \
     || { echo "install: objdirect/$h does not compile on its own"; exit 1; }
 done
 # shellcheck disable=SC2086
-echo "#include <objdirect/objdirect.h>" | cc -std=c11 -fsyntax-only -Wall -Werror $inc -x c - \
+echo "#include <objdirect/objdirect.h>" | cc -std=c11 -fsyntax-only $warn $inc -x c - \
   || { echo "install: objdirect/objdirect.h does not compile as C"; exit 1; }
 
 # 1. find_package

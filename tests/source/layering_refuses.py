@@ -85,8 +85,23 @@ def main() -> int:
             assert where in seam_bad.stdout, (where, seam_bad.stdout)
         lines = [l for l in seam_bad.stdout.splitlines() if l.startswith(("src/", "tools/"))]
         assert len(lines) == 8, seam_bad.stdout
-    print("layering check: refuses 5 of 5 bad includes and 8 of 8 seam violations, accepts the "
-          "allowed ones")
+
+        # The public API includes itself and system headers only.
+        api_ok = run(tree(pathlib.Path(d) / "api_ok", {
+            "include/objdirect/client.hpp": '#include <string>\n#include "objdirect/status.hpp"\n',
+            "include/objdirect/objdirect.h": '#include <stdint.h>\n',
+        }))
+        assert api_ok.returncode == 0, api_ok.stdout + api_ok.stderr
+        api_bad = run(tree(pathlib.Path(d) / "api_bad", {
+            "include/objdirect/client.hpp": '#include <string>\n#include "common/status.hpp"\n',
+            "include/objdirect/config.hpp": '#include "client/planner.hpp"\n',
+        }))
+        assert api_bad.returncode == 1, api_bad.stdout
+        for where in ("include/objdirect/client.hpp:2: the public API includes \"common/status.hpp\"",
+                      "include/objdirect/config.hpp:1: the public API includes"):
+            assert where in api_bad.stdout, (where, api_bad.stdout)
+    print("layering check: refuses 5 of 5 bad includes, 8 of 8 seam violations and 2 of 2 private "
+          "includes of the public API, accepts the allowed ones")
     return 0
 
 
