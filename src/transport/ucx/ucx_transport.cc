@@ -691,15 +691,18 @@ Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config) {
 }
 
 bool ucx_uses_nic() {
+  return ucx_uses_nic("/sys/class/infiniband", std::getenv("UCX_TLS"));
+}
+
+bool ucx_uses_nic(const std::string& infiniband_class_dir, const char* tls) {
   bool device = false;
-  if (DIR* d = ::opendir("/sys/class/infiniband")) {
+  if (DIR* d = ::opendir(infiniband_class_dir.c_str())) {
     while (const dirent* e = ::readdir(d)) {
       if (e->d_name[0] != '.') device = true;
     }
     ::closedir(d);
   }
   if (!device) return false;
-  const char* tls = std::getenv("UCX_TLS");
   if (tls == nullptr || *tls == '\0') return true;
   std::string_view list(tls);
   if (list.starts_with('^')) return true;  // "all but ...": rc/dc stay unless named; assume so
@@ -707,7 +710,7 @@ bool ucx_uses_nic() {
     auto comma = list.find(',');
     std::string_view t = list.substr(0, comma);
     for (std::string_view hw :
-         {"all", "rc", "rc_x", "rc_v", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ib"}) {
+         {"all", "rc", "rc_x", "rc_v", "rc_verbs", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ib"}) {
       if (t == hw) return true;
     }
     if (comma == std::string_view::npos) break;
