@@ -7,14 +7,14 @@
 // Thread safety: cluster_conf() may be called from any thread (it starts the cluster once).
 #pragma once
 
-#include <rados/librados.hpp>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <list>
+#include <mutex>
+#include <rados/librados.hpp>
 #include <string>
 
 #include "common/status.hpp"
