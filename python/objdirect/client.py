@@ -34,9 +34,11 @@ import os
 import threading
 from typing import Iterator, NamedTuple, Optional
 
-from . import _objdirect
+from . import _objdirect, errors
+from . import ranges as _ranges
 
-__all__ = ["Client", "TransferResult", "ObjectInfo", "ObjectSummary"]
+__all__ = ["Client", "TransferResult", "ObjectInfo", "ObjectSummary", "GetRequest", "PutRequest",
+           "Registration"]
 
 
 class _Transfer(NamedTuple):
@@ -85,6 +87,63 @@ class ObjectSummary:
     etag: str = ""
     last_modified: str = ""  # ISO 8601
     is_prefix: bool = False
+
+
+class GetRequest(NamedTuple):
+    """One object of Client.get_many: read (bucket, key) into buf, as get_into(bucket, key, buf,
+    offset=offset, length=length) would. A plain tuple in this order works too."""
+
+    bucket: str
+    key: str
+    buf: object
+    offset: int = 0
+    length: Optional[int] = None
+
+
+class PutRequest(NamedTuple):
+    """One object of Client.put_many: write buf as (bucket, key). A plain tuple works too."""
+
+    bucket: str
+    key: str
+    buf: object
+
+
+class Registration:
+    """A buffer pinned with the client's fabric by Client.register(buf): RDMA transfers into or
+    out of it (or any slice of it) skip per-call registration until release(). A context manager;
+    release() is idempotent. The buffer is held (its buffer protocol export stays open) while the
+    registration is active; transfers in flight when it is released keep the registration alive
+    until they end. With no fabric (fabric "none", HTTP only) nothing is registered (fabrics is
+    empty) and it does no harm."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def active(self) -> bool:
+        return self._native.active
+
+    @property
+    def nbytes(self) -> int:
+        return self._native.nbytes
+
+    @property
+    def fabrics(self) -> list:
+        """Fabrics the buffer is registered with ("libfabric:shm", ...); empty without RDMA."""
+        return self._native.fabrics
+
+    def release(self) -> None:
+        self._native.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return (f"objdirect.Registration(nbytes={self.nbytes}, fabrics={self.fabrics!r}, "
+                f"active={self.active})")
 
 
 _OPTION_NAMES = ("access_key", "secret_key", "session_token", "part_size_bytes", "concurrency",
@@ -269,6 +328,80 @@ class Client:
         return TransferResult._from_native(
             self._native.put(bucket, key, buf, content_type or "", meta))
 
+    # -- batches, ranges, registration -----------------------------------------------------------
+
+    def get_many(self, requests, *, return_exceptions: bool = False) -> list:
+        """Reads many objects at once: requests is an iterable of GetRequest (or tuples
+        (bucket, key, buf[, offset[, length]])), each read as get_into would. Up to
+        ``concurrency`` requests are in flight at once, with the GIL released for the whole batch
+        (libobjdirect's Client::get_many); buffers that are slices of one arena laid end to end
+        are registered once, as one range, when the batch may use RDMA.
+
+        Returns one TransferResult per request, in input order. One failure does not stop the
+        others: with return_exceptions=True a failed item's entry is its exception (NoSuchKey,
+        ...), as asyncio.gather does; by default, once every request has finished, the first
+        failure in input order is raised, with the whole list (exceptions in place) as its
+        ``results`` attribute. Bad arguments (a read-only buffer, a length beyond the buffer)
+        raise before anything is sent."""
+        items = []
+        for r in requests:
+            g = GetRequest(*r)
+            items.append((g.bucket, g.key, g.buf, _nonneg(g.offset, "offset"),
+                          None if g.length is None else _nonneg(g.length, "length"), ""))
+        return _batch_results(self._native.get_many(items), return_exceptions)
+
+    def put_many(self, requests, *, return_exceptions: bool = False) -> list:
+        """Writes many objects at once: requests is an iterable of PutRequest (or tuples
+        (bucket, key, buf)), each written as put would (multipart above part_size_bytes). In
+        flight, GIL, registration, order and errors as get_many."""
+        items = [tuple(PutRequest(*r)) for r in requests]
+        return _batch_results(self._native.put_many(items), return_exceptions)
+
+    def get_ranges_into(self, bucket: str, key: str, ranges, bufs, *,
+                        gap_bytes: int = 64 << 10,
+                        group_bytes_max: int = _ranges.group_bytes_max_default) -> list:
+        """Reads several byte ranges of one object: ranges[i] = (offset, length) into bufs[i]
+        (writable, at least length bytes). Ranges are sorted and merged into fewer GETs where at
+        most gap_bytes lie between them (objdirect.ranges.coalesce; a merged GET is never longer
+        than group_bytes_max), the GETs run concurrently (as get_many), and every GET carries
+        If-Match on the ETag a first HEAD returned, so all ranges come from one version of the
+        object: an overwrite in between raises PreconditionFailed instead of mixing versions.
+        A single-range GET lands straight in its buffer; a merged one goes through a scratch
+        buffer and is copied out. Overlapping and duplicate ranges are allowed.
+
+        Returns the bytes landed per range, in input order (fewer than length where a range
+        reaches past the end of the object; 0 for a zero-length range). Raises InvalidRange for
+        a non-empty range starting at or past the end, ValueError for a bad range or buffer
+        count, NoSuchKey, PreconditionFailed, ..."""
+        ranges_ = [(_nonneg(o, "offset"), _nonneg(n, "length")) for o, n in ranges]
+        bufs = list(bufs)
+        if len(bufs) != len(ranges_):
+            raise ValueError(f"{len(ranges_)} ranges but {len(bufs)} buffers")
+        for i, ((_, n), b) in enumerate(zip(ranges_, bufs)):
+            if _objdirect.buffer_info(b, True)[1] < n:
+                raise ValueError(f"buffer {i} holds fewer than the range's {n} bytes")
+        info = self.head(bucket, key)
+        for o, n in ranges_:
+            if n > 0 and o >= info.size:
+                raise errors._from_native(
+                    "invalid_range", "InvalidRange", 416,
+                    f"range at {o} starts at or past the end of the {info.size}-byte object "
+                    f"s3://{bucket}/{key}")
+        spans = [_ranges.Span(o, min(n, info.size - o), i) for i, (o, n) in enumerate(ranges_)
+                 if n > 0]
+        groups = [(g.offset, g.length, [(s.tag, s.offset - g.offset, s.length) for s in g.members])
+                  for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max)]
+        landed = self._native.get_ranges(bucket, key, info.etag, groups, bufs) if groups else \
+            [0] * len(bufs)
+        return list(landed)
+
+    def register(self, buf) -> Registration:
+        """Pins buf (any buffer kind get_into or put accepts) with the client's fabric once, so
+        that transfers into or out of it, or any slice of it, skip per-call registration: a
+        reusable arena. Use as ``with client.register(arena): ...`` or call release(). Raises
+        TypeError / BufferError for a bad buffer, TransportError when the provider refuses."""
+        return Registration(self._native.register(buf))
+
     # -- control ---------------------------------------------------------------------------------
 
     def head(self, bucket: str, key: str) -> ObjectInfo:
@@ -413,6 +546,16 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _batch_results(entries, return_exceptions):
+    out = [e if isinstance(e, BaseException) else TransferResult._from_native(e) for e in entries]
+    if not return_exceptions:
+        for e in out:
+            if isinstance(e, BaseException):
+                e.results = out
+                raise e
+    return out
 
 
 def _rebuild_client(args):
