@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <cstring>
 
@@ -25,11 +27,46 @@ using tcp = asio::ip::tcp;
 // One keep-alive connection. Each has its own single-threaded io_context: the owning thread runs
 // it for the duration of one operation, which gives synchronous calls with deadlines
 // (beast::tcp_stream closes the socket when expires_after passes).
+// https: TLS over the TCP stream (the plain `stream` is moved into it once connected).
 struct HttpClient::Connection {
   asio::io_context ioc{1};
   beast::tcp_stream stream{ioc};
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
   bool reused = false;
+
+  beast::tcp_stream& tcp() { return tls ? beast::get_lowest_layer(*tls) : stream; }
+  // f(the stream requests are read from and written to).
+  template <class F>
+  void visit(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(stream);
+    }
+  }
+};
+
+// The client's TLS context: TLS 1.2 and up, peers verified against the CA bundle (or the
+// system store). Made once per HttpClient; `error` says why it could not be.
+struct HttpClient::Tls {
+  asio::ssl::context ctx{asio::ssl::context::tls_client};
+  std::string error;
+
+  explicit Tls(const std::string& ca_bundle) {
+    ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                    asio::ssl::context::no_tlsv1_1);
+    ctx.set_verify_mode(asio::ssl::verify_peer);
+    beast::error_code ec;
+    if (ca_bundle.empty()) {
+      ctx.set_default_verify_paths(ec);
+      if (ec) error = "cannot load the system's CA certificates: " + ec.message();
+    } else {
+      ctx.load_verify_file(ca_bundle, ec);
+      if (ec) error = "cannot load the CA bundle " + ca_bundle + ": " + ec.message();
+    }
+  }
 };
 
 namespace {
@@ -40,7 +77,7 @@ beast::error_code run_op(HttpClient::Connection& c, std::chrono::milliseconds ti
                          std::size_t& n, Start&& start) {
   beast::error_code ec = asio::error::would_block;
   n = 0;
-  c.stream.expires_after(timeout);
+  c.tcp().expires_after(timeout);
   start([&](beast::error_code e, std::size_t k) {
     ec = e;
     n = k;
@@ -71,24 +108,24 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 Result<Endpoint> parse_endpoint(std::string_view url) {
-  constexpr std::string_view scheme = "http://";
-  if (!url.starts_with(scheme)) {
+  const bool tls = url.starts_with("https://");
+  if (!tls && !url.starts_with("http://")) {
     return Status(Errc::invalid_argument,
-                  "endpoint must be http://HOST[:PORT] (https is not "
-                  "supported yet), got '" +
+                  "endpoint must be http://HOST[:PORT] or https://HOST[:PORT], got '" +
                       std::string(url) + "'");
   }
-  std::string_view rest = url.substr(scheme.size());
+  std::string_view rest = url.substr(tls ? 8 : 7);
   while (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.empty() || rest.find('/') != std::string_view::npos) {
     return Status(
         Errc::invalid_argument,
-        "endpoint must be http://HOST[:PORT] without a path, got '" + std::string(url) + "'");
+        "endpoint must be http(s)://HOST[:PORT] without a path, got '" + std::string(url) + "'");
   }
   Endpoint e;
+  e.tls = tls;
   e.host_header = std::string(rest);
   std::string_view host = rest;
-  std::string_view port = "80";
+  std::string_view port = tls ? "443" : "80";
   if (rest.front() == '[') {
     auto close = rest.find(']');
     if (close == std::string_view::npos) {
@@ -128,6 +165,7 @@ std::string object_target(std::string_view bucket, std::string_view key) {
 HttpClient::HttpClient(HttpOptions options)
     : opts_(std::move(options)), retrier_(opts_.retry_policy) {
   if (opts_.connections_max == 0) opts_.connections_max = 1;
+  if (opts_.endpoint.tls) tls_ = std::make_shared<Tls>(opts_.ca_bundle);
 }
 
 HttpClient::~HttpClient() = default;
@@ -196,6 +234,41 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
   if (auto local = c->stream.socket().local_endpoint(ec); !ec) {
     std::lock_guard lk(mu_);
     local_address_ = local.address().to_string();
+  }
+  if (tls_) {
+    if (!tls_->error.empty()) return fail(Status(Errc::invalid_argument, tls_->error));
+    c->tls.emplace(std::move(c->stream), tls_->ctx);
+    const std::string& host = opts_.endpoint.host;
+    beast::error_code addr_ec;
+    (void)asio::ip::make_address(host, addr_ec);
+    // SNI for names (not for IP literals, RFC 6066); the certificate must name the host either
+    // way (DNS or IP subjectAltName).
+    if (addr_ec && !SSL_set_tlsext_host_name(c->tls->native_handle(), host.c_str())) {
+      return fail(Status(Errc::invalid_argument, "cannot set the TLS server name " + host));
+    }
+    c->tls->set_verify_callback(asio::ssl::host_name_verification(host));
+    ec = asio::error::would_block;
+    c->tcp().expires_after(opts_.connect_timeout);
+    c->tls->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
+    c->ioc.restart();
+    c->ioc.run();
+    if (ec) {
+      const long verify = SSL_get_verify_result(c->tls->native_handle());
+      if (verify != X509_V_OK) {
+        std::string why = X509_verify_cert_error_string(verify);
+        if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+          why = "the certificate does not name " + host;
+        }
+        return fail(Status(
+            Errc::access_denied,
+            "TLS: the certificate of " + opts_.endpoint.host_header + " was refused: " + why +
+                (opts_.ca_bundle.empty() ? " (checked against the system's CA "
+                                           "store; set ca_bundle / AWS_CA_BUNDLE)"
+                                         : " (checked against " + opts_.ca_bundle + ")")));
+      }
+      return fail(Status(Errc::unavailable, "TLS handshake with " + opts_.endpoint.host_header +
+                                                " failed: " + ec.message()));
+    }
   }
   return c;
 }
@@ -360,8 +433,9 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   bhttp::request_serializer<bhttp::buffer_body> sr(msg);
   std::size_t n = 0;
   while (!sr.is_done()) {
-    auto ec = run_op(c, opts_.io_timeout, n,
-                     [&](auto h) { bhttp::async_write_some(c.stream, sr, std::move(h)); });
+    auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+      c.visit([&](auto& s) { bhttp::async_write_some(s, sr, std::move(h)); });
+    });
     if (ec) return io_status(ec, kSending);
   }
 
@@ -370,8 +444,9 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   p.header_limit(static_cast<std::uint32_t>(limits::client_response_header_bytes_max));
   p.body_limit(boost::none);
   if (req.method == "HEAD") p.skip(true);
-  auto ec = run_op(c, opts_.io_timeout, n,
-                   [&](auto h) { bhttp::async_read_header(c.stream, c.buffer, p, std::move(h)); });
+  auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+    c.visit([&](auto& s) { bhttp::async_read_header(s, c.buffer, p, std::move(h)); });
+  });
   reply_started = p.got_some();
   if (ec) return io_status(ec, kReadingHeader);
 
@@ -411,7 +486,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
       const std::size_t want =
           static_cast<std::size_t>(std::min<std::uint64_t>(len - got, 64u << 20));
       ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
-        c.stream.async_read_some(asio::buffer(dest + got, want), std::move(h));
+        c.visit([&](auto& s) { s.async_read_some(asio::buffer(dest + got, want), std::move(h)); });
       });
       if (ec) return io_status(ec, kReadingBody);
       got += n;
@@ -441,8 +516,9 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     }
     p.get().body().data = dest;
     p.get().body().size = room;
-    ec = run_op(c, opts_.io_timeout, n,
-                [&](auto h) { bhttp::async_read(c.stream, c.buffer, p, std::move(h)); });
+    ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+      c.visit([&](auto& s) { bhttp::async_read(s, c.buffer, p, std::move(h)); });
+    });
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec == bhttp::error::end_of_stream && p.is_done()) ec = {};
     if (ec) return io_status(ec, kReadingBody);

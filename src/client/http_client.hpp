@@ -49,10 +49,12 @@ class ClientCounters;  // client/stats.hpp
 
 struct Endpoint {
   std::string host;         // "127.0.0.1", "[::1]" unbracketed: "::1"
-  std::string port;         // "80" when absent
+  std::string port;         // "80" when absent ("443" for https)
   std::string host_header;  // as in the URL: "127.0.0.1:9000"
+  bool tls = false;         // https: TLS, the server's certificate verified (HttpOptions)
 };
-// Parses "http://host[:port][/]". Errors: invalid_argument (https, other schemes, a path).
+// Parses "http://host[:port][/]" and "https://host[:port][/]". Errors: invalid_argument (other
+// schemes, a path, a bad port).
 Result<Endpoint> parse_endpoint(std::string_view url);
 
 struct HttpRequest {
@@ -96,6 +98,10 @@ struct HttpOptions {
   ClientCounters* stats = nullptr;
   // The retry policy (ClientConfig::max_attempts, retry_mode, ...).
   retry::Policy retry_policy;
+  // https: the PEM file of the certificate authorities the server's certificate must chain to;
+  // empty: the system's store (OpenSSL's default paths). The certificate must also name the
+  // endpoint's host (DNS or IP subjectAltName). There is no way to turn verification off.
+  std::string ca_bundle;
 };
 
 class HttpClient {
@@ -114,7 +120,9 @@ class HttpClient {
   // its back-off (Retry-After honoured) and a fresh signature; each retry is counted in
   // ClientStats::retry_reasons. The final error names the attempts (retry::attempts_note).
   // HTTP error statuses are not errors here: the caller reads HttpResponse::status.
-  // Errors: unavailable (cannot resolve or connect), timeout (no progress for io_timeout),
+  // Errors: unavailable (cannot resolve or connect), access_denied (https: the server's
+  // certificate does not verify against the CA bundle or does not name the host; the message
+  // says which, and it is not retried), timeout (no progress for io_timeout),
   // io_error (connection broken, body shorter than its Content-Length, malformed reply,
   // a truncated XML reply after the last attempt).
   Result<HttpResponse> execute(const HttpRequest& req,
@@ -151,7 +159,9 @@ class HttpClient {
                                     std::optional<std::span<std::byte>> sink, bool& reply_started,
                                     bool& reusable);
 
+  struct Tls;  // the OpenSSL client context for https endpoints
   HttpOptions opts_;
+  std::shared_ptr<Tls> tls_;
   retry::Retrier retrier_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

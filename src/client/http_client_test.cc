@@ -24,10 +24,20 @@ TEST(ParseEndpoint, HostPortAndDefaults) {
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->port, "9000");
+  EXPECT_FALSE(v6->tls);
+  auto tls = parse_endpoint("https://s3.example.com");
+  ASSERT_TRUE(tls.ok());
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->port, "443");
+  EXPECT_EQ(tls->host_header, "s3.example.com");
+  auto tls_port = parse_endpoint("https://127.0.0.1:9443/");
+  ASSERT_TRUE(tls_port.ok());
+  EXPECT_EQ(tls_port->port, "9443");
 }
 
 TEST(ParseEndpoint, Rejects) {
-  EXPECT_EQ(parse_endpoint("https://h:1").code(), Errc::invalid_argument);
+  EXPECT_EQ(parse_endpoint("ftp://h:1").code(), Errc::invalid_argument);
+  EXPECT_EQ(parse_endpoint("https://h:1/prefix").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("h:1").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("http://h:1/prefix").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("http://h:x").code(), Errc::invalid_argument);
