@@ -37,8 +37,8 @@ from typing import Iterator, NamedTuple, Optional
 from . import _objdirect, errors
 from . import ranges as _ranges
 
-__all__ = ["Client", "TransferResult", "ObjectInfo", "ObjectSummary", "GetRequest", "PutRequest",
-           "Registration"]
+__all__ = ["Client", "ClientConfig", "TransferResult", "ObjectInfo", "ObjectSummary", "GetRequest",
+           "PutRequest", "Registration"]
 
 
 class _Transfer(NamedTuple):
@@ -146,6 +146,66 @@ class Registration:
                 f"active={self.active})")
 
 
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+    """The client's settings under the names boto3 (botocore.config.Config) and s3transfer
+    (TransferConfig) users know, for ``Client(config=...)``. Every field left None keeps the
+    default (the environment, ~/.aws, then libobjdirect's ClientConfig default). A keyword given
+    to Client explicitly wins over the same setting here.
+
+    max_attempts, retry_mode: attempts in all per request (1..20) and "standard" | "adaptive" |
+        "legacy" (default AWS_MAX_ATTEMPTS / AWS_RETRY_MODE, the profile, else 3 and "standard").
+    max_concurrency: requests in flight per call (parts of one object, items of a batch), and
+        the threads of the *_async calls (Client's ``concurrency``; default 8).
+    multipart_chunksize: bytes per part of a multipart upload and per ranged GET of a large
+        download (``part_size_bytes``; default 8 MiB; uploads use at least 5 MiB).
+    multipart_threshold: objects from this size up are uploaded as a multipart upload, smaller
+        ones with one PutObject (default 8 MiB).
+    connect_timeout, read_timeout: seconds (floats) to connect, and to wait for any progress on a
+        connection (defaults 10 and 120).
+    max_pool_connections: keep-alive connections kept to the endpoint (default 64).
+    region_name: the SigV4 region (``region``).
+    addressing_style: "path" (https://host/bucket/key, the default: always works against
+        ObjDirect) or "virtual" (https://bucket.host/key, the server's --domain).
+    ca_bundle: PEM file of the certificate authorities an https endpoint's certificate must
+        chain to (default AWS_CA_BUNDLE, the profile's ca_bundle, else the system store).
+    redirects_max: how many 307 Temporary Redirects one request follows (default 3; 0: none).
+    """
+
+    max_attempts: Optional[int] = None
+    retry_mode: Optional[str] = None
+    max_concurrency: Optional[int] = None
+    multipart_chunksize: Optional[int] = None
+    multipart_threshold: Optional[int] = None
+    connect_timeout: Optional[float] = None
+    read_timeout: Optional[float] = None
+    max_pool_connections: Optional[int] = None
+    region_name: Optional[str] = None
+    addressing_style: Optional[str] = None
+    ca_bundle: Optional[str] = None
+    redirects_max: Optional[int] = None
+
+    def merge(self, other: "ClientConfig") -> "ClientConfig":
+        """A new ClientConfig: this one with other's non-None fields on top (as botocore's)."""
+        return dataclasses.replace(self, **{f.name: getattr(other, f.name)
+                                            for f in dataclasses.fields(other)
+                                            if getattr(other, f.name) is not None})
+
+    def _overrides(self) -> dict:
+        """The native option names (libobjdirect's ClientConfig fields) of the fields set."""
+        o = dict(max_attempts=self.max_attempts, retry_mode=self.retry_mode,
+                 concurrency=self.max_concurrency, part_size_bytes=self.multipart_chunksize,
+                 multipart_threshold_bytes=self.multipart_threshold,
+                 connections_max=self.max_pool_connections, region=self.region_name,
+                 addressing_style=self.addressing_style, ca_bundle=self.ca_bundle,
+                 redirects_max=self.redirects_max)
+        if self.connect_timeout is not None:
+            o["connect_timeout_ms"] = _ms(self.connect_timeout)
+        if self.read_timeout is not None:
+            o["io_timeout_ms"] = _ms(self.read_timeout)
+        return {k: v for k, v in o.items() if v is not None}
+
+
 _OPTION_NAMES = ("access_key", "secret_key", "session_token", "part_size_bytes", "concurrency",
                  "connections_max", "connect_timeout_s", "io_timeout_s", "token_lifetime_s",
                  "registrations_max", "registered_bytes_max")
@@ -155,8 +215,10 @@ class Client:
     """A client of one S3 endpoint.
 
     Args:
-        endpoint: "http://host:port". Default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else
-            endpoint_url in the profile's ~/.aws/config section (as boto3).
+        endpoint: "http://host:port" or "https://host:port" (the certificate verified against
+            ClientConfig.ca_bundle / AWS_CA_BUNDLE, else the system store). Default:
+            AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else endpoint_url in the profile's
+            ~/.aws/config section (as boto3).
         region: default AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1.
         profile: the ~/.aws/credentials and ~/.aws/config profile (default AWS_PROFILE, else
             "default"). Keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
@@ -185,6 +247,9 @@ class Client:
             AWS_RETRY_MODE, else the profile's max_attempts / retry_mode, else 3 and
             "standard"; "adaptive" adds a client-side rate limiter). retry_base_delay_s,
             retry_max_backoff_s: the back-off (full jitter, 0.1 s doubling, at most 20 s).
+        config: an objdirect.ClientConfig (boto3 / s3transfer names: max_concurrency,
+            multipart_chunksize, multipart_threshold, connect_timeout, read_timeout,
+            addressing_style, ca_bundle, ...). A keyword above given explicitly wins over it.
 
     Raises InvalidArgument for a bad configuration (no endpoint, unknown fabric, missing
     profile). Nothing is connected until the first call.
@@ -201,7 +266,10 @@ class Client:
                  fabric_failure_memory_ms: Optional[int] = None, max_attempts: Optional[int] = None,
                  retry_mode: Optional[str] = None, retry_base_delay_s: Optional[float] = None,
                  retry_max_backoff_s: Optional[float] = None, rdma: Optional[str] = None,
-                 rdma_min_bytes: Optional[int] = None):
+                 rdma_min_bytes: Optional[int] = None, config: Optional[ClientConfig] = None):
+        if config is not None and not isinstance(config, ClientConfig):
+            raise TypeError(f"config must be an objdirect.ClientConfig, got "
+                            f"{type(config).__name__}")
         self._args = dict(endpoint=endpoint, region=region, profile=profile, fabric=fabric,
                           fabric_order=fabric_order, fabric_failure_memory_ms=fabric_failure_memory_ms,
                           access_key=access_key, secret_key=secret_key,
@@ -212,8 +280,10 @@ class Client:
                           registered_bytes_max=registered_bytes_max, max_attempts=max_attempts,
                           retry_mode=retry_mode, retry_base_delay_s=retry_base_delay_s,
                           retry_max_backoff_s=retry_max_backoff_s, rdma=rdma,
-                          rdma_min_bytes=rdma_min_bytes)
-        overrides = dict(endpoint=endpoint, region=region, access_key=access_key,
+                          rdma_min_bytes=rdma_min_bytes, config=config)
+        # The config object first; keywords given explicitly replace its settings below.
+        overrides = config._overrides() if config is not None else {}
+        overrides.update((k, v) for k, v in dict(endpoint=endpoint, region=region, access_key=access_key,
                          secret_key=secret_key, session_token=session_token,
                          part_size_bytes=part_size_bytes, concurrency=concurrency,
                          connections_max=connections_max, token_lifetime_s=token_lifetime_s,
@@ -221,7 +291,7 @@ class Client:
                          registered_bytes_max=registered_bytes_max, fabric_order=fabric_order,
                          fabric_failure_memory_ms=fabric_failure_memory_ms,
                          max_attempts=max_attempts, retry_mode=retry_mode, rdma=rdma,
-                         rdma_min_bytes=rdma_min_bytes)
+                         rdma_min_bytes=rdma_min_bytes).items() if v is not None)
         if retry_base_delay_s is not None:
             overrides["retry_base_delay_ms"] = _ms(retry_base_delay_s)
         if retry_max_backoff_s is not None:

@@ -9,6 +9,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <cstring>
+#include <tuple>
 
 #include "client/stats.hpp"
 #include "common/checksum.hpp"
@@ -165,7 +166,8 @@ std::string object_target(std::string_view bucket, std::string_view key) {
 HttpClient::HttpClient(HttpOptions options)
     : opts_(std::move(options)), retrier_(opts_.retry_policy) {
   if (opts_.connections_max == 0) opts_.connections_max = 1;
-  if (opts_.endpoint.tls) tls_ = std::make_shared<Tls>(opts_.ca_bundle);
+  // Also for http endpoints: a 307 may redirect to https.
+  tls_ = std::make_shared<Tls>(opts_.ca_bundle);
 }
 
 HttpClient::~HttpClient() = default;
@@ -207,19 +209,23 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
       cv_.wait(lk);
     }
   }
-  auto c = std::make_unique<Connection>();
-  auto fail = [&](Status st) -> Result<std::unique_ptr<Connection>> {
+  auto c = connect(opts_.endpoint);
+  if (!c.ok()) {
     std::lock_guard lk(mu_);
     --open_;
     cv_.notify_one();
-    return st;
-  };
+  }
+  return c;
+}
+
+Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect(const Endpoint& ep) {
+  auto c = std::make_unique<Connection>();
+  auto fail = [](Status st) -> Result<std::unique_ptr<Connection>> { return st; };
   beast::error_code ec;
   tcp::resolver resolver(c->ioc);
-  auto results = resolver.resolve(opts_.endpoint.host, opts_.endpoint.port, ec);
+  auto results = resolver.resolve(ep.host, ep.port, ec);
   if (ec) {
-    return fail(
-        Status(Errc::unavailable, "cannot resolve " + opts_.endpoint.host + ": " + ec.message()));
+    return fail(Status(Errc::unavailable, "cannot resolve " + ep.host + ": " + ec.message()));
   }
   ec = asio::error::would_block;
   c->stream.expires_after(opts_.connect_timeout);
@@ -227,18 +233,18 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
   c->ioc.restart();
   c->ioc.run();
   if (ec) {
-    return fail(Status(Errc::unavailable,
-                       "cannot connect to " + opts_.endpoint.host_header + ": " + ec.message()));
+    return fail(
+        Status(Errc::unavailable, "cannot connect to " + ep.host_header + ": " + ec.message()));
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
-  if (auto local = c->stream.socket().local_endpoint(ec); !ec) {
+  if (auto local = c->stream.socket().local_endpoint(ec); !ec && &ep == &opts_.endpoint) {
     std::lock_guard lk(mu_);
     local_address_ = local.address().to_string();
   }
-  if (tls_) {
+  if (ep.tls) {
     if (!tls_->error.empty()) return fail(Status(Errc::invalid_argument, tls_->error));
     c->tls.emplace(std::move(c->stream), tls_->ctx);
-    const std::string& host = opts_.endpoint.host;
+    const std::string& host = ep.host;
     beast::error_code addr_ec;
     (void)asio::ip::make_address(host, addr_ec);
     // SNI for names (not for IP literals, RFC 6066); the certificate must name the host either
@@ -259,15 +265,15 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
         if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
           why = "the certificate does not name " + host;
         }
-        return fail(Status(
-            Errc::access_denied,
-            "TLS: the certificate of " + opts_.endpoint.host_header + " was refused: " + why +
-                (opts_.ca_bundle.empty() ? " (checked against the system's CA "
-                                           "store; set ca_bundle / AWS_CA_BUNDLE)"
-                                         : " (checked against " + opts_.ca_bundle + ")")));
+        return fail(
+            Status(Errc::access_denied,
+                   "TLS: the certificate of " + ep.host_header + " was refused: " + why +
+                       (opts_.ca_bundle.empty() ? " (checked against the system's CA "
+                                                  "store; set ca_bundle / AWS_CA_BUNDLE)"
+                                                : " (checked against " + opts_.ca_bundle + ")")));
       }
-      return fail(Status(Errc::unavailable, "TLS handshake with " + opts_.endpoint.host_header +
-                                                " failed: " + ec.message()));
+      return fail(Status(Errc::unavailable,
+                         "TLS handshake with " + ep.host_header + " failed: " + ec.message()));
     }
   }
   return c;
@@ -329,12 +335,79 @@ Result<HttpResponse> HttpClient::execute_attempt(const HttpRequest& req,
     }
     bool reply_started = false, reusable = false;
     bool was_reused = (*conn)->reused;
-    auto r = execute_once(**conn, req, sink, reply_started, reusable);
+    auto r = execute_once(**conn, req, sink, reply_started, reusable, opts_.endpoint, true);
     release(std::move(*conn), r.ok() && reusable);
     if (opts_.stats) opts_.stats->on_response(req, r);
+    if (r.ok() && r->status == 307 && opts_.redirects_max > 0) {
+      return follow_redirects(req, sink, std::move(r));
+    }
     if (r.ok() || reply_started || !was_reused || attempt > 0 || !req.retry) return r;
     count_retry("stale_connection");
   }
+}
+
+Result<HttpResponse> HttpClient::follow_redirects(const HttpRequest& req,
+                                                  std::optional<std::span<std::byte>> sink,
+                                                  Result<HttpResponse> r) {
+  for (std::uint32_t hops = 0; r.ok() && r->status == 307; ++hops) {
+    auto location = r->header("location");
+    if (!location) return r;  // nowhere to go: the caller sees the 307
+    if (hops == opts_.redirects_max) {
+      return Status(Errc::io_error, "too many redirects: " + req.method + " " + req.target +
+                                        " was redirected more than redirects_max (" +
+                                        std::to_string(opts_.redirects_max) + ") times, last to " +
+                                        std::string(*location));
+    }
+    auto to = parse_location(*location, opts_.endpoint);
+    if (!to.ok()) {
+      return Status(Errc::io_error, "cannot follow the redirect of " + req.method + " " +
+                                        req.target + ": " + to.status().message());
+    }
+    auto conn = connect(to->first);
+    if (!conn.ok()) return conn.status();
+    HttpRequest next = req;
+    next.target = to->second;
+    bool started = false, reusable = false;
+    r = execute_once(**conn, next, sink, started, reusable, to->first, false);
+    if (opts_.stats) opts_.stats->on_response(next, r);
+  }
+  return r;
+}
+
+std::optional<std::pair<std::string, std::string>> virtual_host_target(std::string_view host_header,
+                                                                       std::string_view target) {
+  if (!target.starts_with('/')) return std::nullopt;
+  std::string_view rest = target.substr(1);
+  const std::size_t end = rest.find_first_of("/?");
+  const std::string_view bucket = rest.substr(0, end);
+  const bool label = bucket.size() >= 3 && bucket.size() <= 63 &&
+                     bucket.find("..") == std::string_view::npos &&
+                     std::all_of(bucket.begin(), bucket.end(),
+                                 [](char ch) {
+                                   return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                                          ch == '-' || ch == '.';
+                                 }) &&
+                     std::isalnum(static_cast<unsigned char>(bucket.front())) &&
+                     std::isalnum(static_cast<unsigned char>(bucket.back()));
+  if (!label) return std::nullopt;
+  std::string path = end == std::string_view::npos ? "/" : std::string(rest.substr(end));
+  if (path.starts_with('?')) path.insert(0, "/");
+  return std::make_pair(std::string(bucket) + "." + std::string(host_header), std::move(path));
+}
+
+Result<std::pair<Endpoint, std::string>> parse_location(std::string_view location,
+                                                        const Endpoint& current) {
+  if (location.starts_with('/')) return std::make_pair(current, std::string(location));
+  const std::size_t scheme_end = location.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return Status(Errc::invalid_argument,
+                  "Location '" + std::string(location) + "' is neither a URL nor an absolute path");
+  }
+  const std::size_t path = location.find('/', scheme_end + 3);
+  auto ep = parse_endpoint(location.substr(0, path));
+  if (!ep.ok()) return ep.status();
+  return std::make_pair(
+      *ep, path == std::string_view::npos ? std::string("/") : std::string(location.substr(path)));
 }
 
 void HttpClient::count_retry(const std::string& reason) {
@@ -386,17 +459,25 @@ std::optional<std::chrono::milliseconds> HttpClient::retry_after(const Result<Ht
 
 Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& req,
                                               std::optional<std::span<std::byte>> sink,
-                                              bool& reply_started, bool& reusable) {
+                                              bool& reply_started, bool& reusable,
+                                              const Endpoint& ep, bool pooled) {
   reply_started = false;
   reusable = false;
   const auto now = std::chrono::system_clock::now();
 
+  // --- address: path-style, or the bucket in the Host ---
+  std::string host = ep.host_header;
+  std::string target = req.target;
+  if (pooled && opts_.virtual_hosted) {
+    if (auto v = virtual_host_target(host, target)) std::tie(host, target) = std::move(*v);
+  }
+
   // --- sign ---
   sigv4::RequestView view;
   view.method = req.method;
-  view.target = req.target;
+  view.target = target;
   view.headers.reserve(req.headers.size() + 5);
-  view.headers.emplace_back("host", opts_.endpoint.host_header);
+  view.headers.emplace_back("host", host);
   view.headers.emplace_back("x-amz-date", amz_date(now));
   bool has_hash = false;
   for (const auto& h : req.headers) has_hash = has_hash || h.first == "x-amz-content-sha256";
@@ -419,7 +500,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   // --- write ---
   bhttp::request<bhttp::buffer_body> msg;
   msg.method_string(req.method);
-  msg.target(req.target);
+  msg.target(target);
   msg.version(11);
   for (const auto& [k, v] : view.headers) msg.set(k, v);
   msg.set(bhttp::field::authorization, authorization);
