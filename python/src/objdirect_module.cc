@@ -399,6 +399,14 @@ class NativeClient {
         config.retry_base_delay_ms = v.cast<std::uint32_t>();
       } else if (k == "retry_max_backoff_ms") {
         config.retry_max_backoff_ms = v.cast<std::uint32_t>();
+      } else if (k == "multipart_threshold_bytes") {
+        config.multipart_threshold_bytes = v.cast<std::uint64_t>();
+      } else if (k == "addressing_style") {
+        config.addressing_style = v.cast<std::string>();
+      } else if (k == "ca_bundle") {
+        config.ca_bundle = v.cast<std::string>();
+      } else if (k == "redirects_max") {
+        config.redirects_max = v.cast<std::uint32_t>();
       } else {
         throw py::type_error("unknown client option '" + k + "'");
       }
@@ -428,6 +436,10 @@ class NativeClient {
     d["retry_mode"] = c.retry_mode;
     d["retry_base_delay_ms"] = c.retry_base_delay_ms;
     d["retry_max_backoff_ms"] = c.retry_max_backoff_ms;
+    d["multipart_threshold_bytes"] = c.multipart_threshold_bytes;
+    d["addressing_style"] = c.addressing_style;
+    d["ca_bundle"] = c.ca_bundle;
+    d["redirects_max"] = c.redirects_max;
     return d;
   }
 

@@ -1,9 +1,13 @@
 // objdirect::Client: planning, the RDMA-or-HTTP decision per request, and the S3 operations.
 #include "objdirect/client.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -720,7 +724,7 @@ struct Client::Impl {
   // staging chunk (host memory) and verified by the server.
   Result<TransferResult> device_put(const std::string& target, std::span<const std::byte> src,
                                     cudaStream_t stream) {
-    auto plan = client::plan_upload(src.size(), cfg.part_size_bytes);
+    auto plan = client::plan_upload(src.size(), cfg.part_size_bytes, cfg.multipart_threshold_bytes);
     if (!plan.ok()) return plan.status();
     TransferResult res;
     res.memory = "cuda-bounce";
@@ -816,6 +820,18 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   if (config.rdma == "required" && f == "none") {
     return Status(Errc::invalid_argument, "rdma \"required\" needs a fabric (fabric is none)");
   }
+  if (config.addressing_style != "path" && config.addressing_style != "virtual") {
+    return Status(Errc::invalid_argument,
+                  "unknown addressing_style '" + config.addressing_style + "' (path, virtual)");
+  }
+  if (config.redirects_max > limits::client_redirects_max) {
+    return Status(Errc::invalid_argument,
+                  "redirects_max must be at most " + std::to_string(limits::client_redirects_max));
+  }
+  if (!config.ca_bundle.empty() && ::access(config.ca_bundle.c_str(), R_OK) != 0) {
+    return Status(Errc::invalid_argument,
+                  "ca_bundle " + config.ca_bundle + " cannot be read: " + std::strerror(errno));
+  }
   retry::Policy policy;
   if (auto m = retry::parse_mode(config.retry_mode)) {
     policy.mode = *m;
@@ -840,6 +856,9 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   ho.io_timeout = std::chrono::milliseconds(impl->cfg.io_timeout_ms);
   ho.stats = &impl->stats;
   ho.retry_policy = policy;
+  ho.ca_bundle = impl->cfg.ca_bundle;
+  ho.virtual_hosted = impl->cfg.addressing_style == "virtual";
+  ho.redirects_max = impl->cfg.redirects_max;
   impl->http = std::make_unique<HttpClient>(std::move(ho));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -1088,7 +1107,8 @@ Result<TransferResult> Client::put_host(std::string_view bucket, std::string_vie
     if (!h.ok()) return h.status();
     extra = std::move(*h);
   }
-  auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes);
+  auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes,
+                                  impl_->cfg.multipart_threshold_bytes);
   if (!plan.ok()) return plan.status();
   TransferResult res;
   res.object_size = src.size();
