@@ -247,12 +247,15 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect(const Endpoi
     const std::string& host = ep.host;
     beast::error_code addr_ec;
     (void)asio::ip::make_address(host, addr_ec);
-    // SNI for names (not for IP literals, RFC 6066); the certificate must name the host either
-    // way (DNS or IP subjectAltName).
-    if (addr_ec && !SSL_set_tlsext_host_name(c->tls->native_handle(), host.c_str())) {
+    // SNI for names (not for IP literals, RFC 6066). The certificate must name the host either
+    // way (DNS or IP subjectAltName): OpenSSL's own check, so that a mismatch is reported as one.
+    SSL* ssl = c->tls->native_handle();
+    const bool named = addr_ec
+                           ? SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 &&
+                                 SSL_set1_host(ssl, host.c_str()) == 1
+                           : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+    if (!named)
       return fail(Status(Errc::invalid_argument, "cannot set the TLS server name " + host));
-    }
-    c->tls->set_verify_callback(asio::ssl::host_name_verification(host));
     ec = asio::error::would_block;
     c->tcp().expires_after(opts_.connect_timeout);
     c->tls->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
