@@ -161,6 +161,11 @@ struct GetRequest {
   std::string key;
   std::span<std::byte> dst;
   std::optional<ByteRange> range;
+  // Not empty: the object's ETag (unquoted) this read is pinned to. Every request carries
+  // If-Match with it, so an object replaced since fails with precondition_failed instead of
+  // mixing versions (Python's get_ranges_into pins its ranges so). Host memory only: with CUDA
+  // device memory it is invalid_argument.
+  std::string if_match;
 };
 
 struct PutRequest {
@@ -210,6 +215,10 @@ struct OBJDIRECT_API ClientStats {
   // server write the provider still held cannot land in the buffer afterwards
   // (docs/RELIABILITY.md section 5).
   std::uint64_t rdma_revocations = 0;
+  // Memory registrations made with a fabric: a buffer the registration cache did not already
+  // cover (per request, or pinned by register_memory and by get_many / put_many for their
+  // arenas). A buffer found in the cache, or inside a registered arena, adds nothing.
+  std::uint64_t rdma_registrations = 0;
   // Per fabric: transfers the server failed over it (RDMATransferFailed), each of which makes
   // the fabric skipped against that server for fabric_failure_memory_ms; and requests that
   // skipped it because of such a recent failure (they went over the next fabric or HTTP).
@@ -286,7 +295,12 @@ class OBJDIRECT_API Client {
   std::future<Result<TransferResult>> put_async(std::string bucket, std::string key,
                                                 std::span<const std::byte> src, void* cuda_stream);
 
-  // Many objects, up to `concurrency` at once; one result per request, in order.
+  // Many objects, up to `concurrency` requests in flight at once; one result per request, in
+  // input order, each its own success or error (one missing key fails only its item). When the
+  // batch may use RDMA, host buffers that touch or overlap in memory (slices of one arena, laid
+  // end to end) are registered once for the whole batch, as one range, instead of once each;
+  // ranges already registered (register_memory) are found as they are. Large objects are still
+  // moved in parts, as get and put do.
   std::vector<Result<TransferResult>> get_many(std::span<const GetRequest> requests);
   std::vector<Result<TransferResult>> put_many(std::span<const PutRequest> requests);
 
@@ -373,9 +387,10 @@ class OBJDIRECT_API Client {
   client::HttpClient& http() noexcept;
   // The host flow; direct: the buffer is device memory the fabric registers itself (GPUDirect),
   // and anything but RDMA fails with rdma_declined instead of touching it from the CPU.
+  // if_match: the ETag (unquoted) every request is pinned to; empty: learnt from the first reply.
   Result<TransferResult> get_host(std::string_view bucket, std::string_view key,
                                   std::span<std::byte> dst, std::optional<ByteRange> range,
-                                  bool direct);
+                                  bool direct, std::string_view if_match = {});
   Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
                                   std::span<const std::byte> src, bool direct,
                                   const PutOptions* options = nullptr);

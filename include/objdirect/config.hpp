@@ -14,7 +14,8 @@
 namespace objdirect {
 
 struct OBJDIRECT_API ClientConfig {
-  // "http://host:port" (path-style addressing; https is not supported yet).
+  // "http://host[:port]" or "https://host[:port]" (TLS 1.2+, the server's certificate verified
+  // against ca_bundle or the system's store, and checked to name the host).
   std::string endpoint;
   std::string region = "us-east-1";
   std::string access_key;
@@ -71,6 +72,21 @@ struct OBJDIRECT_API ClientConfig {
   // limits::put_bytes_max (5 GiB, also S3's CopyObject limit); lower it to test or to copy
   // big objects in parallel parts.
   std::uint64_t copy_multipart_threshold_bytes = 5ull << 30;
+  // Uploads (put) from this size up go as a multipart upload, smaller ones as one PutObject
+  // (s3transfer's multipart_threshold). 0: those larger than part_size_bytes go multipart.
+  std::uint64_t multipart_threshold_bytes = 0;
+  // "path": https://host/bucket/key (always works against ObjDirect); "virtual":
+  // https://bucket.host/key, for a server whose --domain is the endpoint's host. The connection
+  // goes to the endpoint's address either way (no DNS entry per bucket is needed); bucket names
+  // that cannot be a DNS label, and calls without a bucket, stay path-style.
+  std::string addressing_style = "path";
+  // https: a PEM file of the certificate authorities the server's certificate must chain to;
+  // empty: the system's store. There is no switch to skip verification.
+  std::string ca_bundle;
+  // 307 Temporary Redirects followed per request, 0..limits::client_redirects_max (each to its
+  // Location, re-signed for that host, on a connection of its own); past it the call fails
+  // with io_error "too many redirects". 0: none followed (the 307 is the call's error).
+  std::uint32_t redirects_max = 3;
 
   // Defaults from the environment and the AWS shared files:
   //  - endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else endpoint_url in the profile's config
@@ -84,6 +100,7 @@ struct OBJDIRECT_API ClientConfig {
   //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
   //  - retries: AWS_MAX_ATTEMPTS and AWS_RETRY_MODE, else max_attempts and retry_mode in the
   //    profile's config section (as boto3).
+  //  - ca_bundle: AWS_CA_BUNDLE, else ca_bundle in the profile's config section (as boto3).
   // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_FABRIC_ORDER (fabric_order),
   // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms), OBJDIRECT_RDMA (rdma),
   // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes). Missing files are fine.

@@ -13,13 +13,15 @@ torch.distributed.checkpoint. Thread safety: see objdirect.Client.
 """
 
 from . import errors
-from .client import Client, ObjectInfo, ObjectSummary, TransferResult
+from .client import (Client, ClientConfig, GetRequest, ObjectInfo, ObjectSummary, PutRequest,
+                     Registration, TransferResult)
 from .errors import *  # noqa: F401,F403  (the exception classes at top level, like boto3's)
 from .errors import __all__ as _errors_all
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "ObjectInfo", "ObjectSummary", "TransferResult", "errors"] + list(_errors_all)
+__all__ = ["Client", "ClientConfig", "GetRequest", "ObjectInfo", "ObjectSummary", "PutRequest",
+           "Registration", "TransferResult", "errors"] + list(_errors_all)
 
 
 def parse_uri(uri: str):

@@ -34,9 +34,11 @@ import os
 import threading
 from typing import Iterator, NamedTuple, Optional
 
-from . import _objdirect
+from . import _objdirect, errors
+from . import ranges as _ranges
 
-__all__ = ["Client", "TransferResult", "ObjectInfo", "ObjectSummary"]
+__all__ = ["Client", "ClientConfig", "TransferResult", "ObjectInfo", "ObjectSummary", "GetRequest",
+           "PutRequest", "Registration"]
 
 
 class _Transfer(NamedTuple):
@@ -87,6 +89,123 @@ class ObjectSummary:
     is_prefix: bool = False
 
 
+class GetRequest(NamedTuple):
+    """One object of Client.get_many: read (bucket, key) into buf, as get_into(bucket, key, buf,
+    offset=offset, length=length) would. A plain tuple in this order works too."""
+
+    bucket: str
+    key: str
+    buf: object
+    offset: int = 0
+    length: Optional[int] = None
+
+
+class PutRequest(NamedTuple):
+    """One object of Client.put_many: write buf as (bucket, key). A plain tuple works too."""
+
+    bucket: str
+    key: str
+    buf: object
+
+
+class Registration:
+    """A buffer pinned with the client's fabric by Client.register(buf): RDMA transfers into or
+    out of it (or any slice of it) skip per-call registration until release(). A context manager;
+    release() is idempotent. The buffer is held (its buffer protocol export stays open) while the
+    registration is active; transfers in flight when it is released keep the registration alive
+    until they end. With no fabric (fabric "none", HTTP only) nothing is registered (fabrics is
+    empty) and it does no harm."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def active(self) -> bool:
+        return self._native.active
+
+    @property
+    def nbytes(self) -> int:
+        return self._native.nbytes
+
+    @property
+    def fabrics(self) -> list:
+        """Fabrics the buffer is registered with ("libfabric:shm", ...); empty without RDMA."""
+        return self._native.fabrics
+
+    def release(self) -> None:
+        self._native.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return (f"objdirect.Registration(nbytes={self.nbytes}, fabrics={self.fabrics!r}, "
+                f"active={self.active})")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+    """The client's settings under the names boto3 (botocore.config.Config) and s3transfer
+    (TransferConfig) users know, for ``Client(config=...)``. Every field left None keeps the
+    default (the environment, ~/.aws, then libobjdirect's ClientConfig default). A keyword given
+    to Client explicitly wins over the same setting here.
+
+    max_attempts, retry_mode: attempts in all per request (1..20) and "standard" | "adaptive" |
+        "legacy" (default AWS_MAX_ATTEMPTS / AWS_RETRY_MODE, the profile, else 3 and "standard").
+    max_concurrency: requests in flight per call (parts of one object, items of a batch), and
+        the threads of the *_async calls (Client's ``concurrency``; default 8).
+    multipart_chunksize: bytes per part of a multipart upload and per ranged GET of a large
+        download (``part_size_bytes``; default 8 MiB; uploads use at least 5 MiB).
+    multipart_threshold: objects from this size up are uploaded as a multipart upload, smaller
+        ones with one PutObject (default 8 MiB).
+    connect_timeout, read_timeout: seconds (floats) to connect, and to wait for any progress on a
+        connection (defaults 10 and 120).
+    max_pool_connections: keep-alive connections kept to the endpoint (default 64).
+    region_name: the SigV4 region (``region``).
+    addressing_style: "path" (https://host/bucket/key, the default: always works against
+        ObjDirect) or "virtual" (https://bucket.host/key, the server's --domain).
+    ca_bundle: PEM file of the certificate authorities an https endpoint's certificate must
+        chain to (default AWS_CA_BUNDLE, the profile's ca_bundle, else the system store).
+    redirects_max: how many 307 Temporary Redirects one request follows (default 3; 0: none).
+    """
+
+    max_attempts: Optional[int] = None
+    retry_mode: Optional[str] = None
+    max_concurrency: Optional[int] = None
+    multipart_chunksize: Optional[int] = None
+    multipart_threshold: Optional[int] = None
+    connect_timeout: Optional[float] = None
+    read_timeout: Optional[float] = None
+    max_pool_connections: Optional[int] = None
+    region_name: Optional[str] = None
+    addressing_style: Optional[str] = None
+    ca_bundle: Optional[str] = None
+    redirects_max: Optional[int] = None
+
+    def merge(self, other: "ClientConfig") -> "ClientConfig":
+        """A new ClientConfig: this one with other's non-None fields on top (as botocore's)."""
+        return dataclasses.replace(self, **{f.name: getattr(other, f.name)
+                                            for f in dataclasses.fields(other)
+                                            if getattr(other, f.name) is not None})
+
+    def _overrides(self) -> dict:
+        """The native option names (libobjdirect's ClientConfig fields) of the fields set."""
+        o = dict(max_attempts=self.max_attempts, retry_mode=self.retry_mode,
+                 concurrency=self.max_concurrency, part_size_bytes=self.multipart_chunksize,
+                 multipart_threshold_bytes=self.multipart_threshold,
+                 connections_max=self.max_pool_connections, region=self.region_name,
+                 addressing_style=self.addressing_style, ca_bundle=self.ca_bundle,
+                 redirects_max=self.redirects_max)
+        if self.connect_timeout is not None:
+            o["connect_timeout_ms"] = _ms(self.connect_timeout)
+        if self.read_timeout is not None:
+            o["io_timeout_ms"] = _ms(self.read_timeout)
+        return {k: v for k, v in o.items() if v is not None}
+
+
 _OPTION_NAMES = ("access_key", "secret_key", "session_token", "part_size_bytes", "concurrency",
                  "connections_max", "connect_timeout_s", "io_timeout_s", "token_lifetime_s",
                  "registrations_max", "registered_bytes_max")
@@ -96,8 +215,10 @@ class Client:
     """A client of one S3 endpoint.
 
     Args:
-        endpoint: "http://host:port". Default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else
-            endpoint_url in the profile's ~/.aws/config section (as boto3).
+        endpoint: "http://host:port" or "https://host:port" (the certificate verified against
+            ClientConfig.ca_bundle / AWS_CA_BUNDLE, else the system store). Default:
+            AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else endpoint_url in the profile's
+            ~/.aws/config section (as boto3).
         region: default AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1.
         profile: the ~/.aws/credentials and ~/.aws/config profile (default AWS_PROFILE, else
             "default"). Keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
@@ -126,6 +247,9 @@ class Client:
             AWS_RETRY_MODE, else the profile's max_attempts / retry_mode, else 3 and
             "standard"; "adaptive" adds a client-side rate limiter). retry_base_delay_s,
             retry_max_backoff_s: the back-off (full jitter, 0.1 s doubling, at most 20 s).
+        config: an objdirect.ClientConfig (boto3 / s3transfer names: max_concurrency,
+            multipart_chunksize, multipart_threshold, connect_timeout, read_timeout,
+            addressing_style, ca_bundle, ...). A keyword above given explicitly wins over it.
 
     Raises InvalidArgument for a bad configuration (no endpoint, unknown fabric, missing
     profile). Nothing is connected until the first call.
@@ -142,7 +266,10 @@ class Client:
                  fabric_failure_memory_ms: Optional[int] = None, max_attempts: Optional[int] = None,
                  retry_mode: Optional[str] = None, retry_base_delay_s: Optional[float] = None,
                  retry_max_backoff_s: Optional[float] = None, rdma: Optional[str] = None,
-                 rdma_min_bytes: Optional[int] = None):
+                 rdma_min_bytes: Optional[int] = None, config: Optional[ClientConfig] = None):
+        if config is not None and not isinstance(config, ClientConfig):
+            raise TypeError(f"config must be an objdirect.ClientConfig, got "
+                            f"{type(config).__name__}")
         self._args = dict(endpoint=endpoint, region=region, profile=profile, fabric=fabric,
                           fabric_order=fabric_order, fabric_failure_memory_ms=fabric_failure_memory_ms,
                           access_key=access_key, secret_key=secret_key,
@@ -153,8 +280,10 @@ class Client:
                           registered_bytes_max=registered_bytes_max, max_attempts=max_attempts,
                           retry_mode=retry_mode, retry_base_delay_s=retry_base_delay_s,
                           retry_max_backoff_s=retry_max_backoff_s, rdma=rdma,
-                          rdma_min_bytes=rdma_min_bytes)
-        overrides = dict(endpoint=endpoint, region=region, access_key=access_key,
+                          rdma_min_bytes=rdma_min_bytes, config=config)
+        # The config object first; keywords given explicitly replace its settings below.
+        overrides = config._overrides() if config is not None else {}
+        overrides.update((k, v) for k, v in dict(endpoint=endpoint, region=region, access_key=access_key,
                          secret_key=secret_key, session_token=session_token,
                          part_size_bytes=part_size_bytes, concurrency=concurrency,
                          connections_max=connections_max, token_lifetime_s=token_lifetime_s,
@@ -162,7 +291,7 @@ class Client:
                          registered_bytes_max=registered_bytes_max, fabric_order=fabric_order,
                          fabric_failure_memory_ms=fabric_failure_memory_ms,
                          max_attempts=max_attempts, retry_mode=retry_mode, rdma=rdma,
-                         rdma_min_bytes=rdma_min_bytes)
+                         rdma_min_bytes=rdma_min_bytes).items() if v is not None)
         if retry_base_delay_s is not None:
             overrides["retry_base_delay_ms"] = _ms(retry_base_delay_s)
         if retry_max_backoff_s is not None:
@@ -268,6 +397,80 @@ class Client:
         meta = [(str(k), str(v)) for k, v in (metadata or {}).items()]
         return TransferResult._from_native(
             self._native.put(bucket, key, buf, content_type or "", meta))
+
+    # -- batches, ranges, registration -----------------------------------------------------------
+
+    def get_many(self, requests, *, return_exceptions: bool = False) -> list:
+        """Reads many objects at once: requests is an iterable of GetRequest (or tuples
+        (bucket, key, buf[, offset[, length]])), each read as get_into would. Up to
+        ``concurrency`` requests are in flight at once, with the GIL released for the whole batch
+        (libobjdirect's Client::get_many); buffers that are slices of one arena laid end to end
+        are registered once, as one range, when the batch may use RDMA.
+
+        Returns one TransferResult per request, in input order. One failure does not stop the
+        others: with return_exceptions=True a failed item's entry is its exception (NoSuchKey,
+        ...), as asyncio.gather does; by default, once every request has finished, the first
+        failure in input order is raised, with the whole list (exceptions in place) as its
+        ``results`` attribute. Bad arguments (a read-only buffer, a length beyond the buffer)
+        raise before anything is sent."""
+        items = []
+        for r in requests:
+            g = GetRequest(*r)
+            items.append((g.bucket, g.key, g.buf, _nonneg(g.offset, "offset"),
+                          None if g.length is None else _nonneg(g.length, "length"), ""))
+        return _batch_results(self._native.get_many(items), return_exceptions)
+
+    def put_many(self, requests, *, return_exceptions: bool = False) -> list:
+        """Writes many objects at once: requests is an iterable of PutRequest (or tuples
+        (bucket, key, buf)), each written as put would (multipart above part_size_bytes). In
+        flight, GIL, registration, order and errors as get_many."""
+        items = [tuple(PutRequest(*r)) for r in requests]
+        return _batch_results(self._native.put_many(items), return_exceptions)
+
+    def get_ranges_into(self, bucket: str, key: str, ranges, bufs, *,
+                        gap_bytes: int = 64 << 10,
+                        group_bytes_max: int = _ranges.group_bytes_max_default) -> list:
+        """Reads several byte ranges of one object: ranges[i] = (offset, length) into bufs[i]
+        (writable, at least length bytes). Ranges are sorted and merged into fewer GETs where at
+        most gap_bytes lie between them (objdirect.ranges.coalesce; a merged GET is never longer
+        than group_bytes_max), the GETs run concurrently (as get_many), and every GET carries
+        If-Match on the ETag a first HEAD returned, so all ranges come from one version of the
+        object: an overwrite in between raises PreconditionFailed instead of mixing versions.
+        A single-range GET lands straight in its buffer; a merged one goes through a scratch
+        buffer and is copied out. Overlapping and duplicate ranges are allowed.
+
+        Returns the bytes landed per range, in input order (fewer than length where a range
+        reaches past the end of the object; 0 for a zero-length range). Raises InvalidRange for
+        a non-empty range starting at or past the end, ValueError for a bad range or buffer
+        count, NoSuchKey, PreconditionFailed, ..."""
+        ranges_ = [(_nonneg(o, "offset"), _nonneg(n, "length")) for o, n in ranges]
+        bufs = list(bufs)
+        if len(bufs) != len(ranges_):
+            raise ValueError(f"{len(ranges_)} ranges but {len(bufs)} buffers")
+        for i, ((_, n), b) in enumerate(zip(ranges_, bufs)):
+            if _objdirect.buffer_info(b, True)[1] < n:
+                raise ValueError(f"buffer {i} holds fewer than the range's {n} bytes")
+        info = self.head(bucket, key)
+        for o, n in ranges_:
+            if n > 0 and o >= info.size:
+                raise errors._from_native(
+                    "invalid_range", "InvalidRange", 416,
+                    f"range at {o} starts at or past the end of the {info.size}-byte object "
+                    f"s3://{bucket}/{key}")
+        spans = [_ranges.Span(o, min(n, info.size - o), i) for i, (o, n) in enumerate(ranges_)
+                 if n > 0]
+        groups = [(g.offset, g.length, [(s.tag, s.offset - g.offset, s.length) for s in g.members])
+                  for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max)]
+        landed = self._native.get_ranges(bucket, key, info.etag, groups, bufs) if groups else \
+            [0] * len(bufs)
+        return list(landed)
+
+    def register(self, buf) -> Registration:
+        """Pins buf (any buffer kind get_into or put accepts) with the client's fabric once, so
+        that transfers into or out of it, or any slice of it, skip per-call registration: a
+        reusable arena. Use as ``with client.register(arena): ...`` or call release(). Raises
+        TypeError / BufferError for a bad buffer, TransportError when the provider refuses."""
+        return Registration(self._native.register(buf))
 
     # -- control ---------------------------------------------------------------------------------
 
@@ -413,6 +616,16 @@ def _after_fork_in_child():
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _batch_results(entries, return_exceptions):
+    out = [e if isinstance(e, BaseException) else TransferResult._from_native(e) for e in entries]
+    if not return_exceptions:
+        for e in out:
+            if isinstance(e, BaseException):
+                e.results = out
+                raise e
+    return out
 
 
 def _rebuild_client(args):

@@ -21,6 +21,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -28,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -297,6 +299,50 @@ py::tuple to_tuple(const TransferResult& r) {
                         r.object_size, r.requests);
 }
 
+// A failed Status as the Python exception it would raise, without raising it (per-item errors of
+// the batch calls).
+py::object exception_of(const Status& st) {
+  py::object factory = py::module_::import("objdirect.errors").attr("_from_native");
+  return factory(std::string(errc_name(st.code())), std::string(s3_code(st.code())),
+                 http_status(st.code()), st.message());
+}
+
+// (offset, length) of get_into's arguments as a range of `dst`, which it trims to the range:
+// none for offset 0 and no length (the whole object). Errors (raised): ValueError.
+std::optional<ByteRange> range_of(std::span<std::byte>& dst, std::uint64_t offset,
+                                  std::optional<std::uint64_t> length) {
+  if (offset == 0 && !length) return std::nullopt;
+  std::uint64_t n = length.value_or(dst.size());
+  if (n > dst.size()) {
+    throw py::value_error("length " + std::to_string(n) + " exceeds the buffer's " +
+                          std::to_string(dst.size()) + " bytes");
+  }
+  if (n == 0) throw py::value_error("cannot read 0 bytes: the buffer or length is empty");
+  dst = dst.first(n);
+  return ByteRange{offset, n};
+}
+
+// register(): a buffer pinned with the client's fabric (a MemoryHandle) and the Python buffer it
+// borrows, both held until release() (or destruction).
+class NativeRegistration {
+ public:
+  NativeRegistration(std::unique_ptr<BorrowedBuffer> buf, MemoryHandle h)
+      : buf_(std::move(buf)), handle_(std::move(h)) {}
+  // Drops the registration (in-flight transfers keep it until they end) and the buffer.
+  void release() {
+    handle_ = MemoryHandle();
+    buf_.reset();
+  }
+  bool active() const { return buf_ != nullptr; }
+  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(handle_.data()); }
+  std::size_t nbytes() const { return handle_.size(); }
+  std::vector<std::string> fabrics() const { return handle_.fabrics(); }
+
+ private:
+  std::unique_ptr<BorrowedBuffer> buf_;
+  MemoryHandle handle_;
+};
+
 // ---- the client ---------------------------------------------------------------------------------
 
 class NativeClient {
@@ -353,6 +399,14 @@ class NativeClient {
         config.retry_base_delay_ms = v.cast<std::uint32_t>();
       } else if (k == "retry_max_backoff_ms") {
         config.retry_max_backoff_ms = v.cast<std::uint32_t>();
+      } else if (k == "multipart_threshold_bytes") {
+        config.multipart_threshold_bytes = v.cast<std::uint64_t>();
+      } else if (k == "addressing_style") {
+        config.addressing_style = v.cast<std::string>();
+      } else if (k == "ca_bundle") {
+        config.ca_bundle = v.cast<std::string>();
+      } else if (k == "redirects_max") {
+        config.redirects_max = v.cast<std::uint32_t>();
       } else {
         throw py::type_error("unknown client option '" + k + "'");
       }
@@ -382,6 +436,10 @@ class NativeClient {
     d["retry_mode"] = c.retry_mode;
     d["retry_base_delay_ms"] = c.retry_base_delay_ms;
     d["retry_max_backoff_ms"] = c.retry_max_backoff_ms;
+    d["multipart_threshold_bytes"] = c.multipart_threshold_bytes;
+    d["addressing_style"] = c.addressing_style;
+    d["ca_bundle"] = c.ca_bundle;
+    d["redirects_max"] = c.redirects_max;
     return d;
   }
 
@@ -392,23 +450,127 @@ class NativeClient {
                      std::uint64_t offset, std::optional<std::uint64_t> length) {
     auto b = BorrowedBuffer::acquire(buf, /*writable=*/true);
     std::span<std::byte> dst(b->data(), b->size());
-    std::optional<ByteRange> range;
-    if (offset != 0 || length) {
-      std::uint64_t n = length.value_or(dst.size());
-      if (n > dst.size()) {
-        throw py::value_error("length " + std::to_string(n) + " exceeds the buffer's " +
-                              std::to_string(dst.size()) + " bytes");
-      }
-      if (n == 0) throw py::value_error("cannot read 0 bytes: the buffer or length is empty");
-      dst = dst.first(n);
-      range = ByteRange{offset, n};
-    }
+    std::optional<ByteRange> range = range_of(dst, offset, length);
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
       r = client_->get(bucket, key, dst, range);
     }
     return to_tuple(value_or_raise(std::move(r)));
+  }
+
+  // Client::get_many. items: [(bucket, key, buf, offset, length or None, if_match)], offset and
+  // length as get_into's. One entry per item, in order: its TransferResult tuple, or the
+  // exception it failed with (not raised). The GIL is released for the whole batch.
+  py::list get_many(const py::list& items) {
+    std::vector<std::unique_ptr<BorrowedBuffer>> held;
+    std::vector<GetRequest> reqs;
+    held.reserve(items.size());
+    reqs.reserve(items.size());
+    for (py::handle h : items) {
+      auto t = h.cast<py::tuple>();
+      if (t.size() != 6) throw py::type_error("get_many: malformed request");
+      held.push_back(BorrowedBuffer::acquire(t[2], /*writable=*/true));
+      GetRequest g;
+      g.bucket = t[0].cast<std::string>();
+      g.key = t[1].cast<std::string>();
+      g.dst = {held.back()->data(), held.back()->size()};
+      g.range =
+          range_of(g.dst, t[3].cast<std::uint64_t>(), t[4].cast<std::optional<std::uint64_t>>());
+      g.if_match = t[5].cast<std::string>();
+      reqs.push_back(std::move(g));
+    }
+    std::vector<Result<TransferResult>> rs;
+    {
+      py::gil_scoped_release nogil;
+      rs = client_->get_many(reqs);
+    }
+    return results_list(rs);
+  }
+
+  // Client::put_many. items: [(bucket, key, buf)]; entries as get_many's.
+  py::list put_many(const py::list& items) {
+    std::vector<std::unique_ptr<BorrowedBuffer>> held;
+    std::vector<PutRequest> reqs;
+    held.reserve(items.size());
+    reqs.reserve(items.size());
+    for (py::handle h : items) {
+      auto t = h.cast<py::tuple>();
+      if (t.size() != 3) throw py::type_error("put_many: malformed request");
+      held.push_back(BorrowedBuffer::acquire(t[2], /*writable=*/false));
+      reqs.push_back({t[0].cast<std::string>(), t[1].cast<std::string>(),
+                      std::span<const std::byte>(held.back()->data(), held.back()->size())});
+    }
+    std::vector<Result<TransferResult>> rs;
+    {
+      py::gil_scoped_release nogil;
+      rs = client_->put_many(reqs);
+    }
+    return results_list(rs);
+  }
+
+  // Ranges of one object version (get_ranges_into): groups [(offset, length, [(buf index,
+  // offset in the group, length)])] as objdirect.ranges.coalesce made them, each one GET pinned
+  // with If-Match on etag, all through get_many. A group of one member that fills it lands in
+  // that member's buffer; a merged group goes through a scratch buffer and is copied out (GIL
+  // released). Returns the bytes landed per buffer (fewer at the end of the object). Errors
+  // (raised): the first failed GET's (PreconditionFailed when the object was replaced).
+  std::vector<std::uint64_t> get_ranges(
+      const std::string& bucket, const std::string& key, const std::string& etag,
+      const std::vector<
+          std::tuple<std::uint64_t, std::uint64_t,
+                     std::vector<std::tuple<std::size_t, std::uint64_t, std::uint64_t>>>>& groups,
+      const py::list& bufs) {
+    std::vector<std::unique_ptr<BorrowedBuffer>> held;
+    for (py::handle h : bufs) held.push_back(BorrowedBuffer::acquire(h, /*writable=*/true));
+    std::vector<GetRequest> reqs;
+    std::vector<std::vector<std::byte>> scratch(groups.size());
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto& [offset, length, members] = groups[g];
+      for (const auto& [i, lo, n] : members) {
+        if (i >= held.size() || held[i]->size() < n || lo + n > length) {
+          throw py::value_error("get_ranges: a member outside its group or buffer");
+        }
+      }
+      GetRequest r{bucket, key, {}, ByteRange{offset, length}, etag};
+      const auto& m0 = members.front();
+      if (members.size() == 1 && std::get<1>(m0) == 0 && std::get<2>(m0) == length) {
+        r.dst = {held[std::get<0>(m0)]->data(), length};
+      } else {
+        scratch[g].resize(length);
+        r.dst = scratch[g];
+      }
+      reqs.push_back(std::move(r));
+    }
+    std::vector<std::uint64_t> landed(held.size(), 0);
+    std::vector<Result<TransferResult>> rs;
+    {
+      py::gil_scoped_release nogil;
+      rs = client_->get_many(reqs);
+      for (std::size_t g = 0; g < groups.size() && rs[g].ok(); ++g) {
+        const std::uint64_t got = rs[g]->bytes;
+        for (const auto& [i, lo, n] : std::get<2>(groups[g])) {
+          const std::uint64_t k = got > lo ? std::min(n, got - lo) : 0;
+          if (!scratch[g].empty() && k > 0) std::memcpy(held[i]->data(), scratch[g].data() + lo, k);
+          landed[i] = k;
+        }
+      }
+    }
+    for (auto& r : rs) {
+      if (!r.ok()) raise_status(r.status());
+    }
+    return landed;
+  }
+
+  // Pins `buf` with the client's fabric (Client::register_memory) until release().
+  NativeRegistration register_buffer(py::handle buf) {
+    auto b = BorrowedBuffer::acquire(buf, /*writable=*/false);
+    Result<MemoryHandle> h = Status(Errc::internal, "not run");
+    {
+      py::gil_scoped_release nogil;
+      h = client_->register_memory(b->data(), b->size());
+    }
+    return NativeRegistration(std::move(b), value_or_raise(std::move(h)));
   }
 
   // The object (or a range of it) as a new bytes object, filled in place (no extra copy).
@@ -619,6 +781,7 @@ class NativeClient {
     out["retry_reasons"] = flat(s.retry_reasons);
     out["completes_confirmed"] = s.completes_confirmed;
     out["rdma_revocations"] = s.rdma_revocations;
+    out["rdma_registrations"] = s.rdma_registrations;
     out["fabric_failures"] = flat(s.fabric_failures);
     out["fabric_skips"] = flat(s.fabric_skips);
     out["requests_in_flight"] = s.requests_in_flight;
@@ -644,6 +807,13 @@ class NativeClient {
     if (!st.ok()) raise_status(st);
   }
 
+  static py::list results_list(const std::vector<Result<TransferResult>>& rs) {
+    py::list out;
+    for (const auto& r : rs)
+      out.append(r.ok() ? py::object(to_tuple(*r)) : exception_of(r.status()));
+    return out;
+  }
+
   std::unique_ptr<Client> client_;
 };
 
@@ -661,6 +831,7 @@ py::list errc_table() {
 
 PYBIND11_MODULE(_objdirect, m) {
   using objdirect::python::NativeClient;
+  using objdirect::python::NativeRegistration;
   m.doc() = "libobjdirect binding; use the objdirect package, not this module";
   m.def("errc_table", &objdirect::python::errc_table,
         "[(errc name, S3 code, HTTP status)] of libobjdirect's error table");
@@ -672,6 +843,12 @@ PYBIND11_MODULE(_objdirect, m) {
       },
       py::arg("obj"), py::arg("writable") = false,
       "(address, nbytes) of a buffer as get_into/put would see it (for tests and diagnostics)");
+  py::class_<NativeRegistration>(m, "NativeRegistration")
+      .def("release", &NativeRegistration::release)
+      .def_property_readonly("active", &NativeRegistration::active)
+      .def_property_readonly("address", &NativeRegistration::address)
+      .def_property_readonly("nbytes", &NativeRegistration::nbytes)
+      .def_property_readonly("fabrics", &NativeRegistration::fabrics);
   py::class_<NativeClient>(m, "NativeClient")
       .def(py::init<const std::string&, const py::dict&>(), py::arg("profile"),
            py::arg("overrides"))
@@ -697,5 +874,9 @@ PYBIND11_MODULE(_objdirect, m) {
       .def("upload_part", &NativeClient::upload_part)
       .def("complete_multipart_upload", &NativeClient::complete_multipart_upload)
       .def("abort_multipart_upload", &NativeClient::abort_multipart_upload)
+      .def("get_many", &NativeClient::get_many)
+      .def("put_many", &NativeClient::put_many)
+      .def("get_ranges", &NativeClient::get_ranges)
+      .def("register", &NativeClient::register_buffer)
       .def("stats", &NativeClient::stats);
 }

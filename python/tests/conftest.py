@@ -66,7 +66,7 @@ class Server:
             r, _, _ = select.select([self.proc.stdout], [], [], min(left, 0.2))
             if r:
                 line += os.read(self.proc.stdout.fileno(), 1)
-        m = re.match(r"objdirect-server listening on (http://127\.0\.0\.1:\d+)", line.decode())
+        m = re.match(r"objdirect-server listening on (https?://127\.0\.0\.1:\d+)", line.decode())
         assert m, f"unexpected first line {line!r}"
         self.endpoint = m.group(1)
 

@@ -1,9 +1,13 @@
 // objdirect::Client: planning, the RDMA-or-HTTP decision per request, and the S3 operations.
 #include "objdirect/client.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -202,7 +206,8 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
       } else if (auto it = fabrics_open.find(name); it != fabrics_open.end()) {
         return it->second;
       } else {
-        client::FabricOptions fo{cfg.registrations_max, cfg.registered_bytes_max, local_host};
+        client::FabricOptions fo{cfg.registrations_max, cfg.registered_bytes_max, local_host,
+                                 [this] { stats.on_rdma_registration(); }};
         auto f = client::open_fabric(name, fo);
         if (f.ok()) {
           std::shared_ptr<client::Fabric> opened = std::move(*f);
@@ -255,6 +260,13 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // Only RDMA may move the bytes: a decline or refusal fails with rdma_declined instead of
   // falling back to HTTP.
   bool rdma_required(bool direct) const { return direct || cfg.rdma == "required"; }
+
+  // get_many / put_many: registers the batch's host buffers once, merged where they touch
+  // (batch_arenas), with the current fabric, when some request of the batch (sizes: bytes each
+  // moves) may propose RDMA. The registrations stay pinned while the returned holds live; the
+  // requests find them in the registration cache.
+  std::vector<std::shared_ptr<void>> pin_batch(std::vector<std::span<std::byte>> bufs,
+                                               const std::vector<std::uint64_t>& sizes);
 
   // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
   // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
@@ -715,7 +727,7 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // staging chunk (host memory) and verified by the server.
   Result<TransferResult> device_put(const std::string& target, std::span<const std::byte> src,
                                     cudaStream_t stream) {
-    auto plan = client::plan_upload(src.size(), cfg.part_size_bytes);
+    auto plan = client::plan_upload(src.size(), cfg.part_size_bytes, cfg.multipart_threshold_bytes);
     if (!plan.ok()) return plan.status();
     TransferResult res;
     res.memory = "cuda-bounce";
@@ -811,6 +823,18 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   if (config.rdma == "required" && f == "none") {
     return Status(Errc::invalid_argument, "rdma \"required\" needs a fabric (fabric is none)");
   }
+  if (config.addressing_style != "path" && config.addressing_style != "virtual") {
+    return Status(Errc::invalid_argument,
+                  "unknown addressing_style '" + config.addressing_style + "' (path, virtual)");
+  }
+  if (config.redirects_max > limits::client_redirects_max) {
+    return Status(Errc::invalid_argument,
+                  "redirects_max must be at most " + std::to_string(limits::client_redirects_max));
+  }
+  if (!config.ca_bundle.empty() && ::access(config.ca_bundle.c_str(), R_OK) != 0) {
+    return Status(Errc::invalid_argument,
+                  "ca_bundle " + config.ca_bundle + " cannot be read: " + std::strerror(errno));
+  }
   retry::Policy policy;
   if (auto m = retry::parse_mode(config.retry_mode)) {
     policy.mode = *m;
@@ -835,6 +859,9 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
   ho.io_timeout = std::chrono::milliseconds(impl->cfg.io_timeout_ms);
   ho.stats = &impl->stats;
   ho.retry_policy = policy;
+  ho.ca_bundle = impl->cfg.ca_bundle;
+  ho.virtual_hosted = impl->cfg.addressing_style == "virtual";
+  ho.redirects_max = impl->cfg.redirects_max;
   impl->http = std::make_unique<HttpClient>(std::move(ho));
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -919,7 +946,7 @@ Result<TransferResult> Client::get_device(std::string_view bucket, std::string_v
 
 Result<TransferResult> Client::get_host(std::string_view bucket, std::string_view key,
                                         std::span<std::byte> dst, std::optional<ByteRange> range,
-                                        bool direct) {
+                                        bool direct, std::string_view if_match) {
   const std::string target = client::object_target(bucket, key);
   const std::uint64_t part = impl_->cfg.part_size_bytes;
   TransferResult res;
@@ -956,12 +983,13 @@ Result<TransferResult> Client::get_host(std::string_view bucket, std::string_vie
   }
 
   // First request: learns the size and the ETag that pins the remaining parts.
-  auto o = impl_->get_one(target, first, first ? dst.subspan(0, first->length) : dst, "", direct);
+  const std::string pin(if_match);
+  auto o = impl_->get_one(target, first, first ? dst.subspan(0, first->length) : dst, pin, direct);
   ++res.requests;
   if (!o.ok() && o.code() == Errc::invalid_range && !range) {
     // A ranged GET of an empty object: fetch it whole.
     first.reset();
-    o = impl_->get_one(target, std::nullopt, dst, "", direct);
+    o = impl_->get_one(target, std::nullopt, dst, pin, direct);
     ++res.requests;
   }
   if (!o.ok()) {
@@ -1082,7 +1110,8 @@ Result<TransferResult> Client::put_host(std::string_view bucket, std::string_vie
     if (!h.ok()) return h.status();
     extra = std::move(*h);
   }
-  auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes);
+  auto plan = client::plan_upload(src.size(), impl_->cfg.part_size_bytes,
+                                  impl_->cfg.multipart_threshold_bytes);
   if (!plan.ok()) return plan.status();
   TransferResult res;
   res.object_size = src.size();
@@ -1178,11 +1207,65 @@ std::future<Result<TransferResult>> Client::put_async(std::string bucket, std::s
                     });
 }
 
+namespace {
+
+// The address ranges of a batch's host buffers, merged where buffers touch or overlap: every
+// byte of a merged range belongs to some buffer, so it is memory the caller owns and may be
+// registered as one (an arena sliced end to end becomes one registration).
+std::vector<std::span<std::byte>> batch_arenas(std::vector<std::span<std::byte>> bufs) {
+  std::erase_if(bufs,
+                [](std::span<std::byte> b) { return b.empty() || is_device_memory(b.data()); });
+  std::sort(bufs.begin(), bufs.end(), [](auto a, auto b) { return a.data() < b.data(); });
+  std::vector<std::span<std::byte>> out;
+  for (auto b : bufs) {
+    if (!out.empty() && b.data() <= out.back().data() + out.back().size()) {
+      std::byte* end = std::max(out.back().data() + out.back().size(), b.data() + b.size());
+      out.back() = {out.back().data(), static_cast<std::size_t>(end - out.back().data())};
+    } else {
+      out.push_back(b);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<void>> Client::Impl::pin_batch(
+    std::vector<std::span<std::byte>> bufs, const std::vector<std::uint64_t>& sizes) {
+  std::vector<std::shared_ptr<void>> pins;
+  // Only when some request of the batch would propose a token (the crossover and the policy).
+  const bool any = std::any_of(sizes.begin(), sizes.end(),
+                               [&](std::uint64_t n) { return rdma_skip_reason(n, false).empty(); });
+  if (!any) return pins;
+  std::string reason;
+  auto f = current_fabric(reason);
+  if (!f) return pins;
+  for (auto a : batch_arenas(std::move(bufs))) {
+    // A refused pin costs nothing more: each request then registers its own buffer as usual.
+    if (auto p = f->pin(a.data(), a.size()); p.ok()) pins.push_back(std::move(*p));
+  }
+  return pins;
+}
+
 std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest> requests) {
   std::vector<Result<TransferResult>> out(requests.size(), Status(Errc::internal, "not started"));
+  std::vector<std::span<std::byte>> bufs;
+  std::vector<std::uint64_t> sizes;
+  for (const auto& r : requests) {
+    bufs.push_back(r.dst);
+    sizes.push_back(r.range ? std::min<std::uint64_t>(r.range->length, r.dst.size())
+                            : r.dst.size());
+  }
+  const auto pins = impl_->pin_batch(std::move(bufs), sizes);
   (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
     const auto& r = requests[i];
-    out[i] = get(r.bucket, r.key, r.dst, r.range);
+    if (r.if_match.empty()) {
+      out[i] = get(r.bucket, r.key, r.dst, r.range);
+    } else if (!r.dst.empty() && is_device_memory(r.dst.data())) {
+      out[i] = Status(Errc::invalid_argument, "if_match needs host memory, not CUDA device memory");
+    } else {
+      out[i] = get_host(r.bucket, r.key, r.dst, r.range, false, r.if_match);
+    }
     return Status::Ok();
   });
   return out;
@@ -1190,6 +1273,14 @@ std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest>
 
 std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest> requests) {
   std::vector<Result<TransferResult>> out(requests.size(), Status(Errc::internal, "not started"));
+  std::vector<std::span<std::byte>> bufs;
+  std::vector<std::uint64_t> sizes;
+  for (const auto& r : requests) {
+    // Registered for the fabric's RDMA READ; never written through.
+    bufs.push_back({const_cast<std::byte*>(r.src.data()), r.src.size()});
+    sizes.push_back(r.src.size());
+  }
+  const auto pins = impl_->pin_batch(std::move(bufs), sizes);
   (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
     const auto& r = requests[i];
     out[i] = put(r.bucket, r.key, r.src);

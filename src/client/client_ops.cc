@@ -268,7 +268,7 @@ Result<std::string> Client::presign(std::string_view method, std::string_view bu
   const std::string query =
       sigv4::presign(method, target, ep->host_header, {cfg.access_key, cfg.secret_key}, cfg.region,
                      expires, std::chrono::system_clock::now());
-  return "http://" + ep->host_header + query;
+  return (ep->tls ? "https://" : "http://") + ep->host_header + query;
 }
 
 Status Client::abort_multipart_upload(std::string_view bucket, std::string_view key,

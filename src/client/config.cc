@@ -160,6 +160,11 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
   } else {
     c.endpoint = value_of(fs, "endpoint_url");
   }
+  if (const char* ca = env("AWS_CA_BUNDLE")) {
+    c.ca_bundle = ca;
+  } else {
+    c.ca_bundle = value_of(fs, "ca_bundle");
+  }
   if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
   if (const char* o = env("OBJDIRECT_FABRIC_ORDER")) c.fabric_order = o;
   if (const char* m = env("OBJDIRECT_FABRIC_FAILURE_MEMORY_MS")) {

@@ -26,6 +26,8 @@
 namespace objdirect::limits {
 // Upper bound of ClientConfig::fabric_failure_memory_ms (one hour).
 inline constexpr std::uint32_t client_fabric_failure_memory_ms_max = 3'600'000;
+// Most 307 redirects one request may follow (ClientConfig::redirects_max).
+inline constexpr std::uint32_t client_redirects_max = 10;
 // (server, fabric) failures one process remembers; past it the entry that expires first goes.
 inline constexpr std::size_t client_fabric_failures_remembered_max = 1024;
 // Fabrics named in ClientConfig::fabric_order.

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <cstring>
+#include <tuple>
 
 #include "client/stats.hpp"
 #include "common/checksum.hpp"
@@ -25,11 +28,46 @@ using tcp = asio::ip::tcp;
 // One keep-alive connection. Each has its own single-threaded io_context: the owning thread runs
 // it for the duration of one operation, which gives synchronous calls with deadlines
 // (beast::tcp_stream closes the socket when expires_after passes).
+// https: TLS over the TCP stream (the plain `stream` is moved into it once connected).
 struct HttpClient::Connection {
   asio::io_context ioc{1};
   beast::tcp_stream stream{ioc};
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
   bool reused = false;
+
+  beast::tcp_stream& tcp() { return tls ? beast::get_lowest_layer(*tls) : stream; }
+  // f(the stream requests are read from and written to).
+  template <class F>
+  void visit(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(stream);
+    }
+  }
+};
+
+// The client's TLS context: TLS 1.2 and up, peers verified against the CA bundle (or the
+// system store). Made once per HttpClient; `error` says why it could not be.
+struct HttpClient::Tls {
+  asio::ssl::context ctx{asio::ssl::context::tls_client};
+  std::string error;
+
+  explicit Tls(const std::string& ca_bundle) {
+    ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                    asio::ssl::context::no_tlsv1_1);
+    ctx.set_verify_mode(asio::ssl::verify_peer);
+    beast::error_code ec;
+    if (ca_bundle.empty()) {
+      ctx.set_default_verify_paths(ec);
+      if (ec) error = "cannot load the system's CA certificates: " + ec.message();
+    } else {
+      ctx.load_verify_file(ca_bundle, ec);
+      if (ec) error = "cannot load the CA bundle " + ca_bundle + ": " + ec.message();
+    }
+  }
 };
 
 namespace {
@@ -40,7 +78,7 @@ beast::error_code run_op(HttpClient::Connection& c, std::chrono::milliseconds ti
                          std::size_t& n, Start&& start) {
   beast::error_code ec = asio::error::would_block;
   n = 0;
-  c.stream.expires_after(timeout);
+  c.tcp().expires_after(timeout);
   start([&](beast::error_code e, std::size_t k) {
     ec = e;
     n = k;
@@ -71,24 +109,24 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 Result<Endpoint> parse_endpoint(std::string_view url) {
-  constexpr std::string_view scheme = "http://";
-  if (!url.starts_with(scheme)) {
+  const bool tls = url.starts_with("https://");
+  if (!tls && !url.starts_with("http://")) {
     return Status(Errc::invalid_argument,
-                  "endpoint must be http://HOST[:PORT] (https is not "
-                  "supported yet), got '" +
+                  "endpoint must be http://HOST[:PORT] or https://HOST[:PORT], got '" +
                       std::string(url) + "'");
   }
-  std::string_view rest = url.substr(scheme.size());
+  std::string_view rest = url.substr(tls ? 8 : 7);
   while (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.empty() || rest.find('/') != std::string_view::npos) {
     return Status(
         Errc::invalid_argument,
-        "endpoint must be http://HOST[:PORT] without a path, got '" + std::string(url) + "'");
+        "endpoint must be http(s)://HOST[:PORT] without a path, got '" + std::string(url) + "'");
   }
   Endpoint e;
+  e.tls = tls;
   e.host_header = std::string(rest);
   std::string_view host = rest;
-  std::string_view port = "80";
+  std::string_view port = tls ? "443" : "80";
   if (rest.front() == '[') {
     auto close = rest.find(']');
     if (close == std::string_view::npos) {
@@ -128,6 +166,8 @@ std::string object_target(std::string_view bucket, std::string_view key) {
 HttpClient::HttpClient(HttpOptions options)
     : opts_(std::move(options)), retrier_(opts_.retry_policy) {
   if (opts_.connections_max == 0) opts_.connections_max = 1;
+  // Also for http endpoints: a 307 may redirect to https.
+  tls_ = std::make_shared<Tls>(opts_.ca_bundle);
 }
 
 HttpClient::~HttpClient() = default;
@@ -169,19 +209,23 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
       cv_.wait(lk);
     }
   }
-  auto c = std::make_unique<Connection>();
-  auto fail = [&](Status st) -> Result<std::unique_ptr<Connection>> {
+  auto c = connect(opts_.endpoint);
+  if (!c.ok()) {
     std::lock_guard lk(mu_);
     --open_;
     cv_.notify_one();
-    return st;
-  };
+  }
+  return c;
+}
+
+Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect(const Endpoint& ep) {
+  auto c = std::make_unique<Connection>();
+  auto fail = [](Status st) -> Result<std::unique_ptr<Connection>> { return st; };
   beast::error_code ec;
   tcp::resolver resolver(c->ioc);
-  auto results = resolver.resolve(opts_.endpoint.host, opts_.endpoint.port, ec);
+  auto results = resolver.resolve(ep.host, ep.port, ec);
   if (ec) {
-    return fail(
-        Status(Errc::unavailable, "cannot resolve " + opts_.endpoint.host + ": " + ec.message()));
+    return fail(Status(Errc::unavailable, "cannot resolve " + ep.host + ": " + ec.message()));
   }
   ec = asio::error::would_block;
   c->stream.expires_after(opts_.connect_timeout);
@@ -189,13 +233,51 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::acquire(bool fresh) 
   c->ioc.restart();
   c->ioc.run();
   if (ec) {
-    return fail(Status(Errc::unavailable,
-                       "cannot connect to " + opts_.endpoint.host_header + ": " + ec.message()));
+    return fail(
+        Status(Errc::unavailable, "cannot connect to " + ep.host_header + ": " + ec.message()));
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
-  if (auto local = c->stream.socket().local_endpoint(ec); !ec) {
+  if (auto local = c->stream.socket().local_endpoint(ec); !ec && &ep == &opts_.endpoint) {
     std::lock_guard lk(mu_);
     local_address_ = local.address().to_string();
+  }
+  if (ep.tls) {
+    if (!tls_->error.empty()) return fail(Status(Errc::invalid_argument, tls_->error));
+    c->tls.emplace(std::move(c->stream), tls_->ctx);
+    const std::string& host = ep.host;
+    beast::error_code addr_ec;
+    (void)asio::ip::make_address(host, addr_ec);
+    // SNI for names (not for IP literals, RFC 6066). The certificate must name the host either
+    // way (DNS or IP subjectAltName): OpenSSL's own check, so that a mismatch is reported as one.
+    SSL* ssl = c->tls->native_handle();
+    const bool named = addr_ec
+                           ? SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 &&
+                                 SSL_set1_host(ssl, host.c_str()) == 1
+                           : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+    if (!named)
+      return fail(Status(Errc::invalid_argument, "cannot set the TLS server name " + host));
+    ec = asio::error::would_block;
+    c->tcp().expires_after(opts_.connect_timeout);
+    c->tls->async_handshake(asio::ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
+    c->ioc.restart();
+    c->ioc.run();
+    if (ec) {
+      const long verify = SSL_get_verify_result(c->tls->native_handle());
+      if (verify != X509_V_OK) {
+        std::string why = X509_verify_cert_error_string(verify);
+        if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+          why = "the certificate does not name " + host;
+        }
+        return fail(
+            Status(Errc::access_denied,
+                   "TLS: the certificate of " + ep.host_header + " was refused: " + why +
+                       (opts_.ca_bundle.empty() ? " (checked against the system's CA "
+                                                  "store; set ca_bundle / AWS_CA_BUNDLE)"
+                                                : " (checked against " + opts_.ca_bundle + ")")));
+      }
+      return fail(Status(Errc::unavailable,
+                         "TLS handshake with " + ep.host_header + " failed: " + ec.message()));
+    }
   }
   return c;
 }
@@ -256,12 +338,79 @@ Result<HttpResponse> HttpClient::execute_attempt(const HttpRequest& req,
     }
     bool reply_started = false, reusable = false;
     bool was_reused = (*conn)->reused;
-    auto r = execute_once(**conn, req, sink, reply_started, reusable);
+    auto r = execute_once(**conn, req, sink, reply_started, reusable, opts_.endpoint, true);
     release(std::move(*conn), r.ok() && reusable);
     if (opts_.stats) opts_.stats->on_response(req, r);
+    if (r.ok() && r->status == 307 && opts_.redirects_max > 0) {
+      return follow_redirects(req, sink, std::move(r));
+    }
     if (r.ok() || reply_started || !was_reused || attempt > 0 || !req.retry) return r;
     count_retry("stale_connection");
   }
+}
+
+Result<HttpResponse> HttpClient::follow_redirects(const HttpRequest& req,
+                                                  std::optional<std::span<std::byte>> sink,
+                                                  Result<HttpResponse> r) {
+  for (std::uint32_t hops = 0; r.ok() && r->status == 307; ++hops) {
+    auto location = r->header("location");
+    if (!location) return r;  // nowhere to go: the caller sees the 307
+    if (hops == opts_.redirects_max) {
+      return Status(Errc::io_error, "too many redirects: " + req.method + " " + req.target +
+                                        " was redirected more than redirects_max (" +
+                                        std::to_string(opts_.redirects_max) + ") times, last to " +
+                                        std::string(*location));
+    }
+    auto to = parse_location(*location, opts_.endpoint);
+    if (!to.ok()) {
+      return Status(Errc::io_error, "cannot follow the redirect of " + req.method + " " +
+                                        req.target + ": " + to.status().message());
+    }
+    auto conn = connect(to->first);
+    if (!conn.ok()) return conn.status();
+    HttpRequest next = req;
+    next.target = to->second;
+    bool started = false, reusable = false;
+    r = execute_once(**conn, next, sink, started, reusable, to->first, false);
+    if (opts_.stats) opts_.stats->on_response(next, r);
+  }
+  return r;
+}
+
+std::optional<std::pair<std::string, std::string>> virtual_host_target(std::string_view host_header,
+                                                                       std::string_view target) {
+  if (!target.starts_with('/')) return std::nullopt;
+  std::string_view rest = target.substr(1);
+  const std::size_t end = rest.find_first_of("/?");
+  const std::string_view bucket = rest.substr(0, end);
+  const bool label = bucket.size() >= 3 && bucket.size() <= 63 &&
+                     bucket.find("..") == std::string_view::npos &&
+                     std::all_of(bucket.begin(), bucket.end(),
+                                 [](char ch) {
+                                   return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                                          ch == '-' || ch == '.';
+                                 }) &&
+                     std::isalnum(static_cast<unsigned char>(bucket.front())) &&
+                     std::isalnum(static_cast<unsigned char>(bucket.back()));
+  if (!label) return std::nullopt;
+  std::string path = end == std::string_view::npos ? "/" : std::string(rest.substr(end));
+  if (path.starts_with('?')) path.insert(0, "/");
+  return std::make_pair(std::string(bucket) + "." + std::string(host_header), std::move(path));
+}
+
+Result<std::pair<Endpoint, std::string>> parse_location(std::string_view location,
+                                                        const Endpoint& current) {
+  if (location.starts_with('/')) return std::make_pair(current, std::string(location));
+  const std::size_t scheme_end = location.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return Status(Errc::invalid_argument,
+                  "Location '" + std::string(location) + "' is neither a URL nor an absolute path");
+  }
+  const std::size_t path = location.find('/', scheme_end + 3);
+  auto ep = parse_endpoint(location.substr(0, path));
+  if (!ep.ok()) return ep.status();
+  return std::make_pair(
+      *ep, path == std::string_view::npos ? std::string("/") : std::string(location.substr(path)));
 }
 
 void HttpClient::count_retry(const std::string& reason) {
@@ -313,17 +462,25 @@ std::optional<std::chrono::milliseconds> HttpClient::retry_after(const Result<Ht
 
 Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& req,
                                               std::optional<std::span<std::byte>> sink,
-                                              bool& reply_started, bool& reusable) {
+                                              bool& reply_started, bool& reusable,
+                                              const Endpoint& ep, bool pooled) {
   reply_started = false;
   reusable = false;
   const auto now = std::chrono::system_clock::now();
 
+  // --- address: path-style, or the bucket in the Host ---
+  std::string host = ep.host_header;
+  std::string target = req.target;
+  if (pooled && opts_.virtual_hosted) {
+    if (auto v = virtual_host_target(host, target)) std::tie(host, target) = std::move(*v);
+  }
+
   // --- sign ---
   sigv4::RequestView view;
   view.method = req.method;
-  view.target = req.target;
+  view.target = target;
   view.headers.reserve(req.headers.size() + 5);
-  view.headers.emplace_back("host", opts_.endpoint.host_header);
+  view.headers.emplace_back("host", host);
   view.headers.emplace_back("x-amz-date", amz_date(now));
   bool has_hash = false;
   for (const auto& h : req.headers) has_hash = has_hash || h.first == "x-amz-content-sha256";
@@ -346,7 +503,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   // --- write ---
   bhttp::request<bhttp::buffer_body> msg;
   msg.method_string(req.method);
-  msg.target(req.target);
+  msg.target(target);
   msg.version(11);
   for (const auto& [k, v] : view.headers) msg.set(k, v);
   msg.set(bhttp::field::authorization, authorization);
@@ -360,8 +517,9 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   bhttp::request_serializer<bhttp::buffer_body> sr(msg);
   std::size_t n = 0;
   while (!sr.is_done()) {
-    auto ec = run_op(c, opts_.io_timeout, n,
-                     [&](auto h) { bhttp::async_write_some(c.stream, sr, std::move(h)); });
+    auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+      c.visit([&](auto& s) { bhttp::async_write_some(s, sr, std::move(h)); });
+    });
     if (ec) return io_status(ec, kSending);
   }
 
@@ -370,8 +528,9 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   p.header_limit(static_cast<std::uint32_t>(limits::client_response_header_bytes_max));
   p.body_limit(boost::none);
   if (req.method == "HEAD") p.skip(true);
-  auto ec = run_op(c, opts_.io_timeout, n,
-                   [&](auto h) { bhttp::async_read_header(c.stream, c.buffer, p, std::move(h)); });
+  auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+    c.visit([&](auto& s) { bhttp::async_read_header(s, c.buffer, p, std::move(h)); });
+  });
   reply_started = p.got_some();
   if (ec) return io_status(ec, kReadingHeader);
 
@@ -411,7 +570,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
       const std::size_t want =
           static_cast<std::size_t>(std::min<std::uint64_t>(len - got, 64u << 20));
       ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
-        c.stream.async_read_some(asio::buffer(dest + got, want), std::move(h));
+        c.visit([&](auto& s) { s.async_read_some(asio::buffer(dest + got, want), std::move(h)); });
       });
       if (ec) return io_status(ec, kReadingBody);
       got += n;
@@ -441,8 +600,9 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     }
     p.get().body().data = dest;
     p.get().body().size = room;
-    ec = run_op(c, opts_.io_timeout, n,
-                [&](auto h) { bhttp::async_read(c.stream, c.buffer, p, std::move(h)); });
+    ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+      c.visit([&](auto& s) { bhttp::async_read(s, c.buffer, p, std::move(h)); });
+    });
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec == bhttp::error::end_of_stream && p.is_done()) ec = {};
     if (ec) return io_status(ec, kReadingBody);

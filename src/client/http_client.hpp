@@ -49,10 +49,12 @@ class ClientCounters;  // client/stats.hpp
 
 struct Endpoint {
   std::string host;         // "127.0.0.1", "[::1]" unbracketed: "::1"
-  std::string port;         // "80" when absent
+  std::string port;         // "80" when absent ("443" for https)
   std::string host_header;  // as in the URL: "127.0.0.1:9000"
+  bool tls = false;         // https: TLS, the server's certificate verified (HttpOptions)
 };
-// Parses "http://host[:port][/]". Errors: invalid_argument (https, other schemes, a path).
+// Parses "http://host[:port][/]" and "https://host[:port][/]". Errors: invalid_argument (other
+// schemes, a path, a bad port).
 Result<Endpoint> parse_endpoint(std::string_view url);
 
 struct HttpRequest {
@@ -96,7 +98,32 @@ struct HttpOptions {
   ClientCounters* stats = nullptr;
   // The retry policy (ClientConfig::max_attempts, retry_mode, ...).
   retry::Policy retry_policy;
+  // https: the PEM file of the certificate authorities the server's certificate must chain to;
+  // empty: the system's store (OpenSSL's default paths). The certificate must also name the
+  // endpoint's host (DNS or IP subjectAltName). There is no way to turn verification off.
+  std::string ca_bundle;
+  // Virtual-hosted addressing: a request for "/bucket/key?q" goes as "/key?q" with the Host
+  // "bucket.<endpoint host:port>" (the server's --domain must be the endpoint's host). The
+  // connection still goes to the endpoint's own address (no DNS name per bucket is needed, as
+  // curl's --connect-to), whose certificate is the one verified. Buckets that cannot be a DNS
+  // label (virtual_host_target) and requests without a bucket stay path-style.
+  bool virtual_hosted = false;
+  // 307 Temporary Redirects followed per request (to the Location, re-signed for its host, on a
+  // connection of its own that is not pooled); past it the request fails with io_error "too
+  // many redirects". 0: a 307 is returned to the caller as it is.
+  std::uint32_t redirects_max = 3;
 };
+
+// The virtual-hosted form of a path-style target: {"bucket.HOST_HEADER", "/key?query"}, or
+// nullopt when the target names no bucket ("/", "/?query") or the bucket is not a DNS label
+// (3..63 of a-z 0-9 . -, starting and ending with a letter or digit, no "..").
+std::optional<std::pair<std::string, std::string>> virtual_host_target(std::string_view host_header,
+                                                                       std::string_view target);
+
+// A redirect's Location: "http(s)://host[:port]/path?query" (its endpoint and target) or a path
+// "/path?query" on `current`. Errors: invalid_argument (anything else).
+Result<std::pair<Endpoint, std::string>> parse_location(std::string_view location,
+                                                        const Endpoint& current);
 
 class HttpClient {
  public:
@@ -114,7 +141,9 @@ class HttpClient {
   // its back-off (Retry-After honoured) and a fresh signature; each retry is counted in
   // ClientStats::retry_reasons. The final error names the attempts (retry::attempts_note).
   // HTTP error statuses are not errors here: the caller reads HttpResponse::status.
-  // Errors: unavailable (cannot resolve or connect), timeout (no progress for io_timeout),
+  // Errors: unavailable (cannot resolve or connect), access_denied (https: the server's
+  // certificate does not verify against the CA bundle or does not name the host; the message
+  // says which, and it is not retried), timeout (no progress for io_timeout),
   // io_error (connection broken, body shorter than its Content-Length, malformed reply,
   // a truncated XML reply after the last attempt).
   Result<HttpResponse> execute(const HttpRequest& req,
@@ -143,15 +172,25 @@ class HttpClient {
 
  private:
   Result<std::unique_ptr<Connection>> acquire(bool fresh);
+  // A new connection to `ep` (TLS handshake included for https), outside the pool's count.
+  Result<std::unique_ptr<Connection>> connect(const Endpoint& ep);
+  // Follows 307s from `r` (at most redirects_max), each on a connection of its own.
+  Result<HttpResponse> follow_redirects(const HttpRequest& req,
+                                        std::optional<std::span<std::byte>> sink,
+                                        Result<HttpResponse> r);
   void release(std::unique_ptr<Connection> c, bool reusable);
   // One attempt, re-sent once on a fresh connection after a stale keep-alive connection.
   Result<HttpResponse> execute_attempt(const HttpRequest& req,
                                        std::optional<std::span<std::byte>> sink);
+  // ep: the endpoint the connection goes to (its Host); pooled: the configured endpoint, where
+  // virtual_hosted applies.
   Result<HttpResponse> execute_once(Connection& c, const HttpRequest& req,
                                     std::optional<std::span<std::byte>> sink, bool& reply_started,
-                                    bool& reusable);
+                                    bool& reusable, const Endpoint& ep, bool pooled);
 
+  struct Tls;  // the OpenSSL client context for https endpoints
   HttpOptions opts_;
+  std::shared_ptr<Tls> tls_;
   retry::Retrier retrier_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -24,14 +24,61 @@ TEST(ParseEndpoint, HostPortAndDefaults) {
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->port, "9000");
+  EXPECT_FALSE(v6->tls);
+  auto tls = parse_endpoint("https://s3.example.com");
+  ASSERT_TRUE(tls.ok());
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->port, "443");
+  EXPECT_EQ(tls->host_header, "s3.example.com");
+  auto tls_port = parse_endpoint("https://127.0.0.1:9443/");
+  ASSERT_TRUE(tls_port.ok());
+  EXPECT_EQ(tls_port->port, "9443");
 }
 
 TEST(ParseEndpoint, Rejects) {
-  EXPECT_EQ(parse_endpoint("https://h:1").code(), Errc::invalid_argument);
+  EXPECT_EQ(parse_endpoint("ftp://h:1").code(), Errc::invalid_argument);
+  EXPECT_EQ(parse_endpoint("https://h:1/prefix").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("h:1").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("http://h:1/prefix").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("http://h:x").code(), Errc::invalid_argument);
   EXPECT_EQ(parse_endpoint("http://").code(), Errc::invalid_argument);
+}
+
+TEST(VirtualHostTarget, MovesTheBucketIntoTheHost) {
+  auto v = virtual_host_target("localhost:9000", "/my-bkt/a%20b/c?uploads");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->first, "my-bkt.localhost:9000");
+  EXPECT_EQ(v->second, "/a%20b/c?uploads");
+  v = virtual_host_target("h", "/bkt1?list-type=2");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->first, "bkt1.h");
+  EXPECT_EQ(v->second, "/?list-type=2");
+  v = virtual_host_target("h", "/bkt1");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->second, "/");
+  // No bucket, or one that cannot be a DNS label: path-style stays.
+  for (const char* t : {"/", "/?x", "/ab/k", "/Upper/k", "/a..b/k", "/-ab/k", "/ab-/k", "/a_b/k"}) {
+    EXPECT_FALSE(virtual_host_target("h", t)) << t;
+  }
+}
+
+TEST(ParseLocation, AbsoluteUrlsAndPaths) {
+  Endpoint cur = *parse_endpoint("http://127.0.0.1:9000");
+  auto a = parse_location("https://other.example:8443/b/k?x=1", cur);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->first.tls);
+  EXPECT_EQ(a->first.host, "other.example");
+  EXPECT_EQ(a->first.port, "8443");
+  EXPECT_EQ(a->second, "/b/k?x=1");
+  auto b = parse_location("http://10.0.0.1", cur);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->second, "/");
+  auto c = parse_location("/b/k", cur);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->first.host_header, "127.0.0.1:9000");
+  EXPECT_EQ(c->second, "/b/k");
+  EXPECT_FALSE(parse_location("b/k", cur).ok());
+  EXPECT_FALSE(parse_location("ftp://h/x", cur).ok());
 }
 
 TEST(ObjectTarget, EncodesKeyKeepsSlashes) {

@@ -21,14 +21,16 @@ std::vector<Piece> split_range(std::uint64_t offset, std::uint64_t length, std::
   return pieces;
 }
 
-Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size) {
+Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size,
+                               std::uint64_t threshold) {
   if (part_size == 0) return Status(Errc::invalid_argument, "part size must be > 0");
   if (size > limits::object_bytes_max) {
     return Status(Errc::entity_too_large,
                   "object of " + std::to_string(size) + " bytes exceeds the S3 maximum of 5 TiB");
   }
   UploadPlan plan;
-  if (size <= part_size && size <= limits::put_bytes_max) {
+  const bool single = threshold == 0 ? size <= part_size : size < threshold;
+  if (single && size <= limits::put_bytes_max) {
     plan.part_size = part_size;
     plan.parts.push_back(Piece{0, size, 0, 0});
     return plan;

@@ -38,10 +38,11 @@ struct UploadPlan {
   std::vector<Piece> parts;     // single PUT: one piece (of length 0 for an empty object)
 };
 
-// Single PUT when size <= part_size (and <= limits::put_bytes_max); otherwise a multipart plan
-// with part_number 1..N.
+// Single PUT when size <= part_size, or with a threshold when size < threshold (and always
+// size <= limits::put_bytes_max); otherwise a multipart plan with part_number 1..N.
 // Errors: invalid_argument (part_size 0), entity_too_large (size > limits::object_bytes_max).
-Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size);
+Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size,
+                               std::uint64_t threshold = 0);
 
 // "bytes=FIRST-LAST" for a piece of length > 0.
 std::string range_header(std::uint64_t offset, std::uint64_t length);

@@ -62,6 +62,26 @@ TEST(PlanUpload, MultipartAbovePartSize) {
   EXPECT_EQ(plan->parts[1].offset, kPart);
 }
 
+// multipart_threshold (s3transfer's): multipart from the threshold up, whatever the part size.
+TEST(PlanUpload, ThresholdDecidesMultipart) {
+  auto below = plan_upload(kPart * 3 - 1, kPart, kPart * 3);
+  ASSERT_TRUE(below.ok());
+  EXPECT_FALSE(below->multipart);
+  auto at = plan_upload(kPart * 3, kPart, kPart * 3);
+  ASSERT_TRUE(at.ok());
+  EXPECT_TRUE(at->multipart);
+  EXPECT_EQ(at->parts.size(), 3u);
+  // A threshold below the part size: one small part.
+  auto small = plan_upload(2 << 20, kPart, 1 << 20);
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(small->multipart);
+  EXPECT_EQ(small->parts.size(), 1u);
+  // Never one PUT beyond S3's single PUT limit.
+  auto huge = plan_upload(limits::put_bytes_max + 1, kPart, limits::object_bytes_max);
+  ASSERT_TRUE(huge.ok());
+  EXPECT_TRUE(huge->multipart);
+}
+
 TEST(PlanUpload, SmallPartSizeRaisedToS3Minimum) {
   // 1 MiB parts are below S3's 5 MiB floor: the plan uses 5 MiB.
   auto plan = plan_upload(12ull << 20, 1ull << 20);

@@ -28,8 +28,10 @@ class TransportFabric final : public Fabric {
         // reuses the memory; elsewhere only user registrations (pins) are kept.
         cache_unregistered_(!transport_->caps().registration_pins),
         cache_(std::make_shared<RegistrationCache<transport::MemoryRegion>>(
-            [t = transport_.get()](void* p, std::size_t n) {
-              return t->register_memory(p, n, transport::MemoryType::host);
+            [t = transport_.get(), counted = o.on_registration](void* p, std::size_t n) {
+              auto mr = t->register_memory(p, n, transport::MemoryType::host);
+              if (mr.ok() && counted) counted();
+              return mr;
             },
             o.registrations_max, o.registered_bytes_max)) {
     // The binding mailbox: its own registration, never handed out as a data segment.

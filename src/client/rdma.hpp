@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,6 +37,9 @@ struct FabricOptions {
   // libfabric:tcp: the local address of the client's HTTP connection to the server, i.e. of
   // the interface that reaches it (transport::Config::local_host; empty: loopback).
   std::string local_host;
+  // Called after each new registration of the registration cache (ClientStats::
+  // rdma_registrations); may be empty. Called under the cache's lock: must not call back.
+  std::function<void()> on_registration;
 };
 
 class Fabric {

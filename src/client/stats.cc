@@ -107,6 +107,11 @@ void ClientCounters::on_rdma_revocation() {
   ++s_.rdma_revocations;
 }
 
+void ClientCounters::on_rdma_registration() {
+  std::lock_guard lk(mu_);
+  ++s_.rdma_registrations;
+}
+
 void ClientCounters::on_fabric_failure(const std::string& fabric) {
   std::lock_guard lk(mu_);
   ++s_.fabric_failures[fabric];

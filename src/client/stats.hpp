@@ -25,6 +25,8 @@ class ClientCounters {
   void on_complete_confirmed();
   // A registration revoked after an RDMA request that did not succeed.
   void on_rdma_revocation();
+  // A new memory registration with a fabric.
+  void on_rdma_registration();
   // A transfer the server failed over `fabric`; a request that skipped `fabric` after one.
   void on_fabric_failure(const std::string& fabric);
   void on_fabric_skipped(const std::string& fabric);

@@ -415,6 +415,18 @@ TEST_F(ClientIT, AsyncBatchAndRegisteredMemory) {
     EXPECT_TRUE(
         std::equal(s.begin(), s.end(), big.begin() + i * static_cast<std::ptrdiff_t>(n + 8)));
   }
+  // if_match pins an item to one ETag: the right one reads, a stale one is precondition_failed,
+  // and a missing key fails only its own item.
+  std::vector<std::byte> a(100), b(100), c(100);
+  std::vector<GetRequest> pinned = {
+      {bucket_, "batch/1", a, ByteRange{10, 100}, gr[1]->etag},
+      {bucket_, "batch/1", b, ByteRange{10, 100}, "0123456789abcdef0123456789abcdef"},
+      {bucket_, "batch/absent", c, std::nullopt, ""}};
+  auto pr2 = client_->get_many(pinned);
+  ASSERT_TRUE(pr2[0].ok()) << pr2[0].status().to_string();
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), srcs[1].begin() + 10));
+  EXPECT_EQ(pr2[1].code(), Errc::precondition_failed);
+  EXPECT_EQ(pr2[2].code(), Errc::no_such_key);
   std::vector<std::byte> one(n + 2);
   auto f = client_->get_async(bucket_, "batch/2", one);
   auto r = f.get();
