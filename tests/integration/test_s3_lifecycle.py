@@ -217,16 +217,17 @@ def test_noncurrent_versions_and_expired_delete_markers(lc_server, lc, lbucket):
     lc.put_bucket_versioning(Bucket=lbucket, VersioningConfiguration={"Status": "Enabled"})
     # "nc/a": three versions; the newest noncurrent one is spared (NewerNoncurrentVersions 1).
     a = [lc.put_object(Bucket=lbucket, Key="nc/a", Body=bytes([i]))["VersionId"] for i in range(3)]
-    # "nc/gone": one version and a marker: the version expires, then the lone marker does.
-    g = lc.put_object(Bucket=lbucket, Key="nc/gone", Body=b"g")["VersionId"]
-    gm = lc.delete_object(Bucket=lbucket, Key="nc/gone")["VersionId"]
+    # "gone/k": one version and a marker: the version expires, then the lone marker does.
+    g = lc.put_object(Bucket=lbucket, Key="gone/k", Body=b"g")["VersionId"]
+    gm = lc.delete_object(Bucket=lbucket, Key="gone/k")["VersionId"]
     # Outside the prefix nothing happens.
     o = [lc.put_object(Bucket=lbucket, Key="other", Body=bytes([i]))["VersionId"] for i in range(2)]
     before = metric(lc_server, "objdirect_lifecycle_objects_expired_total")
     lc.put_bucket_lifecycle_configuration(Bucket=lbucket, LifecycleConfiguration={"Rules": [
         {"ID": "nc", "Filter": {"Prefix": "nc/"}, "Status": "Enabled",
          "NoncurrentVersionExpiration": {"NoncurrentDays": 1, "NewerNoncurrentVersions": 1}},
-        {"ID": "markers", "Filter": {"Prefix": "nc/"}, "Status": "Enabled",
+        {"ID": "gone", "Filter": {"Prefix": "gone/"}, "Status": "Enabled",
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
          "Expiration": {"ExpiredObjectDeleteMarker": True}}]})
     want = sorted([("nc/a", a[2], "v", True), ("nc/a", a[1], "v", False),
                    ("other", o[1], "v", True), ("other", o[0], "v", False)])
@@ -235,7 +236,7 @@ def test_noncurrent_versions_and_expired_delete_markers(lc_server, lc, lbucket):
     assert metric(lc_server, "objdirect_lifecycle_objects_expired_total") - before == 3
     assert lc.get_object(Bucket=lbucket, Key="nc/a")["Body"].read() == bytes([2])
     with pytest.raises(botocore.exceptions.ClientError) as e:
-        lc.get_object(Bucket=lbucket, Key="nc/gone", VersionId=gm)
+        lc.get_object(Bucket=lbucket, Key="gone/k", VersionId=gm)
     assert code_of(e) == "NoSuchVersion"
     assert g not in [v[1] for v in versions_of(lc, lbucket)]
     # Clean up every version so the fixture can delete the bucket.
