@@ -5,6 +5,9 @@
 # (nothing under tmp/, no blob file that the metadata does not reference). See docs/RELIABILITY.md.
 #
 # Usage: scripts/fault-campaign.sh [--quick] [--cycles N] [--seed S] [--bin-dir DIR] [--keep]
+#                                 [--versioned]
+#   --versioned: the bucket has versioning Enabled, noncurrent versions are deleted by id too, and
+#   every version of every key is checked after each restart (docs/versioning.md).
 #   full mode: 100 cycles; --quick: 25 cycles (under 5 minutes here).
 #   --bin-dir defaults to build/bin of this checkout. --keep keeps the work dir.
 # Last line: cycles=N lost=N partial=N leaked=N. Exit status 1 if any of them is non-zero.
@@ -18,6 +21,7 @@ while [ $# -gt 0 ]; do
     --seed) EXTRA+=(--seed "$2"); shift ;;
     --bin-dir) BIN=$2; shift ;;
     --keep) KEEP=1 ;;
+    --versioned) EXTRA+=(--versioned) ;;
     -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "fault-campaign.sh: unknown argument $1" >&2; exit 2 ;;
   esac

@@ -19,6 +19,15 @@ Each cycle:
      leaked  += files under DATA/tmp, plus blob files under DATA/blobs that no object segment or
                 upload part accounts for (a multipart object "ETag-N" has N blobs, a single-part
                 non-empty object 1, an in-progress part 1; see docs/storage.md).
+With --versioned the bucket has versioning Enabled and the worker also deletes noncurrent
+versions by id (DeleteObject ?versionId=); a delete writes a delete marker. After each restart
+every version of every key is checked too (docs/versioning.md: writing a new version never loses
+the previous ones):
+       - every version known before the cycle, or acknowledged in it, is still listed (unless an
+         acknowledged delete removed it, then it is gone): lost += a missing one;
+       - a version acknowledged in this cycle reads back exactly its bytes; a listed version
+         nobody acknowledged must be one an in-flight op was writing, whole: partial += others;
+       - blob files are counted over every version, not just the latest.
 The last line is exactly `cycles=N lost=N partial=N leaked=N`; the exit status is 1 if any is
 non-zero (or the server failed to restart).
 """
@@ -64,7 +73,10 @@ def worker_main(endpoint, journal_path, state_path, seed):
     import boto3
 
     with open(state_path) as f:
-        current = json.load(f)  # key -> sha or None
+        st = json.load(f)
+    current = st["current"]  # key -> sha or None
+    versioned = st["versioned"]
+    noncurrent = st["noncurrent"]  # key -> version ids that are not the latest (versioned)
     fd = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     lock = threading.Lock()
     op_ids = iter(range(1 << 30))
@@ -100,14 +112,18 @@ def worker_main(endpoint, journal_path, state_path, seed):
         while True:
             with lock:
                 oid = next(op_ids)
-            kind = rnd.choices(["put", "multipart", "delete", "copy"], [5, 2, 2, 2])[0]
+            kind = rnd.choices(["put", "multipart", "delete", "copy", "delete-version"],
+                               [5, 2, 2, 2, 2 if versioned else 0])[0]
+            vid = None
             try:
                 if kind == "put":
                     k = rnd.choice(mine)
                     size = rnd.choice([0, 1, 4096, 100_000, MIB, 3 * MIB])
                     body = os.urandom(size)
                     journal({"op": oid, "kind": kind, "set": {k: sha(body)}})
-                    genuine(s3.put_object(Bucket=BUCKET, Key=k, Body=body), hashlib.md5(body).hexdigest())
+                    r = s3.put_object(Bucket=BUCKET, Key=k, Body=body)
+                    genuine(r, hashlib.md5(body).hexdigest())
+                    vid = r.get("VersionId")
                     current[k] = sha(body)
                 elif kind == "multipart":
                     k = rnd.choice(mine)
@@ -119,8 +135,10 @@ def worker_main(endpoint, journal_path, state_path, seed):
                     for i, p in enumerate(parts, 1):
                         e = s3.upload_part(Bucket=BUCKET, Key=k, UploadId=uid, PartNumber=i, Body=p)["ETag"]
                         done.append({"PartNumber": i, "ETag": e})
-                    genuine(s3.complete_multipart_upload(Bucket=BUCKET, Key=k, UploadId=uid,
-                                                         MultipartUpload={"Parts": done}))
+                    r = s3.complete_multipart_upload(Bucket=BUCKET, Key=k, UploadId=uid,
+                                                     MultipartUpload={"Parts": done})
+                    genuine(r)
+                    vid = r.get("VersionId")
                     current[k] = new
                 elif kind == "delete":
                     ks = rnd.sample(mine, rnd.choice([1, 2, 3]))
@@ -131,6 +149,16 @@ def worker_main(endpoint, journal_path, state_path, seed):
                         raise RuntimeError(f"DeleteObjects errors: {r['Errors']}")
                     for k in ks:
                         current[k] = None
+                    vid = {d["Key"]: d.get("DeleteMarkerVersionId") for d in r.get("Deleted", [])}
+                elif kind == "delete-version":
+                    # A noncurrent version goes for good; the latest stays what it is.
+                    cands = [(k, v) for k in mine for v in noncurrent.get(k, [])]
+                    if not cands:
+                        continue
+                    k, v = rnd.choice(cands)
+                    journal({"op": oid, "kind": kind, "set": {}, "remove": [k, v]})
+                    genuine(s3.delete_object(Bucket=BUCKET, Key=k, VersionId=v))
+                    noncurrent[k].remove(v)
                 else:
                     present = [k for k in mine if current.get(k) is not None]
                     if not present:
@@ -138,9 +166,11 @@ def worker_main(endpoint, journal_path, state_path, seed):
                     src = rnd.choice(present)
                     dst = rnd.choice([k for k in mine if k != src])
                     journal({"op": oid, "kind": kind, "set": {dst: current[src]}})
-                    genuine(s3.copy_object(Bucket=BUCKET, Key=dst, CopySource={"Bucket": BUCKET, "Key": src}))
+                    r = s3.copy_object(Bucket=BUCKET, Key=dst, CopySource={"Bucket": BUCKET, "Key": src})
+                    genuine(r)
+                    vid = r.get("VersionId")
                     current[dst] = current[src]
-                journal({"op": oid, "ack": True})
+                journal({"op": oid, "ack": True, "vid": vid})
             except Exception as e:  # the server was killed (or something is wrong): outcome unknown
                 journal({"op": oid, "error": f"{type(e).__name__}: {e}"[:300]})
                 return
@@ -188,6 +218,108 @@ def expected_blobs(s3):
     return n, uploads
 
 
+def blobs_of(etag, size):
+    if "-" in etag:
+        return int(etag.rsplit("-", 1)[1])  # parts of 0 bytes are not expected here
+    return 1 if size > 0 else 0
+
+
+def list_versions(s3, key):
+    """({version id: (is delete marker, ETag, size)} of exactly this key, the latest's id)."""
+    out = {}
+    latest = None
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=BUCKET, Prefix=key):
+        for v in page.get("Versions", []):
+            if v["Key"] == key:
+                out[v["VersionId"]] = (False, v["ETag"].strip('"'), v["Size"])
+                latest = v["VersionId"] if v["IsLatest"] else latest
+        for m in page.get("DeleteMarkers", []):
+            if m["Key"] == key:
+                out[m["VersionId"]] = (True, "", 0)
+                latest = m["VersionId"] if m["IsLatest"] else latest
+    return out, latest
+
+
+def read_version(s3, key, vid):
+    """sha256 of one version's bytes, or a problem string."""
+    r = s3.get_object(Bucket=BUCKET, Key=key, VersionId=vid)
+    body = r["Body"].read()
+    if len(body) != r["ContentLength"]:
+        return None, f"{key}@{vid}: short body {len(body)} of {r['ContentLength']}"
+    etag = r["ETag"].strip('"')
+    if "-" not in etag and hashlib.md5(body).hexdigest() != etag:
+        return None, f"{key}@{vid}: MD5 of body != ETag {etag}"
+    return sha(body), None
+
+
+def check_versions(s3, versions, ops, order):
+    """The versioned checks of one cycle (see the module docstring). versions: key -> {vid: sha
+    or None for a marker} known before the cycle; updated in place. Returns (lost, partial,
+    blobs referenced, problems)."""
+    acked_new = {}    # key -> {vid: sha} acknowledged this cycle
+    in_flight = {}    # key -> set of sha (None: a marker) an unacknowledged op may have written
+    removed = {}      # key -> {vid: acked?}
+    for oid in order:
+        op = ops[oid]
+        if op.get("remove"):
+            k, v = op["remove"]
+            removed.setdefault(k, {})[v] = op["state"] == "acked"
+            continue
+        for k, new in op["set"].items():
+            vid = op.get("vid")
+            if isinstance(vid, dict):
+                vid = vid.get(k)
+            if op["state"] == "acked" and vid:
+                acked_new.setdefault(k, {})[vid] = new
+            else:
+                in_flight.setdefault(k, set()).add(new)
+    lost = partial = blobs = 0
+    problems = []
+    for k in ALL_KEYS:
+        listed, latest_vid[k] = list_versions(s3, k)
+        known = dict(versions.get(k, {}))
+        known.update(acked_new.get(k, {}))
+        for vid, want in known.items():
+            gone_ok = removed.get(k, {}).get(vid)
+            if vid not in listed:
+                if gone_ok is None:
+                    lost += 1
+                    problems.append(f"{k}@{vid}: version LOST")
+                continue
+            if gone_ok:
+                partial += 1
+                problems.append(f"{k}@{vid}: version removed by an acknowledged delete is back")
+        result = {}
+        for vid, (marker, etag, size) in listed.items():
+            if not marker:
+                blobs += blobs_of(etag, size)
+            if vid in known and vid not in acked_new.get(k, {}):
+                result[vid] = known[vid]  # checked when it was new
+                continue
+            got = None
+            if not marker:
+                got, problem = read_version(s3, k, vid)
+                if problem:
+                    partial += 1
+                    problems.append(problem)
+                    continue
+            allowed = {known[vid]} if vid in known else in_flight.get(k, set())
+            if got not in allowed:
+                partial += 1
+                problems.append(f"{k}@{vid}: PARTIAL version (got {got}, allowed {allowed})")
+            result[vid] = got
+        versions[k] = result
+    return lost, partial, blobs, problems
+
+
+def expected_blobs_latest(s3):
+    n = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for o in page.get("Contents", []):
+            n += blobs_of(o["ETag"].strip('"'), o["Size"])
+    return n
+
+
 def read_key(s3, key):
     """(sha256 or None if absent, problem string or None)."""
     from botocore.exceptions import ClientError
@@ -213,6 +345,7 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory (data dir, journals, server log)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--max-delay", type=float, default=1.5, help="longest wait from the first op to the kill (s)")
+    ap.add_argument("--versioned", action="store_true", help="versioning Enabled; check every version")
     ap.add_argument("--worker", nargs=4, metavar=("ENDPOINT", "JOURNAL", "STATE", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -231,6 +364,9 @@ def main():
     srv = objd.Server(data, log, extra_args=server_args).start()
     s3 = objd.boto3_client(srv)
     s3.create_bucket(Bucket=BUCKET)
+    if a.versioned:
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    versions = {}  # versioned: key -> {version id: sha or None (a marker)}
     accept = {k: {None} for k in ALL_KEYS}  # allowed versions per key (sha256; None = absent)
     current = {k: None for k in ALL_KEYS}
     lost = partial = leaked = 0
@@ -241,8 +377,10 @@ def main():
         for cycle in range(1, a.cycles + 1):
             journal = os.path.join(a.work, f"journal-{cycle}")
             state = os.path.join(a.work, "state.json")
+            noncurrent = {k: [v for v in versions.get(k, {}) if v != latest_vid.get(k)]
+                          for k in ALL_KEYS} if a.versioned else {}
             with open(state, "w") as f:
-                json.dump(current, f)
+                json.dump({"current": current, "versioned": a.versioned, "noncurrent": noncurrent}, f)
             w = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--bin-dir", a.bin_dir, "--work", a.work,
                                   "--worker", srv.endpoint, journal, state, str(seed + cycle)],
                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(a.work, "worker.err"), "ab"))
@@ -268,6 +406,7 @@ def main():
                             order.append(rec["op"])
                         elif rec.get("ack"):
                             ops[rec["op"]]["state"] = "acked"
+                            ops[rec["op"]]["vid"] = rec.get("vid")
                         else:
                             ops[rec["op"]]["state"] = "error"
                             if rec["error"].startswith("RuntimeError: made-up answer"):
@@ -311,6 +450,12 @@ def main():
                 current[k] = got if not problem else current[k]
                 accept[k] = {current[k]}
             want, uploads = expected_blobs(s3)
+            if a.versioned:
+                v_lost, v_partial, want_v, v_problems = check_versions(s3, versions, ops, order)
+                lost += v_lost
+                partial += v_partial
+                problems += v_problems
+                want = want - expected_blobs_latest(s3) + want_v
             have = len(blob_files(data))
             if leftovers or have != want:
                 leaked += len(leftovers) + abs(have - want)
@@ -336,6 +481,7 @@ def main():
 
 
 history = {}
+latest_vid = {}  # versioned: key -> id of its latest version (never deleted by the worker)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -28,6 +28,10 @@ inline constexpr std::uint32_t parts_max = 10'000;
 inline constexpr std::uint32_t list_keys_max = 1000;
 inline constexpr std::uint32_t list_parts_max = 1000;  // GetObjectAttributes' MaxParts ceiling
 inline constexpr std::uint32_t delete_keys_max = 1000;
+// Versions (delete markers included) one key may hold in a versioned bucket of the local
+// backend, which keeps them in one record (docs/versioning.md); a write past it gets 503
+// SlowDown, as AWS throttles keys with very many versions.
+inline constexpr std::uint32_t versions_per_key_max = 10'000;
 inline constexpr std::size_t user_metadata_bytes_max = 2 * 1024;  // x-amz-meta-* total
 // Tags (x-amz-tagging, PutObjectTagging, PutBucketTagging), as AWS bounds them; lengths count
 // Unicode code points.

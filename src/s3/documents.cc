@@ -261,6 +261,16 @@ std::string encode_list_objects(const ListObjectsResult& r) {
     w.element("NextVersionIdMarker", r.next_version_id_marker);
   }
   for (const auto& o : r.objects) {
+    if (versions && o.delete_marker) {
+      w.open("DeleteMarker");
+      w.element("Key", o.key);
+      w.element("VersionId", o.version_id);
+      w.element("IsLatest", boolean(o.is_latest));
+      w.element("LastModified", o.last_modified);
+      if (o.owner) write_owner(w, "Owner", *o.owner);
+      w.close();
+      continue;
+    }
     w.open(versions ? "Version" : "Contents");
     w.element("Key", o.key);
     if (versions) {
@@ -314,35 +324,47 @@ Result<ListObjectsResult> decode_list_objects(std::string_view body) {
   OBJDIRECT_RETURN_IF_ERROR(read(n, "EncodingType", r.encoding_type));
   OBJDIRECT_RETURN_IF_ERROR(read_bool(n, "IsTruncated", r.is_truncated));
   const bool versions = r.kind == ListKind::versions;
-  OBJDIRECT_RETURN_IF_ERROR(
-      each_child(n, versions ? "Version" : "Contents", [&](const pugi::xml_node& c) -> Status {
-        ObjectEntry o;
-        OBJDIRECT_RETURN_IF_ERROR(read(c, "Key", o.key));
-        if (versions) {
-          OBJDIRECT_RETURN_IF_ERROR(read(c, "VersionId", o.version_id));
-          OBJDIRECT_RETURN_IF_ERROR(read_bool(c, "IsLatest", o.is_latest));
-        }
-        OBJDIRECT_RETURN_IF_ERROR(read(c, "LastModified", o.last_modified));
-        OBJDIRECT_RETURN_IF_ERROR(read_etag(c, o.etag));
-        OBJDIRECT_RETURN_IF_ERROR(each_child(c, "ChecksumAlgorithm", [&](const pugi::xml_node& a) {
-          std::optional<std::string> t = text_of(a);
-          if (!t) return malformed("<ChecksumAlgorithm> must contain only text");
-          o.checksum_algorithms.push_back(std::move(*t));
-          return Status::Ok();
-        }));
-        OBJDIRECT_RETURN_IF_ERROR(read_number(c, "Size", o.size));
-        OBJDIRECT_RETURN_IF_ERROR(read(c, "StorageClass", o.storage_class));
-        bool has_owner = false;
-        for (pugi::xml_node x : c.children()) {
-          if (x.type() == pugi::node_element && local_name(x) == "Owner") has_owner = true;
-        }
-        if (has_owner) {
-          o.owner.emplace();
-          OBJDIRECT_RETURN_IF_ERROR(read_owner(c, "Owner", *o.owner));
-        }
-        r.objects.push_back(std::move(o));
+  auto read_entry = [&](const pugi::xml_node& c, bool marker) -> Status {
+    ObjectEntry o;
+    o.delete_marker = marker;
+    OBJDIRECT_RETURN_IF_ERROR(read(c, "Key", o.key));
+    if (versions) {
+      OBJDIRECT_RETURN_IF_ERROR(read(c, "VersionId", o.version_id));
+      OBJDIRECT_RETURN_IF_ERROR(read_bool(c, "IsLatest", o.is_latest));
+    }
+    OBJDIRECT_RETURN_IF_ERROR(read(c, "LastModified", o.last_modified));
+    if (!marker) {
+      OBJDIRECT_RETURN_IF_ERROR(read_etag(c, o.etag));
+      OBJDIRECT_RETURN_IF_ERROR(each_child(c, "ChecksumAlgorithm", [&](const pugi::xml_node& a) {
+        std::optional<std::string> t = text_of(a);
+        if (!t) return malformed("<ChecksumAlgorithm> must contain only text");
+        o.checksum_algorithms.push_back(std::move(*t));
         return Status::Ok();
       }));
+      OBJDIRECT_RETURN_IF_ERROR(read_number(c, "Size", o.size));
+      OBJDIRECT_RETURN_IF_ERROR(read(c, "StorageClass", o.storage_class));
+    }
+    bool has_owner = false;
+    for (pugi::xml_node x : c.children()) {
+      if (x.type() == pugi::node_element && local_name(x) == "Owner") has_owner = true;
+    }
+    if (has_owner) {
+      o.owner.emplace();
+      OBJDIRECT_RETURN_IF_ERROR(read_owner(c, "Owner", *o.owner));
+    }
+    r.objects.push_back(std::move(o));
+    return Status::Ok();
+  };
+  // Versions and delete markers interleave in key order: read them in document order.
+  for (pugi::xml_node c : n.children()) {
+    if (c.type() != pugi::node_element) continue;
+    const std::string_view name = local_name(c);
+    if (name == (versions ? "Version" : "Contents")) {
+      OBJDIRECT_RETURN_IF_ERROR(read_entry(c, false));
+    } else if (versions && name == "DeleteMarker") {
+      OBJDIRECT_RETURN_IF_ERROR(read_entry(c, true));
+    }
+  }
   OBJDIRECT_RETURN_IF_ERROR(read_prefixes(n, r.common_prefixes));
   return r;
 }
@@ -436,6 +458,10 @@ std::string encode_delete_result(const DeleteResult& r) {
     w.open("Deleted");
     w.element("Key", d.key);
     if (!d.version_id.empty()) w.element("VersionId", d.version_id);
+    if (d.delete_marker) w.element("DeleteMarker", "true");
+    if (!d.delete_marker_version_id.empty()) {
+      w.element("DeleteMarkerVersionId", d.delete_marker_version_id);
+    }
     w.close();
   }
   for (const auto& e : r.errors) {
@@ -457,6 +483,8 @@ Result<DeleteResult> decode_delete_result(std::string_view body) {
     DeletedEntry e;
     OBJDIRECT_RETURN_IF_ERROR(read(d, "Key", e.key));
     OBJDIRECT_RETURN_IF_ERROR(read(d, "VersionId", e.version_id));
+    OBJDIRECT_RETURN_IF_ERROR(read_bool(d, "DeleteMarker", e.delete_marker));
+    OBJDIRECT_RETURN_IF_ERROR(read(d, "DeleteMarkerVersionId", e.delete_marker_version_id));
     r.deleted.push_back(std::move(e));
     return Status::Ok();
   }));
@@ -469,6 +497,40 @@ Result<DeleteResult> decode_delete_result(std::string_view body) {
     return Status::Ok();
   }));
   return r;
+}
+
+// --- Put/GetBucketVersioning --------------------------------------------------------------------
+
+std::string encode_versioning(const VersioningConfiguration& v) {
+  XmlWriter w;
+  w.open("VersioningConfiguration", kDocumentXmlns);
+  if (!v.status.empty()) w.element("Status", v.status);
+  if (!v.mfa_delete.empty()) w.element("MfaDelete", v.mfa_delete);
+  return w.finish();
+}
+
+Result<VersioningConfiguration> decode_versioning(std::string_view body) {
+  pugi::xml_document doc;
+  auto root = load(doc, body, "VersioningConfiguration");
+  if (!root.ok()) return root.status();
+  VersioningConfiguration v;
+  auto status = unique_child_text(*root, "Status");
+  if (!status.ok()) return status.status();
+  auto mfa = unique_child_text(*root, "MfaDelete");
+  if (!mfa.ok()) return mfa.status();
+  if (*status) {
+    v.status = std::string(trim(**status));
+    if (v.status != "Enabled" && v.status != "Suspended") {
+      return malformed("<Status> must be Enabled or Suspended");
+    }
+  }
+  if (*mfa) {
+    v.mfa_delete = std::string(trim(**mfa));
+    if (v.mfa_delete != "Enabled" && v.mfa_delete != "Disabled") {
+      return malformed("<MfaDelete> must be Enabled or Disabled");
+    }
+  }
+  return v;
 }
 
 // --- CopyObject / UploadPartCopy -----------------------------------------------------------------

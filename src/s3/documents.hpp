@@ -81,6 +81,9 @@ struct ObjectEntry {
   std::string key;
   std::string version_id;  // versions only
   bool is_latest = false;  // versions only
+  // versions only: a <DeleteMarker> (Key, VersionId, IsLatest, LastModified, Owner) rather than
+  // a <Version>; entries keep their order, markers among versions.
+  bool delete_marker = false;
   std::string last_modified;
   std::string etag;  // unquoted
   std::vector<std::string> checksum_algorithms;
@@ -155,6 +158,10 @@ std::string encode_delete_objects(const DeleteRequest& r);
 struct DeletedEntry {
   std::string key;
   std::string version_id;  // written when non-empty
+  // A delete marker was written or removed (<DeleteMarker>true</DeleteMarker>), and the marker
+  // written (<DeleteMarkerVersionId>, when non-empty).
+  bool delete_marker = false;
+  std::string delete_marker_version_id;
   bool operator==(const DeletedEntry&) const = default;
 };
 struct DeleteErrorEntry {
@@ -240,6 +247,17 @@ struct ListUploadsResult {
 };
 std::string encode_list_uploads(const ListUploadsResult& r);
 Result<ListUploadsResult> decode_list_uploads(std::string_view body);
+
+// --- Put/GetBucketVersioning: <VersioningConfiguration> ------------------------------------------
+struct VersioningConfiguration {
+  std::string status;      // "", "Enabled" or "Suspended"; <Status> written when non-empty
+  std::string mfa_delete;  // "", "Enabled" or "Disabled"; <MfaDelete> written when non-empty
+  bool operator==(const VersioningConfiguration&) const = default;
+};
+std::string encode_versioning(const VersioningConfiguration& v);
+// Errc::malformed_xml on bad XML, a wrong root, a repeated element, or a Status / MfaDelete
+// other than the values above (an empty document is a configuration with neither).
+Result<VersioningConfiguration> decode_versioning(std::string_view body);
 
 // --- Error replies: <Error>
 // -----------------------------------------------------------------------

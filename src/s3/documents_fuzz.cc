@@ -43,6 +43,7 @@ bool documents_fuzz_one(const std::uint8_t* data, std::size_t size) {
   ok &= fixpoint(body, decode_list_parts, encode_list_parts);
   ok &= fixpoint(body, decode_list_uploads, encode_list_uploads);
   ok &= fixpoint(body, decode_error, encode_error);
+  ok &= fixpoint(body, decode_versioning, encode_versioning);
   // The CompleteMultipartUpload reply may decode to an embedded error's Status.
   auto complete = decode_complete_result(body);
   if (complete.ok()) {

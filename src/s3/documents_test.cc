@@ -75,6 +75,17 @@ ListObjectsResult sample_list(ListKind kind) {
         e.version_id = "null";
         e.is_latest = true;
       }
+      {
+        // A delete marker between versions keeps its place.
+        ObjectEntry marker;
+        marker.key = "a-marker";
+        marker.version_id = "0123456789abcdef0123456789abcdef";
+        marker.is_latest = false;
+        marker.delete_marker = true;
+        marker.last_modified = "2026-01-02T03:04:05.000Z";
+        marker.owner = Owner{"o", "o"};
+        r.objects.insert(r.objects.begin() + 1, marker);
+      }
       break;
   }
   return r;
@@ -200,7 +211,8 @@ TEST(S3Documents, DeleteAndCopyRoundTrip) {
   EXPECT_EQ(q->objects[0].key, kTricky);
   EXPECT_EQ(q->objects[1].version_id, "v1");
 
-  DeleteResult res{{{"gone", ""}, {kTricky, "v"}}, {{"k", "AccessDenied", "Access Denied"}}};
+  DeleteResult res{{{"gone", ""}, {kTricky, "v"}, {"m", "", true, "0123"}, {"r", "0123", true, ""}},
+                   {{"k", "AccessDenied", "Access Denied"}}};
   auto r = decode_delete_result(encode_delete_result(res));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, res);
@@ -212,6 +224,31 @@ TEST(S3Documents, DeleteAndCopyRoundTrip) {
     EXPECT_EQ(*back, c);
   }
   EXPECT_EQ(decode_copy_result("<CopyObjectResult/>").status().code(), Errc::malformed_xml);
+}
+
+TEST(S3Documents, VersioningRoundTripAndRefusals) {
+  for (const VersioningConfiguration& v :
+       {VersioningConfiguration{}, VersioningConfiguration{"Enabled", ""},
+        VersioningConfiguration{"Suspended", "Disabled"}, VersioningConfiguration{"", "Enabled"}}) {
+    const std::string xml = encode_versioning(v);
+    auto back = decode_versioning(xml);
+    ASSERT_TRUE(back.ok()) << back.status().message() << xml;
+    EXPECT_EQ(*back, v);
+  }
+  // What the AWS CLI sends, spaces and all.
+  auto cli = decode_versioning(
+      "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<Status> Enabled </Status></VersioningConfiguration>");
+  ASSERT_TRUE(cli.ok()) << cli.status().message();
+  EXPECT_EQ(cli->status, "Enabled");
+  for (const char* bad :
+       {"", "<VersioningConfiguration><Status>enabled</Status></VersioningConfiguration>",
+        "<VersioningConfiguration><Status>Enabled</Status><Status>Enabled</Status>"
+        "</VersioningConfiguration>",
+        "<VersioningConfiguration><MfaDelete>On</MfaDelete></VersioningConfiguration>",
+        "<Versioning><Status>Enabled</Status></Versioning>"}) {
+    EXPECT_EQ(decode_versioning(bad).status().code(), Errc::malformed_xml) << bad;
+  }
 }
 
 TEST(S3Documents, ErrorRoundTripKeepsDetailsInOrder) {
@@ -294,6 +331,8 @@ TEST(S3DocumentsFuzz, ReplayInvariants) {
       encode_error({"InvalidPartNumber", "m", "/r", "id", {{"ActualPartCount", "1"}}}),
       encode_complete_multipart({{1, "e", {{"CRC32C", "x"}}}}),
       encode_delete_objects({false, {{"a", ""}}}),
+      encode_versioning({"Suspended", "Disabled"}),
+      encode_delete_result({{{"k", "v", true, "m"}}, {}}),
   };
   const std::string alphabet =
       "<>/&;#x\"' =![]-?\r\n\t\x01\xc3\xa9\xff"

@@ -74,8 +74,51 @@ struct ObjectMeta {
   std::vector<PartInfo> parts;
   std::string owner;  // access key of the writer
   TagSet tags;        // object tags; an upload's meta_template carries those of x-amz-tagging
+  // Versioning (docs/versioning.md), filled in by the store, never stored in meta_fields: the
+  // version's id ("null" for the null version of a versioned bucket; empty in a bucket that was
+  // never versioned and from backends without versioning), and whether it is a delete marker
+  // (then size is 0 and only key, mtime_ns and owner are meaningful).
+  std::string version_id;
+  bool delete_marker = false;
 
   bool operator==(const ObjectMeta&) const = default;
+};
+
+// The bucket config document (BucketInfo::config) that holds the versioning state, and its two
+// values. Absent: the bucket was never versioned. (AWS never returns a bucket to that state.)
+inline constexpr std::string_view versioning_config_name = "versioning";
+inline constexpr std::string_view versioning_enabled = "Enabled";
+inline constexpr std::string_view versioning_suspended = "Suspended";
+
+// What DeleteObject did (x-amz-version-id, x-amz-delete-marker).
+struct DeleteOutcome {
+  std::string version_id;      // the version removed or the marker written; empty if neither
+  bool delete_marker = false;  // a marker was written, or the version removed was one
+};
+
+// One entry of ListObjectVersions.
+struct ObjectVersion {
+  ObjectMeta meta;  // without parts; meta.version_id and meta.delete_marker set
+  bool is_latest = false;
+  // When the next newer version was written (the moment this one became noncurrent); 0 for the
+  // latest. Lifecycle's NoncurrentVersionExpiration counts from here.
+  std::int64_t noncurrent_since_ns = 0;
+};
+
+struct ListVersionsQuery {
+  std::string prefix;
+  std::string delimiter;
+  std::string key_marker;         // keys <= key_marker are skipped, unless version_id_marker
+  std::string version_id_marker;  // then: the versions of key_marker up to this one are skipped
+  std::uint32_t max_keys = 1000;
+};
+
+struct ListVersionsResult {
+  std::vector<ObjectVersion> versions;  // key ascending, then newest first
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string next_key_marker;         // when truncated
+  std::string next_version_id_marker;  // when truncated after a version (not a common prefix)
 };
 
 struct BucketInfo {
@@ -256,7 +299,49 @@ class ObjectStore {
     return Status(Errc::not_implemented, "This backend does not store bucket configuration");
   }
   // Deleting an absent key succeeds (S3 semantics); no_such_bucket if the bucket is absent.
+  // In a versioned bucket (backends with supports_versioning()) it writes a delete marker, as
+  // delete_object_version with an empty version id does.
   virtual Status delete_object(std::string_view bucket, std::string_view key) = 0;
+
+  // --- versioning (docs/versioning.md) ---
+  // Whether this backend keeps versions. When true, the bucket config document
+  // versioning_config_name decides, read atomically with each write: Enabled keeps every version
+  // under a new id, Suspended replaces the "null" version, absent replaces the object. Then
+  // commit_object / complete_upload / replace_meta return the written version's id in
+  // meta.version_id, head_object / open_object serve the latest version unless it is a delete
+  // marker (no_such_key), and list_objects skips keys whose latest version is a marker. Backends
+  // without it answer not_implemented to the calls below.
+  virtual bool supports_versioning() const { return false; }
+  // One version ("" = the latest), a delete marker included (meta.delete_marker). no_such_key when
+  // the key has no version, no_such_version for an unknown id, invalid_argument for a malformed
+  // one.
+  virtual Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
+                                                 std::string_view version_id) {
+    (void)bucket, (void)key, (void)version_id;
+    return Status(Errc::not_implemented, "This backend does not keep object versions");
+  }
+  // As head_object_version, open for reading; method_not_allowed for a delete marker.
+  virtual Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
+                                                                    std::string_view key,
+                                                                    std::string_view version_id) {
+    (void)bucket, (void)key, (void)version_id;
+    return Status(Errc::not_implemented, "This backend does not keep object versions");
+  }
+  // version_id "": as delete_object, saying what it wrote. Otherwise removes that version for
+  // good (an unknown well-formed id succeeds and removes nothing, as AWS answers 204);
+  // invalid_argument for a malformed id.
+  virtual Result<DeleteOutcome> delete_object_version(std::string_view bucket, std::string_view key,
+                                                      std::string_view version_id) {
+    (void)bucket, (void)key, (void)version_id;
+    return Status(Errc::not_implemented, "This backend does not keep object versions");
+  }
+  // ListObjectVersions; in a never-versioned bucket every object is one "null" version.
+  virtual Result<ListVersionsResult> list_object_versions(std::string_view bucket,
+                                                          const ListVersionsQuery& q) {
+    (void)bucket, (void)q;
+    return Status(Errc::not_implemented, "This backend does not keep object versions");
+  }
+
   virtual Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) = 0;
 
   // --- multipart ---

@@ -202,3 +202,44 @@ def test_aws_s3api_lifecycle(lc_server, lbucket):
     p = subprocess.run(base + ["delete-bucket-lifecycle", "--bucket", lbucket], env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+def versions_of(s3, b):
+    r = s3.list_object_versions(Bucket=b)
+    out = [(v["Key"], v["VersionId"], "v", v["IsLatest"]) for v in r.get("Versions", [])]
+    out += [(m["Key"], m["VersionId"], "m", m["IsLatest"]) for m in r.get("DeleteMarkers", [])]
+    return sorted(out)
+
+
+def test_noncurrent_versions_and_expired_delete_markers(lc_server, lc, lbucket):
+    if "--backend" in os.environ.get("OBJDIRECT_SERVER_ARGS", ""):
+        pytest.skip("this backend does not keep versions (docs/versioning.md)")
+    lc.put_bucket_versioning(Bucket=lbucket, VersioningConfiguration={"Status": "Enabled"})
+    # "nc/a": three versions; the newest noncurrent one is spared (NewerNoncurrentVersions 1).
+    a = [lc.put_object(Bucket=lbucket, Key="nc/a", Body=bytes([i]))["VersionId"] for i in range(3)]
+    # "gone/k": one version and a marker: the version expires, then the lone marker does.
+    g = lc.put_object(Bucket=lbucket, Key="gone/k", Body=b"g")["VersionId"]
+    gm = lc.delete_object(Bucket=lbucket, Key="gone/k")["VersionId"]
+    # Outside the prefix nothing happens.
+    o = [lc.put_object(Bucket=lbucket, Key="other", Body=bytes([i]))["VersionId"] for i in range(2)]
+    before = metric(lc_server, "objdirect_lifecycle_objects_expired_total")
+    lc.put_bucket_lifecycle_configuration(Bucket=lbucket, LifecycleConfiguration={"Rules": [
+        {"ID": "nc", "Filter": {"Prefix": "nc/"}, "Status": "Enabled",
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1, "NewerNoncurrentVersions": 1}},
+        {"ID": "gone", "Filter": {"Prefix": "gone/"}, "Status": "Enabled",
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
+         "Expiration": {"ExpiredObjectDeleteMarker": True}}]})
+    want = sorted([("nc/a", a[2], "v", True), ("nc/a", a[1], "v", False),
+                   ("other", o[1], "v", True), ("other", o[0], "v", False)])
+    assert wait_for(lambda: versions_of(lc, lbucket) == want), versions_of(lc, lbucket)
+    # a[0], g, then the marker gm once it was the only version left.
+    assert metric(lc_server, "objdirect_lifecycle_objects_expired_total") - before == 3
+    assert lc.get_object(Bucket=lbucket, Key="nc/a")["Body"].read() == bytes([2])
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        lc.get_object(Bucket=lbucket, Key="gone/k", VersionId=gm)
+    assert code_of(e) == "NoSuchVersion"
+    assert g not in [v[1] for v in versions_of(lc, lbucket)]
+    # Clean up every version so the fixture can delete the bucket.
+    lc.delete_bucket_lifecycle(Bucket=lbucket)
+    for k, vid, _, _ in versions_of(lc, lbucket):
+        lc.delete_object(Bucket=lbucket, Key=k, VersionId=vid)

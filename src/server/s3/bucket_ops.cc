@@ -146,10 +146,36 @@ Task<void> S3Service::Impl::get_bucket_location(Ctx& c) {
 
 Task<void> S3Service::Impl::get_bucket_versioning(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
-  XmlWriter w;
-  w.open("VersioningConfiguration", kS3Xmlns);
-  w.close();
-  co_await send_xml(c, bhttp::status::ok, w.finish());
+  auto b = store->head_bucket(c.bucket);
+  if (!b.ok()) co_return co_await send_error(c, b.status());
+  // A bucket never versioned answers an empty configuration, as AWS does.
+  VersioningConfiguration v;
+  if (auto it = b->config.find(std::string(storage::versioning_config_name)); it != b->config.end())
+    v.status = it->second;
+  co_await send_xml(c, bhttp::status::ok, encode_versioning(v));
+}
+
+Task<void> S3Service::Impl::put_bucket_versioning(Ctx& c) {
+  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
+  if (!body.ok()) co_return co_await send_error(c, body.status());
+  auto v = decode_versioning(*body);
+  if (!v.ok()) co_return co_await send_error(c, v.status());
+  if (!store->supports_versioning()) {
+    co_return co_await send_error(
+        c, Status(Errc::not_implemented, "This server's storage backend does not keep versions"));
+  }
+  // MFA Delete needs the root account's MFA device (x-amz-mfa), which this server has none of:
+  // refused as AWS refuses a request without a valid x-amz-mfa. Disabled is what it is anyway.
+  if (v->mfa_delete == "Enabled" || c.header("x-amz-mfa")) {
+    co_return co_await send_error(
+        c, Status(Errc::invalid_request, "MFA Delete is not supported by this server"));
+  }
+  // An empty configuration changes nothing (AWS: a bucket never goes back to unversioned).
+  if (v->status.empty()) co_return co_await send_empty(c, bhttp::status::ok);
+  auto st = store->set_bucket_config(c.bucket, storage::versioning_config_name, v->status);
+  if (!st.ok()) co_return co_await send_error(c, st);
+  co_await send_empty(c, bhttp::status::ok);
 }
 
 Task<void> S3Service::Impl::list_objects(Ctx& c, int version) {
@@ -191,6 +217,9 @@ Task<void> S3Service::Impl::list_objects(Ctx& c, int version) {
     q.start_after = key_marker;
   }
 
+  if (version == 0 && store->supports_versioning()) {
+    co_return co_await list_versions(c, q, key_marker, url);
+  }
   storage::ListResult res;
   if (q.max_keys > 0) {
     auto r = store->list_objects(c.bucket, q);
@@ -242,6 +271,64 @@ Task<void> S3Service::Impl::list_objects(Ctx& c, int version) {
       const std::string& owner = o.owner.empty() ? c.auth.access_key : o.owner;
       e.owner = Owner{owner, owner};
     }
+    doc.objects.push_back(std::move(e));
+  }
+  for (const auto& p : res.common_prefixes) doc.common_prefixes.push_back(enc(p));
+  co_await send_xml(c, bhttp::status::ok, encode_list_objects(doc));
+}
+
+Task<void> S3Service::Impl::list_versions(Ctx& c, const storage::ListQuery& lq,
+                                          const std::string& key_marker, bool url) {
+  auto enc = [url](std::string_view s) { return url ? uri_encode(s, false) : std::string(s); };
+  storage::ListVersionsQuery q;
+  q.prefix = lq.prefix;
+  q.delimiter = lq.delimiter;
+  q.max_keys = lq.max_keys;
+  q.key_marker = key_marker;
+  q.version_id_marker = c.query_value("version-id-marker").value_or("");
+  // AWS: a version-id-marker needs a key-marker.
+  if (!q.version_id_marker.empty() && q.key_marker.empty()) {
+    co_return co_await send_error(
+        c, Status(Errc::invalid_argument,
+                  "A version-id marker cannot be specified without a key marker."));
+  }
+  storage::ListVersionsResult res;
+  if (q.max_keys > 0) {
+    auto r = store->list_object_versions(c.bucket, q);
+    if (!r.ok()) co_return co_await send_error(c, r.status());
+    res = std::move(*r);
+  }
+  ListObjectsResult doc;
+  doc.kind = ListKind::versions;
+  doc.name = c.bucket;
+  doc.prefix = enc(q.prefix);
+  doc.key_marker = enc(q.key_marker);
+  doc.version_id_marker = q.version_id_marker;
+  doc.max_keys = q.max_keys;
+  doc.delimiter = enc(q.delimiter);
+  if (url) doc.encoding_type = "url";
+  doc.is_truncated = res.truncated;
+  if (res.truncated) {
+    doc.next_key_marker = enc(res.next_key_marker);
+    doc.next_version_id_marker = res.next_version_id_marker;
+  }
+  doc.objects.reserve(res.versions.size());
+  for (const auto& v : res.versions) {
+    const storage::ObjectMeta& o = v.meta;
+    ObjectEntry e;
+    e.key = enc(o.key);
+    e.version_id = o.version_id;
+    e.is_latest = v.is_latest;
+    e.delete_marker = o.delete_marker;
+    e.last_modified = iso8601_ms(from_ns(o.mtime_ns));
+    if (!o.delete_marker) {
+      e.etag = o.etag;
+      for (const auto& [algo, value] : o.checksums) e.checksum_algorithms.push_back(algo);
+      e.size = o.size;
+      e.storage_class = "STANDARD";
+    }
+    const std::string& owner = o.owner.empty() ? c.auth.access_key : o.owner;
+    e.owner = Owner{owner, owner};
     doc.objects.push_back(std::move(e));
   }
   for (const auto& p : res.common_prefixes) doc.common_prefixes.push_back(enc(p));
@@ -316,10 +403,33 @@ Task<void> S3Service::Impl::delete_objects(Ctx& c) {
   for (const auto& e : parsed->objects) {
     Status st = validate_object_key(e.key);
     // Each key is authorised on its own (a policy may allow or deny some of them).
-    if (st.ok()) st = authorize(c, *bucket_info, e.key, "s3:DeleteObject");
-    if (st.ok()) st = store->delete_object(c.bucket, e.key);
+    const bool by_version = !e.version_id.empty();
     if (st.ok()) {
-      if (!parsed->quiet) doc.deleted.push_back({e.key, e.version_id});
+      st = authorize(c, *bucket_info, e.key,
+                     by_version ? "s3:DeleteObjectVersion" : "s3:DeleteObject");
+    }
+    storage::DeleteOutcome out;
+    if (st.ok() && store->supports_versioning()) {
+      auto r = store->delete_object_version(c.bucket, e.key, e.version_id);
+      if (r.ok()) {
+        out = std::move(*r);
+      } else {
+        st = r.status();
+      }
+    } else if (st.ok()) {
+      if (by_version && e.version_id != "null") {
+        st = Status(Errc::not_implemented, "This server's storage backend does not keep versions");
+      } else {
+        st = store->delete_object(c.bucket, e.key);
+      }
+      out.version_id = e.version_id;
+    }
+    if (st.ok()) {
+      // AWS: a marker written says DeleteMarker and DeleteMarkerVersionId; a version removed
+      // by id says its VersionId (and DeleteMarker when it was one).
+      DeletedEntry d{e.key, e.version_id, out.delete_marker, ""};
+      if (!by_version && out.delete_marker) d.delete_marker_version_id = out.version_id;
+      if (!parsed->quiet) doc.deleted.push_back(std::move(d));
     } else {
       doc.errors.push_back({e.key, std::string(s3_code(st.code())), st.message()});
     }

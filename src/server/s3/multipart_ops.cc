@@ -144,10 +144,13 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   if (!upload.ok()) co_return co_await send_error(c, upload.status());
   auto src = parse_copy_source(*c.header("x-amz-copy-source"));
   if (!src.ok()) co_return co_await send_error(c, src.status());
+  auto src_version = copy_source_version(*c.header("x-amz-copy-source"));
+  if (!src_version.ok()) co_return co_await send_error(c, src_version.status());
   Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false, {}};
-  src_ctx.op = "GetObject";  // reading the source needs s3:GetObject on it
+  // Reading the source needs s3:GetObject on it (s3:GetObjectVersion for a version).
+  src_ctx.op = *src_version ? "GetObjectVersion" : "GetObject";
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
-  auto reader = store->open_object(src->first, src->second);
+  auto reader = open_version(src_ctx, src->first, src->second, *src_version);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());
   const auto& sm = (*reader)->meta();
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
@@ -301,7 +304,10 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   auto committed =
       store->complete_upload(c.bucket, upload_id, std::move(meta), refs, to_storage(*cond));
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
-  co_await send_xml(c, bhttp::status::ok, encode_complete_result(complete_result(c, *committed)));
+  http::Fields f;
+  if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);
+  co_await send_xml(c, bhttp::status::ok, encode_complete_result(complete_result(c, *committed)),
+                    std::move(f));
 }
 
 std::optional<CompleteMultipartResult> S3Service::Impl::completed_by(

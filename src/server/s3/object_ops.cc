@@ -126,6 +126,43 @@ void add_object_headers(http::Fields& f, const storage::ObjectMeta& m) {
   if (!m.expires.empty()) f.set(bhttp::field::expires, m.expires);
   // Non-ASCII values go out RFC 2047-encoded, as from S3.
   for (const auto& [k, v] : m.user_meta) f.insert("x-amz-meta-" + k, encode_metadata_value(v));
+  if (!m.version_id.empty()) f.set("x-amz-version-id", m.version_id);
+}
+
+Result<std::optional<std::string>> version_id_param(const Ctx& c) {
+  auto v = c.query_value("versionId");
+  if (v && v->empty()) {
+    return Status(Errc::invalid_argument, "Version id cannot be the empty string");
+  }
+  return v;
+}
+
+Result<std::unique_ptr<storage::ObjectReader>> S3Service::Impl::open_version(
+    Ctx& c, std::string_view bucket, std::string_view key,
+    const std::optional<std::string>& version_id) {
+  if (!store->supports_versioning()) {
+    if (version_id && *version_id != "null") {
+      return Status(Errc::not_implemented, "This server's storage backend does not keep versions");
+    }
+    return store->open_object(bucket, key);
+  }
+  auto reader = version_id ? store->open_object_version(bucket, key, *version_id)
+                           : store->open_object(bucket, key);
+  if (reader.ok()) return reader;
+  // A delete marker: AWS says so in x-amz-delete-marker, with the marker's id.
+  const bool marker_by_id = reader.code() == Errc::method_not_allowed;
+  const bool maybe_marker = !version_id && reader.code() == Errc::no_such_key;
+  if (marker_by_id || maybe_marker) {
+    auto m = store->head_object_version(bucket, key, version_id.value_or(""));
+    if (m.ok() && m->delete_marker) {
+      c.version_headers = {{"x-amz-delete-marker", "true"}, {"x-amz-version-id", m->version_id}};
+      if (marker_by_id) {
+        c.version_headers.emplace_back("Last-Modified", http_date(from_ns(m->mtime_ns)));
+        c.version_headers.emplace_back("Allow", "DELETE");
+      }
+    }
+  }
+  return reader;
 }
 
 Task<void> S3Service::Impl::put_object(Ctx& c) {
@@ -156,13 +193,17 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
     auto a = checksum_from_name(algo);
     if (a) f.set(checksum_header(*a), v);
   }
+  if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);
   co_await send_empty(c, bhttp::status::ok, std::move(f));
 }
 
 Task<void> S3Service::Impl::get_object(Ctx& c) {
   if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  auto version_id = version_id_param(c);
+  if (!version_id.ok()) co_return co_await send_error(c, version_id.status());
+  if (*version_id) c.op = c.is_head ? "HeadObjectVersion" : "GetObjectVersion";
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
-  auto reader = store->open_object(c.bucket, c.key);
+  auto reader = open_version(c, c.bucket, c.key, *version_id);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());
   const storage::ObjectMeta& m = (*reader)->meta();
 
@@ -283,20 +324,32 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
 
 Task<void> S3Service::Impl::delete_object(Ctx& c) {
   if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+  auto version_id = version_id_param(c);
+  if (!version_id.ok()) co_return co_await send_error(c, version_id.status());
+  if (*version_id) c.op = "DeleteObjectVersion";
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
-  if (auto st = store->delete_object(c.bucket, c.key); !st.ok())
-    co_return co_await send_error(c, st);
-  co_await send_empty(c, bhttp::status::no_content);
+  http::Fields f;
+  if (store->supports_versioning()) {
+    auto out = store->delete_object_version(c.bucket, c.key, version_id->value_or(""));
+    if (!out.ok()) co_return co_await send_error(c, out.status());
+    if (out->delete_marker) f.set("x-amz-delete-marker", "true");
+    if (!out->version_id.empty()) f.set("x-amz-version-id", out->version_id);
+  } else {
+    if (*version_id && **version_id != "null") {
+      co_return co_await send_error(
+          c, Status(Errc::not_implemented, "This server's storage backend does not keep versions"));
+    }
+    if (auto st = store->delete_object(c.bucket, c.key); !st.ok())
+      co_return co_await send_error(c, st);
+  }
+  co_await send_empty(c, bhttp::status::no_content, std::move(f));
 }
 
 // Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded, optional ?versionId=).
 Result<std::pair<std::string, std::string>> parse_copy_source(std::string_view src) {
   auto q = src.find('?');
   if (q != std::string_view::npos) {
-    std::string_view query = src.substr(q + 1);
-    if (query != "versionId=null" && !query.empty()) {
-      return Status(Errc::not_implemented, "Copying a specific version is not supported");
-    }
+    if (auto v = copy_source_version(src); !v.ok()) return v.status();
     src = src.substr(0, q);
   }
   auto decoded = uri_decode(src);
@@ -309,6 +362,20 @@ Result<std::pair<std::string, std::string>> parse_copy_source(std::string_view s
                   "Copy Source must mention the source bucket and key: sourcebucket/sourcekey");
   }
   return std::make_pair(std::string(s.substr(0, slash)), std::string(s.substr(slash + 1)));
+}
+
+Result<std::optional<std::string>> copy_source_version(std::string_view src) {
+  auto q = src.find('?');
+  if (q == std::string_view::npos) return std::optional<std::string>();
+  std::string_view query = src.substr(q + 1);
+  if (query.empty()) return std::optional<std::string>();
+  constexpr std::string_view kVersion = "versionId=";
+  if (!query.starts_with(kVersion) || query.find('&') != std::string_view::npos) {
+    return Status(Errc::invalid_argument, "Unsupported copy source parameter");
+  }
+  auto id = uri_decode(query.substr(kVersion.size()));
+  if (!id || id->empty()) return Status(Errc::invalid_argument, "Invalid version id specified");
+  return std::optional<std::string>(std::move(*id));
 }
 
 Status evaluate_copy_conditions(const Ctx& c, const storage::ObjectMeta& m) {
@@ -361,11 +428,23 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
   auto src = parse_copy_source(*c.header("x-amz-copy-source"));
   if (!src.ok()) co_return co_await send_error(c, src.status());
+  auto src_version = copy_source_version(*c.header("x-amz-copy-source"));
+  if (!src_version.ok()) co_return co_await send_error(c, src_version.status());
   Ctx src_ctx{c.ex, c.req, c.request_id, src->first, src->second, {}, c.auth, false};
-  src_ctx.op = "GetObject";  // reading the source needs s3:GetObject on it
+  // Reading the source needs s3:GetObject on it (s3:GetObjectVersion for a version).
+  src_ctx.op = *src_version ? "GetObjectVersion" : "GetObject";
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
-  auto reader = store->open_object(src->first, src->second);
-  if (!reader.ok()) co_return co_await send_error(c, reader.status());
+  auto reader = open_version(src_ctx, src->first, src->second, *src_version);
+  if (!reader.ok()) {
+    // A delete marker as the source is the client's error (400 InvalidRequest with AWS).
+    if (!src_ctx.version_headers.empty() && reader.code() == Errc::method_not_allowed) {
+      co_return co_await send_error(
+          c, Status(Errc::invalid_request,
+                    "The source of a copy request may not specifically refer to a delete "
+                    "marker by version id."));
+    }
+    co_return co_await send_error(c, reader.status());
+  }
   const storage::ObjectMeta& sm = (*reader)->meta();
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
   auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
@@ -379,7 +458,12 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   if (tagging_directive != "COPY" && tagging_directive != "REPLACE") {
     co_return co_await send_error(c, Status(Errc::invalid_argument, "Unknown tagging directive."));
   }
-  const bool same = src->first == c.bucket && src->second == c.key;
+  // An older version copied onto its own key is a restore, not a copy onto itself.
+  bool same = src->first == c.bucket && src->second == c.key;
+  if (same && *src_version) {
+    auto latest = store->head_object(c.bucket, c.key);
+    same = latest.ok() && latest->version_id == sm.version_id;
+  }
   if (same && directive == "COPY") {
     co_return co_await send_error(
         c, Status(Errc::invalid_request,
@@ -444,13 +528,16 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
         store->commit_object(c.bucket, std::move(meta), std::move(*writer), to_storage(*cond));
   }
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
+  http::Fields f;
+  if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);
+  if (!sm.version_id.empty()) f.set("x-amz-copy-source-version-id", sm.version_id);
   // Built before the co_await (GCC 12 destroys braced temporaries in a co_await twice).
   const CopyResult copied{false,
                           iso8601_ms(from_ns(committed->mtime_ns)),
                           committed->etag,
                           {committed->checksums.begin(), committed->checksums.end()}};
   std::string xml = encode_copy_result(copied);
-  co_await send_xml(c, bhttp::status::ok, std::move(xml));
+  co_await send_xml(c, bhttp::status::ok, std::move(xml), std::move(f));
 }
 
 }  // namespace objdirect::s3

@@ -22,6 +22,9 @@ struct OpAction {
 constexpr OpAction kActions[] = {
     {"GetObject", "s3:GetObject"},
     {"HeadObject", "s3:GetObject"},
+    {"GetObjectVersion", "s3:GetObjectVersion"},
+    {"HeadObjectVersion", "s3:GetObjectVersion"},
+    {"DeleteObjectVersion", "s3:DeleteObjectVersion"},
     {"GetObjectAttributes", "s3:GetObjectAttributes"},
     {"PutObject", "s3:PutObject"},
     {"CopyObject", "s3:PutObject"},
@@ -45,6 +48,7 @@ constexpr OpAction kActions[] = {
     {"ListMultipartUploads", "s3:ListBucketMultipartUploads"},
     {"GetBucketLocation", "s3:GetBucketLocation"},
     {"GetBucketVersioning", "s3:GetBucketVersioning"},
+    {"PutBucketVersioning", "s3:PutBucketVersioning"},
     {"DeleteBucket", "s3:DeleteBucket"},
     {"GetBucketTagging", "s3:GetBucketTagging"},
     {"PutBucketTagging", "s3:PutBucketTagging"},

@@ -28,7 +28,8 @@
 
 namespace objdirect::s3 {
 
-struct Policy;  // policy.hpp
+struct Policy;         // policy.hpp
+struct LifecycleRule;  // lifecycle.hpp
 
 namespace bhttp = boost::beast::http;
 template <class T>
@@ -57,6 +58,9 @@ struct Ctx {
   // Access-Control-* headers for a request from an Origin the bucket's CORS rules allow (sent
   // with the response, errors included).
   std::vector<std::pair<std::string, std::string>> cors_headers;
+  // x-amz-version-id / x-amz-delete-marker of the response, errors included (a GET of a key
+  // whose latest version is a delete marker answers 404 with both).
+  std::vector<std::pair<std::string, std::string>> version_headers;
 
   bool has_query(std::string_view name) const;
   std::optional<std::string> query_value(std::string_view name) const;
@@ -121,7 +125,17 @@ struct S3Service::Impl {
   Task<void> head_bucket(Ctx& c);
   Task<void> get_bucket_location(Ctx& c);
   Task<void> get_bucket_versioning(Ctx& c);
+  Task<void> put_bucket_versioning(Ctx& c);
+  // Opens `key` at `version_id` (nullopt: the latest). A backend without versioning serves only
+  // "null" (as the latest); another id is not_implemented there. When the open fails on a delete
+  // marker, sets c.version_headers as AWS does (x-amz-delete-marker, x-amz-version-id).
+  Result<std::unique_ptr<storage::ObjectReader>> open_version(
+      Ctx& c, std::string_view bucket, std::string_view key,
+      const std::optional<std::string>& version_id);
   Task<void> list_objects(Ctx& c, int version);  // 1, 2, or 0 for ListObjectVersions
+  // ListObjectVersions on a backend that keeps versions.
+  Task<void> list_versions(Ctx& c, const storage::ListQuery& q, const std::string& key_marker,
+                           bool url);
   Task<void> list_uploads(Ctx& c);
   Task<void> delete_objects(Ctx& c);
   // --- authorisation and policies (policy_ops.cc) ---
@@ -160,6 +174,10 @@ struct S3Service::Impl {
   // The background worker (a thread when opts.lifecycle_interval_ms > 0) and one pass of it.
   void lifecycle_loop();
   void lifecycle_pass();
+  // The versioned part of one rule's pass (noncurrent versions, expired delete markers).
+  void lifecycle_versions(const std::string& bucket, const LifecycleRule& rule,
+                          const std::string& cursor_key, std::int64_t now, std::int64_t day_ns,
+                          std::uint64_t& actions_left, std::uint64_t& scan_left);
   std::thread lc_thread;
   std::mutex lc_mu;
   std::condition_variable lc_cv;
@@ -322,6 +340,11 @@ inline storage::WriteCondition to_storage(const WriteConditionSpec& s) {
 // --- copies (object_ops.cc) ---
 // Parses x-amz-copy-source ("/bucket/key" or "bucket/key", URL-encoded) into (bucket, key).
 Result<std::pair<std::string, std::string>> parse_copy_source(std::string_view src);
+// The versionId of x-amz-copy-source ("...?versionId=ID"), nullopt when it names none.
+// invalid_argument for another query or an empty id.
+Result<std::optional<std::string>> copy_source_version(std::string_view src);
+// The request's versionId query parameter: nullopt when absent, invalid_argument when empty.
+Result<std::optional<std::string>> version_id_param(const Ctx& c);
 // x-amz-copy-source-if-* against the source object; every failure is 412.
 Status evaluate_copy_conditions(const Ctx& c, const storage::ObjectMeta& m);
 // Copies [offset, offset+length) of reader into w, computing MD5 and the given checksums.

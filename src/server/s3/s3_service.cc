@@ -366,10 +366,8 @@ Task<void> S3Service::Impl::dispatch(Ctx& c) {
   if (c.key.empty()) {
     switch (method) {
       case verb::put:
-        if (c.has_query("versioning")) {
-          co_return co_await send_error(
-              c, Status(Errc::not_implemented, "Bucket versioning is not supported"));
-        }
+        if (c.has_query("versioning"))
+          co_return co_await run(c, "PutBucketVersioning", &Impl::put_bucket_versioning);
         co_return co_await run(c, "CreateBucket", &Impl::create_bucket);
       case verb::delete_:
         co_return co_await run(c, "DeleteBucket", &Impl::delete_bucket);
@@ -446,6 +444,7 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
   if (!c.rdma_challenge.empty()) f.set("x-amz-rdma-challenge", c.rdma_challenge);
   for (const auto& [k, v] : c.cors_headers) f.set(k, v);
+  for (const auto& [k, v] : c.version_headers) f.set(k, v);
   if (rdma && rdma->enabled()) {
     f.set("x-amz-rdma-fabrics", rdma->offered());
     // Which kernel serves them: a client proposes shared memory only on its own (token_format.md).
@@ -482,7 +481,7 @@ void S3Service::Impl::finish_request(Ctx& c, std::chrono::steady_clock::time_poi
   int status = c.ex.response_status();
   opts.metrics->record_request(c.op, status, latency);
   const bool rdma_path = c.data_path == "rdma";
-  const bool outbound = c.op == "GetObject";
+  const bool outbound = c.op == "GetObject" || c.op == "GetObjectVersion";
   std::uint64_t in = c.ex.body_bytes_read() + (rdma_path && !outbound ? c.rdma_bytes : 0);
   std::uint64_t out = c.ex.body_bytes_sent() + (rdma_path && outbound ? c.rdma_bytes : 0);
   if (in) opts.metrics->add_bytes("in", c.data_path, in);

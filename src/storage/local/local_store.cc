@@ -125,19 +125,19 @@ Status no_such_upload() {
 }
 
 // Checks a write precondition against the current record (nullopt when the key is absent).
-Status check_condition(const WriteCondition& cond, const std::optional<ObjectRecord>& current) {
+Status check_condition(const WriteCondition& cond, const ObjectRecord* current) {
   switch (cond.kind) {
     case WriteCondition::Kind::none:
       return Status();
     case WriteCondition::Kind::must_be_absent:
-      if (current.has_value()) {
+      if (current != nullptr) {
         return Status(Errc::precondition_failed,
                       "At least one of the pre-conditions you specified did not hold");
       }
       return Status();
     case WriteCondition::Kind::etag_must_match:
       // S3 answers If-Match on an absent key with 404 NoSuchKey, not 412.
-      if (!current.has_value()) return no_such_key();
+      if (current == nullptr) return no_such_key();
       if (current->meta.etag != cond.etag) {
         return Status(Errc::precondition_failed,
                       "At least one of the pre-conditions you specified did not hold");
@@ -145,6 +145,35 @@ Status check_condition(const WriteCondition& cond, const std::optional<ObjectRec
       return Status();
   }
   return Status(Errc::invalid_argument, "unknown write condition");
+}
+
+Status invalid_version_id() {
+  return Status(Errc::invalid_argument, "Invalid version id specified");
+}
+Status no_such_version() {
+  return Status(Errc::no_such_version, "The specified version does not exist.");
+}
+
+// The bucket's versioning state, from its config document (docs/versioning.md).
+enum class Versioning { off, enabled, suspended };
+
+Versioning versioning_of(const BucketInfo& b) {
+  auto it = b.config.find(std::string(versioning_config_name));
+  if (it == b.config.end()) return Versioning::off;
+  return it->second == versioning_enabled ? Versioning::enabled : Versioning::suspended;
+}
+
+// The blobs of `removed` that no entry of `kept` still references (versions made by CopyObject
+// onto itself share their segments).
+void collect_unreferenced(const std::vector<Segment>& removed,
+                          const std::vector<VersionEntry>& kept, std::vector<BlobId>& doomed) {
+  for (const Segment& s : removed) {
+    bool used = false;
+    for (const VersionEntry& v : kept) {
+      for (const Segment& k : v.rec.segments) used = used || k.blob == s.blob;
+    }
+    if (!used) doomed.push_back(s.blob);
+  }
 }
 
 }  // namespace
@@ -487,6 +516,17 @@ class LocalStore final : public ObjectStore {
   Result<ListUploadsResult> list_uploads(std::string_view bucket,
                                          const ListUploadsQuery& q) override;
 
+  bool supports_versioning() const override { return true; }
+  Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
+                                         std::string_view version_id) override;
+  Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
+                                                            std::string_view key,
+                                                            std::string_view version_id) override;
+  Result<DeleteOutcome> delete_object_version(std::string_view bucket, std::string_view key,
+                                              std::string_view version_id) override;
+  Result<ListVersionsResult> list_object_versions(std::string_view bucket,
+                                                  const ListVersionsQuery& q) override;
+
  private:
   // A write transaction that also drops the gc entries of blobs already unlinked. If it is not
   // committed, those ids go back to the queue for the next one.
@@ -525,8 +565,23 @@ class LocalStore final : public ObjectStore {
   Status group_commit(const std::function<Status(Txn&)>& apply);
   Status recover();
   Status require_bucket(const Txn& txn, std::string_view bucket) const;
+  // The latest version of key unless it is a delete marker; nullopt when there is none.
   Result<std::optional<ObjectRecord>> get_object(const Txn& txn, std::string_view bucket,
                                                  std::string_view key) const;
+  // The bucket's versioning state; no_such_bucket.
+  Result<Versioning> bucket_versioning(const Txn& txn, std::string_view bucket) const;
+  // All versions of key, newest first (a never-versioned object is one "null" version); empty
+  // when the key is absent. *plain tells whether the stored record is a plain object record.
+  Result<std::vector<VersionEntry>> get_versions(const Txn& txn, std::string_view bucket,
+                                                 std::string_view key, bool* plain) const;
+  // Writes rec as the newest version of rec.meta.key as the bucket's versioning state says, if
+  // `cond` holds against the latest version; appends to doomed the blobs no version references
+  // any more. Fills rec.meta.mtime_ns and rec.meta.version_id.
+  Status put_version(Txn& txn, std::string_view bucket, ObjectRecord& rec,
+                     const WriteCondition& cond, std::vector<BlobId>& doomed);
+  // Opens a version ("" = latest; then a delete marker is no_such_key, else method_not_allowed).
+  Result<std::unique_ptr<ObjectReader>> open_impl(std::string_view bucket, std::string_view key,
+                                                  std::string_view version_id);
   Result<UploadInfo> get_upload_in(const Txn& txn, std::string_view bucket, std::string_view key,
                                    std::string_view upload_id) const;
   // Removes the upload and its parts inside txn; appends the parts' blobs to doomed (except
@@ -619,6 +674,14 @@ Status LocalStore::recover() {
         if (!r.ok()) return r.status();
         if (!*r) break;
         if (v.empty()) continue;  // group marker
+        if (record_kind(v) == RecordKind::versions) {
+          auto vs = decode_versions(v);
+          if (!vs.ok()) return vs.status();
+          for (const VersionEntry& e : *vs) {
+            for (const Segment& s : e.rec.segments) live.insert(s.blob);
+          }
+          continue;
+        }
         auto rec = decode_object(v);
         if (!rec.ok()) return rec.status();
         for (const Segment& s : rec->segments) live.insert(s.blob);
@@ -750,9 +813,90 @@ Result<std::optional<ObjectRecord>> LocalStore::get_object(const Txn& txn, std::
   auto v = key_tree::get(txn, *db_, bucket, key);
   if (!v.ok()) return v.status();
   if (!v->has_value()) return std::optional<ObjectRecord>();
+  if (record_kind(**v) == RecordKind::versions) {
+    auto vs = decode_versions(**v);
+    if (!vs.ok()) return vs.status();
+    if (vs->front().delete_marker) return std::optional<ObjectRecord>();
+    return std::optional<ObjectRecord>(std::move(vs->front().rec));
+  }
   auto rec = decode_object(**v);
   if (!rec.ok()) return rec.status();
   return std::optional<ObjectRecord>(std::move(*rec));
+}
+
+Result<Versioning> LocalStore::bucket_versioning(const Txn& txn, std::string_view bucket) const {
+  auto b = txn.get(db_->buckets, bucket);
+  if (!b.ok()) return b.status();
+  if (!b->has_value()) return no_such_bucket();
+  auto info = decode_bucket(**b);
+  if (!info.ok()) return info.status();
+  return versioning_of(*info);
+}
+
+Result<std::vector<VersionEntry>> LocalStore::get_versions(const Txn& txn, std::string_view bucket,
+                                                           std::string_view key,
+                                                           bool* plain) const {
+  *plain = false;
+  auto v = key_tree::get(txn, *db_, bucket, key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return std::vector<VersionEntry>();
+  if (record_kind(**v) == RecordKind::versions) return decode_versions(**v);
+  auto rec = decode_object(**v);
+  if (!rec.ok()) return rec.status();
+  *plain = true;
+  std::vector<VersionEntry> out(1);
+  out[0].version_id = "null";
+  out[0].rec = std::move(*rec);
+  return out;
+}
+
+Status LocalStore::put_version(Txn& txn, std::string_view bucket, ObjectRecord& rec,
+                               const WriteCondition& cond, std::vector<BlobId>& doomed) {
+  auto state = bucket_versioning(txn, bucket);
+  if (!state.ok()) return state.status();
+  const std::string& key = rec.meta.key;
+  bool plain = false;
+  auto stack = get_versions(txn, bucket, key, &plain);
+  if (!stack.ok()) return stack.status();
+  const ObjectRecord* latest =
+      stack->empty() || stack->front().delete_marker ? nullptr : &stack->front().rec;
+  OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, latest));
+  rec.meta.mtime_ns = now_ns();
+  rec.meta.delete_marker = false;
+  if (*state == Versioning::off && (stack->empty() || plain)) {
+    // Never versioned: the object is replaced, as before versioning existed.
+    rec.meta.version_id.clear();
+    std::vector<VersionEntry> kept(1);
+    kept[0].rec.segments = rec.segments;
+    if (!stack->empty()) collect_unreferenced(stack->front().rec.segments, kept, doomed);
+    OBJDIRECT_RETURN_IF_ERROR(key_tree::put(txn, *db_, bucket, key, encode_object(rec)));
+  } else {
+    // Enabled: a new version. Suspended: the new version is the null one, replacing any.
+    const bool enabled = *state == Versioning::enabled;
+    std::vector<Segment> removed;
+    if (!enabled) {
+      auto it = std::find_if(stack->begin(), stack->end(),
+                             [](const VersionEntry& v) { return v.version_id == "null"; });
+      if (it != stack->end()) {
+        removed = it->rec.segments;
+        stack->erase(it);
+      }
+    }
+    if (stack->size() >= options_.versions_per_key_max) {
+      return Status(Errc::slow_down, "This key has too many versions (at most " +
+                                         std::to_string(options_.versions_per_key_max) +
+                                         "); delete some first");
+    }
+    rec.meta.version_id = enabled ? BlobId::random().hex() : "null";
+    VersionEntry entry;
+    entry.version_id = rec.meta.version_id;
+    entry.rec = rec;
+    stack->insert(stack->begin(), std::move(entry));
+    collect_unreferenced(removed, *stack, doomed);
+    OBJDIRECT_RETURN_IF_ERROR(key_tree::put(txn, *db_, bucket, key, encode_versions(*stack)));
+  }
+  for (const BlobId& id : doomed) OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->gc, blob_key(id), ""));
+  return Status();
 }
 
 Result<LocalBlobWriter*> LocalStore::own_writer(BlobWriter* w) const {
@@ -879,18 +1023,9 @@ Result<ObjectMeta> LocalStore::commit_object(std::string_view bucket, ObjectMeta
 
   std::vector<BlobId> doomed;
   const std::function<Status(Txn&)> apply = [&](Txn& txn) -> Status {
-    OBJDIRECT_RETURN_IF_ERROR(require_bucket(txn, bucket));
-    auto cur = get_object(txn, bucket, meta.key);
-    if (!cur.ok()) return cur.status();
-    OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, *cur));
-    if (cur->has_value()) {
-      for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
-    }
-    meta.mtime_ns = now_ns();
+    doomed.clear();  // a retried group starts afresh
     rec.meta = meta;
-    OBJDIRECT_RETURN_IF_ERROR(key_tree::put(txn, *db_, bucket, meta.key, encode_object(rec)));
-    for (const BlobId& id : doomed) OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->gc, blob_key(id), ""));
-    return Status();
+    return put_version(txn, bucket, rec, cond, doomed);
   };
   Status st = group_commit(apply);
   if (!st.ok()) {
@@ -898,7 +1033,7 @@ Result<ObjectMeta> LocalStore::commit_object(std::string_view bucket, ObjectMeta
     return st;
   }
   files_->release(doomed);
-  return meta;
+  return std::move(rec.meta);
 }
 
 Result<ObjectMeta> LocalStore::replace_meta(std::string_view bucket, ObjectMeta meta,
@@ -919,11 +1054,13 @@ Result<ObjectMeta> LocalStore::replace_meta(std::string_view bucket, ObjectMeta 
   meta.size = rec.meta.size;
   if (meta.parts.empty()) meta.parts = std::move(rec.meta.parts);
   if (meta.etag.empty()) meta.etag = rec.meta.etag;
-  meta.mtime_ns = now_ns();
-  rec.meta = meta;
-  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
+  // In a versioned bucket this is a new version sharing the bytes of the one it copies.
+  rec.meta = std::move(meta);
+  std::vector<BlobId> doomed;
+  OBJDIRECT_RETURN_IF_ERROR(put_version(w->txn, bucket, rec, WriteCondition{}, doomed));
   OBJDIRECT_RETURN_IF_ERROR(w->commit());
-  return meta;
+  files_->release(doomed);
+  return std::move(rec.meta);
 }
 
 Result<ObjectMeta> LocalStore::set_object_tags(std::string_view bucket, std::string_view key,
@@ -932,12 +1069,15 @@ Result<ObjectMeta> LocalStore::set_object_tags(std::string_view bucket, std::str
   auto w = begin_write_txn();
   if (!w.ok()) return w.status();
   OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
-  auto cur = get_object(w->txn, bucket, key);
-  if (!cur.ok()) return cur.status();
-  if (!cur->has_value()) return no_such_key();
-  ObjectRecord rec = std::move(**cur);
+  bool plain = false;
+  auto stack = get_versions(w->txn, bucket, key, &plain);
+  if (!stack.ok()) return stack.status();
+  // The latest version's tags (a delete marker has none to set).
+  if (stack->empty() || stack->front().delete_marker) return no_such_key();
+  ObjectRecord& rec = stack->front().rec;
   rec.meta.tags = std::move(tags);
-  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, key, encode_object(rec)));
+  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, key,
+                                          plain ? encode_object(rec) : encode_versions(*stack)));
   OBJDIRECT_RETURN_IF_ERROR(w->commit());
   return std::move(rec.meta);
 }
@@ -972,17 +1112,47 @@ Status LocalStore::set_bucket_config(std::string_view bucket, std::string_view n
 }
 
 Result<ObjectMeta> LocalStore::head_object(std::string_view bucket, std::string_view key) {
+  auto m = head_object_version(bucket, key, "");
+  if (m.ok() && m->delete_marker) return no_such_key();
+  return m;
+}
+
+Result<ObjectMeta> LocalStore::head_object_version(std::string_view bucket, std::string_view key,
+                                                   std::string_view version_id) {
+  if (!version_id.empty() && !valid_version_id(version_id)) return invalid_version_id();
   auto txn = Txn::begin(*db_, false);
   if (!txn.ok()) return txn.status();
-  OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
-  auto cur = get_object(*txn, bucket, key);
-  if (!cur.ok()) return cur.status();
-  if (!cur->has_value()) return no_such_key();
-  return std::move((*cur)->meta);
+  auto state = bucket_versioning(*txn, bucket);
+  if (!state.ok()) return state.status();
+  bool plain = false;
+  auto stack = get_versions(*txn, bucket, key, &plain);
+  if (!stack.ok()) return stack.status();
+  if (stack->empty()) return version_id.empty() ? no_such_key() : no_such_version();
+  for (VersionEntry& v : *stack) {
+    if (!version_id.empty() && v.version_id != version_id) continue;
+    ObjectMeta m = std::move(v.rec.meta);
+    // A never-versioned object is the null version once the bucket is versioned.
+    if (plain) m.version_id = *state == Versioning::off ? "" : "null";
+    return m;
+  }
+  return no_such_version();
 }
 
 Result<std::unique_ptr<ObjectReader>> LocalStore::open_object(std::string_view bucket,
                                                               std::string_view key) {
+  return open_impl(bucket, key, "");
+}
+
+Result<std::unique_ptr<ObjectReader>> LocalStore::open_object_version(std::string_view bucket,
+                                                                      std::string_view key,
+                                                                      std::string_view version_id) {
+  return open_impl(bucket, key, version_id);
+}
+
+Result<std::unique_ptr<ObjectReader>> LocalStore::open_impl(std::string_view bucket,
+                                                            std::string_view key,
+                                                            std::string_view version_id) {
+  if (!version_id.empty() && !valid_version_id(version_id)) return invalid_version_id();
   // Pins make a blob outlive any commit that replaces it while this reader exists. The retry
   // covers a blob unlinked between the metadata read and the first open(), which pins rule out
   // in this process but a damaged directory might not.
@@ -993,11 +1163,26 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::open_object(std::string_view b
       std::lock_guard lock(files_->pin_mutex());
       auto txn = Txn::begin(*db_, false);
       if (!txn.ok()) return txn.status();
-      OBJDIRECT_RETURN_IF_ERROR(require_bucket(*txn, bucket));
-      auto cur = get_object(*txn, bucket, key);
-      if (!cur.ok()) return cur.status();
-      if (!cur->has_value()) return no_such_key();
-      rec = std::move(**cur);
+      auto state = bucket_versioning(*txn, bucket);
+      if (!state.ok()) return state.status();
+      bool plain = false;
+      auto stack = get_versions(*txn, bucket, key, &plain);
+      if (!stack.ok()) return stack.status();
+      VersionEntry* found = nullptr;
+      for (VersionEntry& v : *stack) {
+        if (version_id.empty() || v.version_id == version_id) {
+          found = &v;
+          break;
+        }
+      }
+      if (found == nullptr) return version_id.empty() ? no_such_key() : no_such_version();
+      if (found->delete_marker) {
+        if (version_id.empty()) return no_such_key();
+        return Status(Errc::method_not_allowed,
+                      "The specified method is not allowed against this resource.");
+      }
+      rec = std::move(found->rec);
+      if (plain) rec.meta.version_id = *state == Versioning::off ? "" : "null";
       files_->pin_locked(rec.segments);
     }
     auto reader = std::make_unique<LocalObjectReader>(files_, std::move(rec));
@@ -1014,21 +1199,74 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::open_object(std::string_view b
 }
 
 Status LocalStore::delete_object(std::string_view bucket, std::string_view key) {
+  return delete_object_version(bucket, key, "").status();
+}
+
+Result<DeleteOutcome> LocalStore::delete_object_version(std::string_view bucket,
+                                                        std::string_view key,
+                                                        std::string_view version_id) {
+  if (!version_id.empty() && !valid_version_id(version_id)) return invalid_version_id();
   std::vector<BlobId> doomed;
+  DeleteOutcome out;
   const std::function<Status(Txn&)> apply = [&](Txn& txn) -> Status {
-    OBJDIRECT_RETURN_IF_ERROR(require_bucket(txn, bucket));
-    auto cur = get_object(txn, bucket, key);
-    if (!cur.ok()) return cur.status();
-    if (!cur->has_value()) return Status();
-    for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
-    auto e = key_tree::erase(txn, *db_, bucket, key);
-    if (!e.ok()) return e.status();
+    doomed.clear();
+    out = DeleteOutcome{};
+    auto state = bucket_versioning(txn, bucket);
+    if (!state.ok()) return state.status();
+    bool plain = false;
+    auto stack = get_versions(txn, bucket, key, &plain);
+    if (!stack.ok()) return stack.status();
+    std::vector<Segment> removed;
+    if (version_id.empty() && *state == Versioning::off && (stack->empty() || plain)) {
+      if (stack->empty()) return Status();
+      removed = std::move(stack->front().rec.segments);
+      stack->clear();
+    } else if (version_id.empty()) {
+      // A delete marker becomes the latest version (Suspended: the null one, replacing any).
+      const bool enabled = *state == Versioning::enabled;
+      if (!enabled) {
+        auto it = std::find_if(stack->begin(), stack->end(),
+                               [](const VersionEntry& v) { return v.version_id == "null"; });
+        if (it != stack->end()) {
+          removed = it->rec.segments;
+          stack->erase(it);
+        }
+      }
+      if (stack->size() >= options_.versions_per_key_max) {
+        return Status(Errc::slow_down, "This key has too many versions (at most " +
+                                           std::to_string(options_.versions_per_key_max) +
+                                           "); delete some first");
+      }
+      VersionEntry marker;
+      marker.version_id = enabled ? BlobId::random().hex() : "null";
+      marker.delete_marker = true;
+      marker.rec.meta.key = std::string(key);
+      marker.rec.meta.mtime_ns = now_ns();
+      stack->insert(stack->begin(), marker);
+      out = DeleteOutcome{marker.version_id, true};
+    } else {
+      // That version goes for good; an unknown id removes nothing.
+      auto it = std::find_if(stack->begin(), stack->end(),
+                             [&](const VersionEntry& v) { return v.version_id == version_id; });
+      out.version_id = std::string(version_id);
+      if (it == stack->end()) return Status();
+      out.delete_marker = it->delete_marker;
+      removed = it->rec.segments;
+      stack->erase(it);
+    }
+    collect_unreferenced(removed, *stack, doomed);
+    if (stack->empty()) {
+      auto e = key_tree::erase(txn, *db_, bucket, key);
+      if (!e.ok()) return e.status();
+    } else {
+      OBJDIRECT_RETURN_IF_ERROR(key_tree::put(txn, *db_, bucket, key, encode_versions(*stack)));
+    }
     for (const BlobId& id : doomed) OBJDIRECT_RETURN_IF_ERROR(txn.put(db_->gc, blob_key(id), ""));
     return Status();
   };
   OBJDIRECT_RETURN_IF_ERROR(group_commit(apply));
   files_->release(doomed);
-  return Status();
+  return out;
 }
 
 // Listing model: the entries are the keys under the prefix without a delimiter after it, plus
@@ -1067,19 +1305,116 @@ Result<ListResult> LocalStore::list_objects(std::string_view bucket, const ListQ
       continue;
     }
     if (key > q.start_after) {
-      if (count == max_keys) {
-        out.truncated = true;
-        break;
+      std::optional<ObjectMeta> meta;
+      if (record_kind(it.value()) == RecordKind::versions) {
+        // A key whose latest version is a delete marker is not listed.
+        auto v = decode_latest_version(it.value());
+        if (!v.ok()) return v.status();
+        if (!v->delete_marker) meta = std::move(v->rec.meta);
+      } else {
+        auto rec = decode_object_without_parts(it.value());
+        if (!rec.ok()) return rec.status();
+        meta = std::move(rec->meta);
       }
-      auto rec = decode_object_without_parts(it.value());
-      if (!rec.ok()) return rec.status();
-      out.objects.push_back(std::move(rec->meta));
-      out.next_marker = key;
-      ++count;
+      if (meta) {
+        if (count == max_keys) {
+          out.truncated = true;
+          break;
+        }
+        out.objects.push_back(std::move(*meta));
+        out.next_marker = key;
+        ++count;
+      }
     }
     OBJDIRECT_RETURN_IF_ERROR(it.next());
   }
   if (!out.truncated) out.next_marker.clear();
+  return out;
+}
+
+// The same walk as list_objects, each key giving its versions newest first. key_marker (with
+// version_id_marker) resumes inside a key, as AWS's NextKeyMarker / NextVersionIdMarker do.
+Result<ListVersionsResult> LocalStore::list_object_versions(std::string_view bucket,
+                                                            const ListVersionsQuery& q) {
+  if (!q.version_id_marker.empty() && !valid_version_id(q.version_id_marker)) {
+    return invalid_version_id();
+  }
+  auto txn = Txn::begin(*db_, false);
+  if (!txn.ok()) return txn.status();
+  auto state = bucket_versioning(*txn, bucket);
+  if (!state.ok()) return state.status();
+  ListVersionsResult out;
+  const std::uint32_t max_keys = std::min(q.max_keys, limits::list_keys_max);
+  if (max_keys == 0) return out;
+  KeyTreeIterator it(*txn, *db_, std::string(bucket));
+  OBJDIRECT_RETURN_IF_ERROR(it.seek(std::max<std::string_view>(q.prefix, q.key_marker)));
+  std::uint32_t count = 0;
+  while (it.valid() && !out.truncated) {
+    const std::string& key = it.key();
+    if (!key.starts_with(q.prefix)) break;
+    std::size_t cut = std::string::npos;
+    if (!q.delimiter.empty()) cut = key.find(q.delimiter, q.prefix.size());
+    if (cut != std::string::npos) {
+      std::string cp = key.substr(0, cut + q.delimiter.size());
+      if (cp > q.key_marker) {
+        if (count == max_keys) {
+          out.truncated = true;
+          break;
+        }
+        out.common_prefixes.push_back(cp);
+        out.next_key_marker = cp;
+        out.next_version_id_marker.clear();
+        ++count;
+      }
+      const std::string next = prefix_successor(std::move(cp));
+      if (next.empty()) break;
+      OBJDIRECT_RETURN_IF_ERROR(it.seek(next));
+      continue;
+    }
+    if (key > q.key_marker || (key == q.key_marker && !q.version_id_marker.empty())) {
+      std::vector<VersionEntry> stack;
+      if (record_kind(it.value()) == RecordKind::versions) {
+        auto vs = decode_versions(it.value());
+        if (!vs.ok()) return vs.status();
+        stack = std::move(*vs);
+      } else {
+        auto rec = decode_object_without_parts(it.value());
+        if (!rec.ok()) return rec.status();
+        stack.resize(1);
+        stack[0].version_id = "null";
+        stack[0].rec = std::move(*rec);
+        stack[0].rec.meta.version_id = "null";
+      }
+      std::size_t first = 0;
+      if (key == q.key_marker) {
+        first = stack.size();  // an unknown marker id: nothing more of this key
+        for (std::size_t i = 0; i < stack.size(); ++i) {
+          if (stack[i].version_id == q.version_id_marker) first = i + 1;
+        }
+      }
+      for (std::size_t i = first; i < stack.size(); ++i) {
+        if (count == max_keys) {
+          out.truncated = true;
+          break;
+        }
+        ObjectVersion v;
+        v.meta = std::move(stack[i].rec.meta);
+        v.meta.parts.clear();
+        v.is_latest = i == 0;
+        v.noncurrent_since_ns = i == 0 ? 0 : stack[i - 1].rec.meta.mtime_ns;
+        out.next_key_marker = key;
+        out.next_version_id_marker = v.meta.version_id;
+        out.versions.push_back(std::move(v));
+        ++count;
+      }
+    }
+    if (out.truncated) break;
+    OBJDIRECT_RETURN_IF_ERROR(it.next());
+  }
+  if (!out.truncated) {
+    out.next_key_marker.clear();
+    out.next_version_id_marker.clear();
+  }
   return out;
 }
 
@@ -1227,7 +1562,7 @@ Result<ObjectMeta> LocalStore::complete_upload(std::string_view bucket, std::str
   if (!up.ok()) return up.status();
   auto cur = get_object(w->txn, bucket, meta.key);
   if (!cur.ok()) return cur.status();
-  OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, *cur));
+  OBJDIRECT_RETURN_IF_ERROR(check_condition(cond, cur->has_value() ? &**cur : nullptr));
 
   ObjectRecord rec;
   std::unordered_set<BlobId, BlobIdHash> keep;
@@ -1262,16 +1597,12 @@ Result<ObjectMeta> LocalStore::complete_upload(std::string_view bucket, std::str
     return Status(Errc::invalid_argument, "object size does not match the sum of its parts");
   }
   OBJDIRECT_RETURN_IF_ERROR(drop_upload(*w, bucket, upload_id, keep, doomed));
-  if (cur->has_value()) {
-    for (const Segment& s : (*cur)->segments) doomed.push_back(s.blob);
-  }
-  meta.mtime_ns = now_ns();
-  rec.meta = meta;
-  OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, meta.key, encode_object(rec)));
   OBJDIRECT_RETURN_IF_ERROR(mark_gc(*w, doomed));
+  rec.meta = std::move(meta);
+  OBJDIRECT_RETURN_IF_ERROR(put_version(w->txn, bucket, rec, cond, doomed));
   OBJDIRECT_RETURN_IF_ERROR(w->commit());
   files_->release(doomed);
-  return meta;
+  return std::move(rec.meta);
 }
 
 Status LocalStore::abort_upload(std::string_view bucket, std::string_view key,

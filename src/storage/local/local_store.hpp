@@ -18,6 +18,10 @@
 //    list when meta.etag / meta.parts are empty.
 //  - complete_upload: invalid_part_order unless part numbers strictly ascend, invalid_argument if
 //    meta.size differs from the sum of the chosen parts; unchosen parts are deleted.
+//  - Versioning (docs/versioning.md): a key of a versioned bucket holds all its versions in one
+//    record, newest first, rewritten in one transaction by every write, so a new version never
+//    loses the older ones. A write past versions_per_key_max versions gets slow_down. Version
+//    ids are 32 random lowercase hex digits, or "null".
 //  - list_objects returns ObjectMeta without `parts` (listings need none; head_object and
 //    open_object return them).
 //  - Errors: no_space for ENOSPC/EDQUOT/MDB_MAP_FULL, io_error for other system failures,
@@ -41,6 +45,8 @@ struct LocalStoreOptions {
   std::string data_dir;                             // created if missing
   bool fsync = true;                                // fsync blobs, directories and LMDB commits
   std::uint64_t lmdb_map_size_bytes = 64ull << 30;  // LMDB's maximum metadata size (sparse)
+  // Versions one key may hold (limits::versions_per_key_max; tests lower it).
+  std::uint32_t versions_per_key_max = 10'000;
 };
 
 // Opens (creating if needed) the store in options.data_dir and runs crash recovery.

@@ -163,6 +163,148 @@ TEST_F(LocalStoreTest, PutHeadOpenOverwriteDelete) {
   EXPECT_EQ(store_->begin_write("nob").code(), Errc::no_such_bucket);
 }
 
+// Versioning (docs/versioning.md): every version keeps its blob until removed by id; a delete
+// marker hides the key; suspension replaces only the null version; all of it survives a reopen.
+TEST_F(LocalStoreTest, VersionsMarkersAndNullVersions) {
+  make_bucket("b");
+  ASSERT_TRUE(put(*store_, "b", "k", "plain").ok());  // before versioning: the null version
+  ASSERT_TRUE(store_->set_bucket_config("b", versioning_config_name, "Enabled").ok());
+  auto m0 = store_->head_object("b", "k");
+  ASSERT_TRUE(m0.ok());
+  EXPECT_EQ(m0->version_id, "null");
+  std::vector<std::string> ids;
+  for (const char* body : {"one", "two"}) {
+    auto m = put(*store_, "b", "k", body);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_EQ(m->version_id.size(), 32u);
+    ids.push_back(m->version_id);
+  }
+  EXPECT_EQ(blob_files(), 3u);
+  auto del = store_->delete_object_version("b", "k", "");
+  ASSERT_TRUE(del.ok());
+  EXPECT_TRUE(del->delete_marker);
+  EXPECT_EQ(blob_files(), 3u);  // a marker removes no bytes
+  EXPECT_EQ(store_->head_object("b", "k").code(), Errc::no_such_key);
+  EXPECT_EQ(store_->open_object("b", "k").code(), Errc::no_such_key);
+  EXPECT_EQ(store_->open_object_version("b", "k", del->version_id).code(),
+            Errc::method_not_allowed);
+  auto marker = store_->head_object_version("b", "k", "");
+  ASSERT_TRUE(marker.ok());
+  EXPECT_TRUE(marker->delete_marker);
+  auto listed = store_->list_objects("b", ListQuery{});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->objects.empty());
+  EXPECT_EQ(store_->delete_bucket("b").code(), Errc::bucket_not_empty);
+
+  reopen();  // recovery counts every version's blobs as live
+  EXPECT_EQ(blob_files(), 3u);
+  auto r = store_->open_object_version("b", "k", ids[0]);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*read_all(**r), "one");
+  r->reset();  // an open reader pins its blobs (readers are snapshots)
+  EXPECT_EQ(get(*store_, "b", "k").code(), Errc::no_such_key);
+  auto vs = store_->list_object_versions("b", ListVersionsQuery{});
+  ASSERT_TRUE(vs.ok());
+  ASSERT_EQ(vs->versions.size(), 4u);
+  EXPECT_TRUE(vs->versions[0].meta.delete_marker && vs->versions[0].is_latest);
+  EXPECT_EQ(vs->versions[1].meta.version_id, ids[1]);
+  EXPECT_EQ(vs->versions[1].noncurrent_since_ns, vs->versions[0].meta.mtime_ns);
+  EXPECT_EQ(vs->versions[3].meta.version_id, "null");
+
+  // Removing the marker by id brings "two" back; removing a version frees its blob.
+  ASSERT_TRUE(store_->delete_object_version("b", "k", del->version_id).ok());
+  EXPECT_EQ(*get(*store_, "b", "k"), "two");
+  auto gone = store_->delete_object_version("b", "k", ids[1]);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->delete_marker);
+  EXPECT_EQ(blob_files(), 2u);
+  EXPECT_EQ(*get(*store_, "b", "k"), "one");
+  EXPECT_EQ(store_->head_object_version("b", "k", ids[1]).code(), Errc::no_such_version);
+  EXPECT_EQ(store_->head_object_version("b", "k", "NULL").code(), Errc::invalid_argument);
+  // An unknown well-formed id removes nothing.
+  ASSERT_TRUE(store_->delete_object_version("b", "k", std::string(32, 'a')).ok());
+  EXPECT_EQ(blob_files(), 2u);
+
+  // Suspended: a PUT replaces the null version (its blob goes), the others stay.
+  ASSERT_TRUE(store_->set_bucket_config("b", versioning_config_name, "Suspended").ok());
+  auto s = put(*store_, "b", "k", "suspended");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->version_id, "null");
+  EXPECT_EQ(blob_files(), 2u);
+  auto null_version = store_->open_object_version("b", "k", "null");
+  ASSERT_TRUE(null_version.ok());
+  EXPECT_EQ(*read_all(**null_version), "suspended");
+  null_version->reset();
+  // Versions of a multipart-free copy onto itself share blobs; removing one keeps the bytes.
+  ASSERT_TRUE(store_->set_bucket_config("b", versioning_config_name, "Enabled").ok());
+  auto head = store_->head_object("b", "k");
+  ASSERT_TRUE(head.ok());
+  ObjectMeta copy = *head;
+  copy.content_type = "changed";
+  auto replaced = store_->replace_meta("b", copy, copy.etag);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
+  EXPECT_NE(replaced->version_id, "null");
+  EXPECT_EQ(blob_files(), 2u);
+  ASSERT_TRUE(store_->delete_object_version("b", "k", "null").ok());
+  EXPECT_EQ(blob_files(), 2u);  // still referenced by the copy
+  EXPECT_EQ(*get(*store_, "b", "k"), "suspended");
+  ASSERT_TRUE(store_->delete_object_version("b", "k", replaced->version_id).ok());
+  ASSERT_TRUE(store_->delete_object_version("b", "k", ids[0]).ok());
+  EXPECT_EQ(blob_files(), 0u);
+  EXPECT_TRUE(store_->delete_bucket("b").ok());
+}
+
+TEST_F(LocalStoreTest, VersionsPerKeyMaxIsEnforced) {
+  reopen(false, 3);
+  make_bucket("b");
+  ASSERT_TRUE(store_->set_bucket_config("b", versioning_config_name, "Enabled").ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const std::string body(static_cast<std::size_t>(i + 1), 'v');
+    auto m = put(*store_, "b", "k", body);
+    ASSERT_TRUE(m.ok());
+    ids.push_back(m->version_id);
+  }
+  EXPECT_EQ(put(*store_, "b", "k", "one too many").code(), Errc::slow_down);
+  EXPECT_EQ(store_->delete_object_version("b", "k", "").code(), Errc::slow_down);
+  EXPECT_EQ(blob_files(), 3u);  // the refused write left no blob behind
+  ASSERT_TRUE(store_->delete_object_version("b", "k", ids[0]).ok());
+  EXPECT_TRUE(put(*store_, "b", "k", "fits again").ok());
+  EXPECT_TRUE(put(*store_, "b", "other", "another key has its own budget").ok());
+}
+
+TEST_F(LocalStoreTest, ListObjectVersionsPagesInsideKeys) {
+  make_bucket("b");
+  ASSERT_TRUE(store_->set_bucket_config("b", versioning_config_name, "Enabled").ok());
+  std::vector<std::pair<std::string, std::string>> want;  // (key, id), newest first per key
+  for (const char* key : {"a", "b/x", "c"}) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 3; ++i) ids.push_back(put(*store_, "b", key, "x")->version_id);
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) want.emplace_back(key, *it);
+  }
+  for (std::uint32_t page : {1u, 2u, 4u, 9u, 10u}) {
+    ListVersionsQuery q;
+    q.max_keys = page;
+    std::vector<std::pair<std::string, std::string>> got;
+    for (int guard = 0; guard < 20; ++guard) {
+      auto r = store_->list_object_versions("b", q);
+      ASSERT_TRUE(r.ok());
+      EXPECT_LE(r->versions.size(), page);
+      for (const auto& v : r->versions) got.emplace_back(v.meta.key, v.meta.version_id);
+      if (!r->truncated) break;
+      q.key_marker = r->next_key_marker;
+      q.version_id_marker = r->next_version_id_marker;
+    }
+    EXPECT_EQ(got, want) << page;
+  }
+  ListVersionsQuery d;
+  d.delimiter = "/";
+  auto r = store_->list_object_versions("b", d);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->common_prefixes, std::vector<std::string>{"b/"});
+  EXPECT_EQ(r->versions.size(), 6u);
+}
+
 TEST_F(LocalStoreTest, EmptyObjectsHaveNoFile) {
   make_bucket("b");
   auto m = put(*store_, "b", "empty", "");

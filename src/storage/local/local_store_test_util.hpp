@@ -84,11 +84,12 @@ class StoreFixture : public ::testing::Test {
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
-  void reopen(bool fsync = false) {
+  void reopen(bool fsync = false, std::uint32_t versions_per_key_max = 10'000) {
     store_.reset();
     LocalStoreOptions o;
     o.data_dir = dir_;
     o.fsync = fsync;
+    o.versions_per_key_max = versions_per_key_max;
     o.lmdb_map_size_bytes = 1ull << 30;
     auto s = open_local_store(o);
     ASSERT_TRUE(s.ok()) << s.status().to_string();

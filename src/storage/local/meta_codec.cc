@@ -2,9 +2,11 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <set>
 
 namespace objdirect::storage::local {
 namespace {
@@ -236,7 +238,7 @@ class Decoder {
     if (in_.size() < header_bytes) return fail("shorter than the record header");
     version_ = u8();
     if (version_ < 1 || version_ > meta_format_version ||
-        (version_ > 1 && kind == RecordKind::part)) {
+        (version_ > 1 && (kind == RecordKind::part || kind == RecordKind::versions))) {
       return fail("unsupported format version");
     }
     if (u8() != static_cast<std::uint8_t>(kind)) return fail("unexpected record kind");
@@ -244,6 +246,17 @@ class Decoder {
   }
   void end() {
     if (ok() && remaining() != 0) fail("trailing bytes");
+  }
+  // A length-prefixed string as a view into the input (nested records).
+  std::string_view view() {
+    const std::uint32_t n = u32();
+    if (n > remaining()) {
+      fail("string length beyond record");
+      return {};
+    }
+    std::string_view s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
   }
   std::uint8_t version() const { return version_; }
 
@@ -451,6 +464,114 @@ Result<PartRecord> decode_part(std::string_view bytes) {
   d.end();
   if (!d.ok()) return d.status();
   return rec;
+}
+
+}  // namespace objdirect::storage::local
+
+namespace objdirect::storage::local {
+
+bool valid_version_id(std::string_view id) {
+  if (id == "null") return true;
+  if (id.size() != 32) return false;
+  return std::all_of(id.begin(), id.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+RecordKind record_kind(std::string_view bytes) {
+  if (bytes.size() < header_bytes) return RecordKind{0};
+  return static_cast<RecordKind>(static_cast<std::uint8_t>(bytes[1]));
+}
+
+std::string encode_versions(const std::vector<VersionEntry>& versions) {
+  Encoder e;
+  e.u32(static_cast<std::uint32_t>(versions.size()));
+  for (const VersionEntry& v : versions) {
+    e.str(v.version_id);
+    e.u8(v.delete_marker ? 1 : 0);
+    e.str(encode_object(v.rec));
+  }
+  return e.finish(RecordKind::versions, 1);
+}
+
+namespace {
+
+// str id (>= 4 bytes), u8 flags, str record (>= 4 + header_bytes).
+constexpr std::size_t version_entry_min_bytes = 4 + 4 + 1 + 4 + header_bytes;
+
+// Decodes one entry at d's position; keep_parts as decode_object.
+VersionEntry decode_version_entry(Decoder& d, bool keep_parts, Status& inner) {
+  VersionEntry v;
+  v.version_id = d.str();
+  const std::uint8_t flags = d.u8();
+  const std::string_view rec = d.view();
+  if (!d.ok()) return v;
+  if (!valid_version_id(v.version_id)) {
+    d.fail("invalid version id");
+    return v;
+  }
+  if (flags > 1) {
+    d.fail("unknown version flags");
+    return v;
+  }
+  v.delete_marker = flags == 1;
+  auto r = keep_parts ? decode_object(rec) : decode_object_without_parts(rec);
+  if (!r.ok()) {
+    inner = r.status();
+    d.fail("undecodable version");
+    return v;
+  }
+  v.rec = std::move(*r);
+  if (v.delete_marker && (v.rec.meta.size != 0 || !v.rec.segments.empty() ||
+                          (keep_parts && !v.rec.meta.parts.empty()))) {
+    d.fail("delete marker with data");
+    return v;
+  }
+  v.rec.meta.version_id = v.version_id;
+  v.rec.meta.delete_marker = v.delete_marker;
+  return v;
+}
+
+}  // namespace
+
+Result<std::vector<VersionEntry>> decode_versions(std::string_view bytes) {
+  Decoder d(bytes);
+  d.header(RecordKind::versions);
+  const std::uint32_t n = d.count(version_entry_min_bytes);
+  if (d.ok() && n == 0) d.fail("versions record without a version");
+  std::vector<VersionEntry> out;
+  out.reserve(n);
+  std::set<std::string_view> ids;
+  Status inner;
+  for (std::uint32_t i = 0; i < n && d.ok(); ++i) {
+    out.push_back(decode_version_entry(d, true, inner));
+    if (!d.ok()) break;
+    if (out.back().rec.meta.key != out.front().rec.meta.key) d.fail("versions of different keys");
+  }
+  // Ids are checked once every entry sits in its final place (the views point into `out`).
+  if (d.ok()) {
+    for (const VersionEntry& v : out) {
+      if (!ids.insert(v.version_id).second) {
+        d.fail("repeated version id");
+        break;
+      }
+    }
+  }
+  d.end();
+  if (!inner.ok()) return inner;
+  if (!d.ok()) return d.status();
+  return out;
+}
+
+Result<VersionEntry> decode_latest_version(std::string_view bytes) {
+  Decoder d(bytes);
+  d.header(RecordKind::versions);
+  const std::uint32_t n = d.count(version_entry_min_bytes);
+  if (d.ok() && n == 0) d.fail("versions record without a version");
+  Status inner;
+  VersionEntry v = decode_version_entry(d, false, inner);
+  if (!inner.ok()) return inner;
+  if (!d.ok()) return d.status();
+  return v;
 }
 
 }  // namespace objdirect::storage::local

@@ -66,8 +66,22 @@ struct PartRecord {
   bool operator==(const PartRecord&) const = default;
 };
 
+// One version of a key in a versioned bucket (docs/versioning.md).
+struct VersionEntry {
+  std::string version_id;  // "null" or 32 lowercase hex digits
+  bool delete_marker = false;
+  // The version's metadata and bytes; a marker has size 0 and no parts or segments. Decoding
+  // copies version_id and delete_marker into rec.meta (encoding ignores rec.meta's copies).
+  ObjectRecord rec;
+
+  bool operator==(const VersionEntry&) const = default;
+};
+
+// Whether `id` can name a version: "null", or 32 lowercase hex digits (the ids this store makes).
+bool valid_version_id(std::string_view id);
+
 // Record kinds (the second byte of every record).
-enum class RecordKind : std::uint8_t { object = 1, bucket = 2, upload = 3, part = 4 };
+enum class RecordKind : std::uint8_t { object = 1, bucket = 2, upload = 3, part = 4, versions = 5 };
 
 // The newest record version: 1, or 2 for object and upload records that carry tags and bucket
 // records with tags or configuration documents (docs/metadata_format.md). Other records are
@@ -78,6 +92,11 @@ std::string encode_object(const ObjectRecord& rec);
 std::string encode_bucket(const BucketInfo& info);
 std::string encode_upload(const UploadInfo& info);
 std::string encode_part(const PartRecord& rec);
+// A key's versions (kind 5, version 1), newest first; at least one.
+std::string encode_versions(const std::vector<VersionEntry>& versions);
+// The kind byte of a record (0 when shorter than a header): the value under a key in the
+// objects table is an object record (never-versioned) or a versions record.
+RecordKind record_kind(std::string_view bytes);
 
 // Each returns Errc::corrupt (with a message naming the problem) for any malformed input:
 // wrong version or kind, truncated field, length or count beyond the input, trailing bytes, or
@@ -89,5 +108,10 @@ Result<ObjectRecord> decode_object_without_parts(std::string_view bytes);
 Result<BucketInfo> decode_bucket(std::string_view bytes);
 Result<UploadInfo> decode_upload(std::string_view bytes);
 Result<PartRecord> decode_part(std::string_view bytes);
+// Errc::corrupt also for no entry, an invalid or repeated version id, flags other than 0 / 1,
+// entries naming different keys, or a marker with bytes, parts or segments.
+Result<std::vector<VersionEntry>> decode_versions(std::string_view bytes);
+// The newest entry only, without parts (listings): checks the header and that entry alone.
+Result<VersionEntry> decode_latest_version(std::string_view bytes);
 
 }  // namespace objdirect::storage::local

@@ -32,7 +32,7 @@ TEST(MetaCodecCorpus, SeedsDecode) {
   ASSERT_GE(seeds.size(), 6u);
   for (const std::string& s : seeds) {
     const bool any = decode_object(s).ok() || decode_bucket(s).ok() || decode_upload(s).ok() ||
-                     decode_part(s).ok();
+                     decode_part(s).ok() || decode_versions(s).ok();
     EXPECT_TRUE(any) << "seed of " << s.size() << " bytes decodes as no record kind";
     run(s);
   }

@@ -32,6 +32,18 @@ inline void fuzz_meta_codec_one(const std::uint8_t* data, std::size_t size) {
   if (auto r = decode_bucket(in); r.ok() && encode_bucket(*r) != in) std::abort();
   if (auto r = decode_upload(in); r.ok() && encode_upload(*r) != in) std::abort();
   if (auto r = decode_part(in); r.ok() && encode_part(*r) != in) std::abort();
+  // A key's versions (docs/versioning.md): canonical, and the listing decoder agrees with the
+  // full one on the newest entry whenever the full one accepts the record.
+  auto versions = decode_versions(in);
+  if (versions.ok()) {
+    if (encode_versions(*versions) != in) std::abort();
+    auto latest = decode_latest_version(in);
+    if (!latest.ok() || latest->version_id != versions->front().version_id ||
+        latest->delete_marker != versions->front().delete_marker ||
+        latest->rec.segments != versions->front().rec.segments) {
+      std::abort();
+    }
+  }
 }
 
 }  // namespace objdirect::storage::local

@@ -228,6 +228,77 @@ TEST(MetaCodec, RejectsUnsortedChecksums) {
   EXPECT_EQ(decode_object(bytes).code(), Errc::corrupt);
 }
 
+// A key with three versions, newest first: a delete marker, a version with an id, the null one.
+std::vector<VersionEntry> sample_versions() {
+  VersionEntry marker;
+  marker.version_id = "00112233445566778899aabbccddeeff";
+  marker.delete_marker = true;
+  marker.rec.meta.key = sample_object().meta.key;
+  marker.rec.meta.mtime_ns = 30;
+  marker.rec.meta.owner = "AKIA";
+  VersionEntry v2;
+  v2.version_id = "ffeeddccbbaa99887766554433221100";
+  v2.rec = tagged_object();
+  VersionEntry null_version;
+  null_version.version_id = "null";
+  null_version.rec = sample_object();
+  std::vector<VersionEntry> out = {marker, v2, null_version};
+  for (VersionEntry& v : out) {
+    v.rec.meta.version_id = v.version_id;
+    v.rec.meta.delete_marker = v.delete_marker;
+  }
+  return out;
+}
+
+TEST(MetaCodec, VersionsRoundTrip) {
+  const std::vector<VersionEntry> vs = sample_versions();
+  const std::string bytes = encode_versions(vs);
+  EXPECT_EQ(bytes[0], 1);
+  EXPECT_EQ(record_kind(bytes), RecordKind::versions);
+  EXPECT_EQ(record_kind(encode_object(sample_object())), RecordKind::object);
+  auto back = decode_versions(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, vs);
+  EXPECT_EQ(encode_versions(*back), bytes);
+  auto latest = decode_latest_version(bytes);
+  ASSERT_TRUE(latest.ok()) << latest.status().to_string();
+  EXPECT_EQ(latest->version_id, vs[0].version_id);
+  EXPECT_TRUE(latest->delete_marker);
+  EXPECT_TRUE(latest->rec.meta.delete_marker);
+  // Every strict prefix is rejected, and so is a record of another kind.
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(decode_versions(bytes.substr(0, n)).ok()) << n;
+  }
+  EXPECT_EQ(decode_versions(encode_object(sample_object())).code(), Errc::corrupt);
+}
+
+TEST(MetaCodec, VersionsRulesAreEnforced) {
+  EXPECT_EQ(decode_versions(encode_versions({})).code(), Errc::corrupt);  // no version
+  auto vs = sample_versions();
+  vs[1].version_id = "null";  // two null versions
+  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  vs = sample_versions();
+  vs[1].version_id = "FFEEDDCCBBAA99887766554433221100";  // uppercase: not an id of ours
+  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  vs = sample_versions();
+  vs[0].rec.meta.size = 3;  // a marker with bytes
+  vs[0].rec.segments = {{fixed_id(9), 3}};
+  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  vs = sample_versions();
+  vs[2].rec.meta.key = "other";  // versions of two keys
+  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  std::string flags = encode_versions(sample_versions());
+  flags[6 + 4 + 4 + 32] = 2;  // the first entry's flags byte
+  EXPECT_EQ(decode_versions(flags).code(), Errc::corrupt);
+  std::string v2 = encode_versions(sample_versions());
+  v2[0] = 2;  // versions records exist only in version 1
+  EXPECT_EQ(decode_versions(v2).code(), Errc::corrupt);
+  EXPECT_TRUE(valid_version_id("null"));
+  EXPECT_FALSE(valid_version_id("Null"));
+  EXPECT_FALSE(valid_version_id(""));
+  EXPECT_FALSE(valid_version_id(std::string(31, 'a')));
+}
+
 // The records behind the checked-in seed corpus (src/storage/local/fuzz_corpus/).
 std::vector<std::pair<std::string, std::string>> seed_records() {
   ObjectRecord single;
@@ -247,6 +318,8 @@ std::vector<std::pair<std::string, std::string>> seed_records() {
       {"bucket_tagged_v2",
        encode_bucket(BucketInfo{"b", 1, "o", "r", {{"team", "ml"}}, {{"cors", "<C/>"}}})},
       {"upload_tagged_v2", encode_upload(tagged_upload())},
+      // A key's versions (kind 5; docs/versioning.md).
+      {"versions", encode_versions(sample_versions())},
   };
 }
 
