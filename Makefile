@@ -61,7 +61,7 @@ TSAN_EXCLUDE := $(SAN_EXCLUDE) -E '^Rados/Conformance|^RadosStoreTest'
 # The in-process RADOS tests (Rados/Conformance, RadosStoreTest) pass under ASan but start a Ceph
 # cluster each (about 10 s apiece, 17 entries); they too run only in test-asan.
 CI_SAN_EXCLUDE := -LE 'python|tls|ceph|moto' \
-  -E '^(gateway\.)?integration_(client_|crash|concurrency)|^integration_(cross_host|netns|rdma_binding_netns)$$|^rdma\.cli_scale|^ListTest\.HundredThousandKeysWithDelimiter$$|^Rados/Conformance|^RadosStoreTest'
+  -E '^(gateway\.)?integration_(client_|crash|concurrency|workloads)|^integration_(cross_host|netns|rdma_binding_netns)$$|^rdma\.cli_scale|^ListTest\.HundredThousandKeysWithDelimiter$$|^Rados/Conformance|^RadosStoreTest'
 
 test-asan: bootstrap
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=address

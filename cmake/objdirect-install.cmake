@@ -1,6 +1,6 @@
 # cmake --install: the client library for applications. Ships
-#   include/objdirect/{client.hpp,objdirect.h}  (+ include/objdirect/common/status.hpp, which
-#                                                  client.hpp still includes as "common/status.hpp")
+#   include/objdirect/{client,config,status,export}.hpp, objdirect.h  (the public API, which
+#                                          includes nothing from src/)
 #   lib/libobjdirect.so.<version> (+ SONAME link and the unversioned link)
 #   lib/cmake/objdirect/  find_package(objdirect) -> imported target objdirect::objdirect
 #   lib/pkgconfig/objdirect.pc
@@ -11,17 +11,16 @@ include(CMakePackageConfigHelpers)
 
 set_target_properties(objdirect_shared PROPERTIES EXPORT_NAME objdirect)
 target_include_directories(objdirect_shared INTERFACE
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/objdirect>)
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(objdirect_shared INTERFACE cxx_std_20)
 
 install(TARGETS objdirect_shared EXPORT objdirectTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT client
         NAMELINK_COMPONENT client)
-install(FILES include/objdirect/client.hpp include/objdirect/objdirect.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/objdirect COMPONENT client)
-install(FILES src/common/status.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/objdirect/common COMPONENT client)
+set(OBJDIRECT_PUBLIC_HEADERS client.hpp config.hpp export.hpp status.hpp objdirect.h)
+list(TRANSFORM OBJDIRECT_PUBLIC_HEADERS PREPEND include/objdirect/ OUTPUT_VARIABLE _objdirect_headers)
+install(FILES ${_objdirect_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/objdirect
+        COMPONENT client)
 
 set(_objdirect_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/objdirect)
 install(EXPORT objdirectTargets NAMESPACE objdirect:: DESTINATION ${_objdirect_cmake_dir}

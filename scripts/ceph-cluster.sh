@@ -149,6 +149,9 @@ osd_pool_default_pg_autoscale_mode = off
 osd_crush_chooseleaf_type = 0
 mon_allow_pool_size_one = true
 mon_allow_pool_delete = true
+# A shared cluster (scripts/ceph-fixture.sh) holds the pools of the entries running at once and
+# radosgw's: well above the default 250 placement groups per OSD.
+mon_max_pg_per_osd = 2000
 mon_warn_on_pool_no_redundancy = false
 mon_data_avail_warn = 1
 mon_data_avail_crit = 0

@@ -8,7 +8,9 @@
 # K (default objdirect) picks the upstream (docs/scale-out.md, "Verified upstreams"):
 #   objdirect  a second objdirect-server (local backend, its own temporary data dir, port 0);
 #   radosgw    Ceph's radosgw (Debian `radosgw`) on a throw-away single-node cluster
-#              (scripts/ceph-cluster.sh start + rgw), loopback only;
+#              (scripts/ceph-cluster.sh start + rgw), loopback only; or, when
+#              OBJDIRECT_RGW_FIXTURE names the ctest run's shared one (scripts/ceph-fixture.sh),
+#              a user of its own there;
 #   moto       moto_server (the AWS emulator of Python's moto package, not a Debian package) on
 #              a free loopback port; where it is not installed the script prints the reason and
 #              exits 77, which the ctest entries declare as SKIP_RETURN_CODE.
@@ -34,7 +36,12 @@ cleanup() {
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
-  [ "$kind" = radosgw ] && "$here/ceph-cluster.sh" stop "$dir/ceph"
+  if [ -n "${rgw_uid:-}" ]; then
+    radosgw-admin -c "$rgw_conf" user rm --uid="$rgw_uid" --purge-data >/dev/null 2>&1 ||
+      echo "with-upstream.sh: could not remove radosgw user $rgw_uid" >&2
+  elif [ "$kind" = radosgw ]; then
+    "$here/ceph-cluster.sh" stop "$dir/ceph"
+  fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -63,9 +70,24 @@ case $kind in
     url="http://127.0.0.1:$port"
     ;;
   radosgw)
-    mkdir -p "$dir/ceph"
-    CEPH_CLUSTER_OWNER_PID=$$ "$here/ceph-cluster.sh" start "$dir/ceph" >/dev/null
-    url=$(CEPH_RGW_ACCESS_KEY=$ak CEPH_RGW_SECRET_KEY=$sk "$here/ceph-cluster.sh" rgw "$dir/ceph")
+    if [ -n "${OBJDIRECT_RGW_FIXTURE:-}" ] && [ -f "$OBJDIRECT_RGW_FIXTURE/rgw.url" ]; then
+      # The radosgw the ctest run shares (scripts/ceph-fixture.sh): a user of this entry's own,
+      # so that it sees only its own buckets; purged with them when the entry ends.
+      rgw_conf=$OBJDIRECT_RGW_FIXTURE/ceph.conf
+      rgw_uid=gw$$x
+      ak=gw$$key
+      if ! radosgw-admin -c "$rgw_conf" user create --uid="$rgw_uid" --display-name="$rgw_uid" \
+        --access-key="$ak" --secret-key="$sk" >"$dir/rgw-admin.out" 2>&1; then
+        echo "with-upstream.sh: radosgw-admin user create failed:" >&2
+        cat "$dir/rgw-admin.out" >&2
+        exit 1
+      fi
+      url=$(cat "$OBJDIRECT_RGW_FIXTURE/rgw.url")
+    else
+      mkdir -p "$dir/ceph"
+      CEPH_CLUSTER_OWNER_PID=$$ "$here/ceph-cluster.sh" start "$dir/ceph" >/dev/null
+      url=$(CEPH_RGW_ACCESS_KEY=$ak CEPH_RGW_SECRET_KEY=$sk "$here/ceph-cluster.sh" rgw "$dir/ceph")
+    fi
     ;;
   moto)
     moto=${OBJDIRECT_MOTO_SERVER:-$(command -v moto_server || true)}

@@ -53,7 +53,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.hpp"
+#include "objdirect/config.hpp"
+#include "objdirect/export.hpp"
+#include "objdirect/status.hpp"
 
 namespace objdirect {
 
@@ -68,87 +70,7 @@ enum class TransferPath : std::uint8_t {
   http_fallback,  // RDMA was attempted; the server declined or failed, bytes went over HTTP
 };
 // "rdma", "http", "http-fallback".
-std::string_view path_name(TransferPath path) noexcept;
-
-struct ClientConfig {
-  // "http://host:port" (path-style addressing; https is not supported yet).
-  std::string endpoint;
-  std::string region = "us-east-1";
-  std::string access_key;
-  std::string secret_key;
-  std::string session_token;  // sent as x-amz-security-token when not empty
-  std::string profile;        // the profile that load() used ("default" when none named)
-  // "auto" | "libfabric:tcp" | "libfabric:shm" | "libfabric:verbs" | "libfabric:efa" | "ucx" |
-  // "none". auto tries, in fabric_order, each fabric the server offers (x-amz-rdma-fabrics) and
-  // keeps the first that opens here and has not failed against this server recently
-  // (docs/client.md, "Choosing a fabric").
-  std::string fabric = "auto";
-  // auto's order: a comma list of fabric names, only those are tried. Empty: the default,
-  // libfabric:shm (only towards a server on this kernel: x-amz-rdma-host-id), then fabrics that
-  // move bytes by an RDMA NIC (libfabric:verbs, libfabric:efa, ucx where UCX finds rc/dc), then
-  // libfabric:tcp, then ucx over tcp/sm. At most limits::client_fabric_order_entries_max names.
-  std::string fabric_order;
-  // A fabric whose transfer failed against this server (RDMATransferFailed: e.g. the server
-  // cannot reach the address the fabric advertised) is skipped for that server this long, by
-  // every Client of the process: auto moves to the next fabric, a named fabric to HTTP. Then it
-  // is tried again. 0: never skipped. At most limits::client_fabric_failure_memory_ms_max.
-  std::uint32_t fabric_failure_memory_ms = 30'000;
-  // Whether RDMA is used (docs/client.md, "The fastest path"): "auto" proposes it and falls back
-  // to HTTP when it cannot (path http-fallback, with the reason); with fabric "auto", requests
-  // moving fewer than rdma_min_bytes go over plain HTTP (path http, reason "below
-  // rdma_min_bytes"), which is faster there (a fabric named explicitly is used at every size).
-  // "required": every request proposes it, whatever its size, and anything but RDMA fails with
-  // Errc::rdma_declined instead of falling back. "off": never (as fabric "none", but the fabric may
-  // still be opened for register_memory).
-  std::string rdma = "auto";
-  std::uint64_t rdma_min_bytes = 1ull << 20;
-  std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
-  std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
-  std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
-  std::uint32_t connect_timeout_ms = 10'000;
-  // Longest wait for any progress on a connection (a header, a body chunk, an RDMA reply).
-  std::uint32_t io_timeout_ms = 120'000;
-  // Retries (docs/client.md, "Retries"), as boto3 names them: attempts in all for one request,
-  // 1..limits::retry_attempts_max (20); "standard" (exponential back-off with full jitter,
-  // Retry-After honoured) or "adaptive" (standard plus a client-side rate limiter that slows
-  // down on throttling replies); "legacy" is accepted and behaves as standard. The first retry
-  // waits up to retry_base_delay_ms, each next one up to twice as long, never above
-  // retry_max_backoff_ms (at most limits::retry_backoff_ms_max, 20 s).
-  std::uint32_t max_attempts = 3;
-  std::string retry_mode = "standard";
-  std::uint32_t retry_base_delay_ms = 100;
-  std::uint32_t retry_max_backoff_ms = 20'000;
-  // Expiry of each x-amz-rdma-token, 1..120 s (limits::token_lifetime_max_s; a short lifetime
-  // bounds the server's replay cache, docs/rdma_protocol.md).
-  std::uint32_t token_lifetime_s = 60;
-  // Registration cache bounds (per fabric): least recently used unpinned entries are dropped.
-  std::uint32_t registrations_max = 256;
-  std::uint64_t registered_bytes_max = 64ull << 30;
-  // copy() uses one CopyObject up to this size and UploadPartCopy parts above it. At most
-  // limits::put_bytes_max (5 GiB, also S3's CopyObject limit); lower it to test or to copy
-  // big objects in parallel parts.
-  std::uint64_t copy_multipart_threshold_bytes = 5ull << 30;
-
-  // Defaults from the environment and the AWS shared files:
-  //  - endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else endpoint_url in the profile's config
-  //  section;
-  //  - credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the
-  //    profile in the credentials file (AWS_SHARED_CREDENTIALS_FILE, default
-  //    ~/.aws/credentials, section [name]), else the config file (AWS_CONFIG_FILE, default
-  //    ~/.aws/config, section [profile name] or [default]). When `profile` is given explicitly
-  //    the profile's keys win over the environment's (as with `aws --profile`);
-  //  - region: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1";
-  //  - profile: `profile` if not empty, else AWS_PROFILE, else "default".
-  //  - retries: AWS_MAX_ATTEMPTS and AWS_RETRY_MODE, else max_attempts and retry_mode in the
-  //    profile's config section (as boto3).
-  // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_FABRIC_ORDER (fabric_order),
-  // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms), OBJDIRECT_RDMA (rdma),
-  // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes). Missing files are fine.
-  // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
-  // "default" that neither file holds, when a file cannot be parsed (the message names the
-  // file and line), or when a retry setting is invalid (the message names the variable or key).
-  static Result<ClientConfig> load(std::string_view profile = {});
-};
+OBJDIRECT_API std::string_view path_name(TransferPath path) noexcept;
 
 // A byte range of an object: `length` bytes from `offset`.
 struct ByteRange {
@@ -215,7 +137,7 @@ struct ListPage {
 // the memory, which must outlive the handle. Copies share the registration; it is released when
 // the last copy goes (and in-flight transfers keep it alive until they end).
 // Thread safety: immutable; safe to share.
-class MemoryHandle {
+class OBJDIRECT_API MemoryHandle {
  public:
   MemoryHandle() = default;
   void* data() const noexcept { return ptr_; }
@@ -249,7 +171,7 @@ struct PutRequest {
 
 // The client library's counters, from Client::stats(): a consistent snapshot of everything this
 // Client did since create(). Counts only grow, except requests_in_flight.
-struct ClientStats {
+struct OBJDIRECT_API ClientStats {
   // HTTP requests by S3 operation ("GetObject", "PutObject", "UploadPart", "HeadObject",
   // "ListObjectsV2", "CreateMultipartUpload", ...; "RdmaCapabilities" for the fabric probe) and
   // outcome class: "2xx", "3xx", "4xx", "5xx", or "failed" when no response arrived (connect
@@ -300,7 +222,7 @@ struct ClientStats {
   std::uint64_t requests_total(std::string_view status_class = {}) const;
 };
 
-class Client {
+class OBJDIRECT_API Client {
  public:
   // Validates the config and opens nothing yet: connections and fabrics open on first use.
   // Errors: invalid_argument (empty or non-http endpoint, zero concurrency or part size, token

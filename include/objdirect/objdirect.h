@@ -29,6 +29,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* OBJDIRECT_API marks what libobjdirect.so exports (the library hides everything else); the same
+ * definition as in objdirect/export.hpp, repeated so that this header needs no other. */
+#ifndef OBJDIRECT_API
+#if defined(__cplusplus)
+#define OBJDIRECT_API [[gnu::visibility("default")]]
+#else
+#define OBJDIRECT_API __attribute__((visibility("default")))
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -83,35 +93,36 @@ typedef struct od_memory od_memory; /* opaque registration */
 
 /* Creates a client; *out is set on success. cfg may be NULL (all defaults).
  * Errors: OD_EINVAL (no endpoint, bad settings, unknown profile). */
-int od_client_create(const od_config* cfg, od_client** out);
+OBJDIRECT_API int od_client_create(const od_config* cfg, od_client** out);
 /* Destroys a client (NULL is ignored). Registrations made with it must be released first. */
-void od_client_destroy(od_client* client);
+OBJDIRECT_API void od_client_destroy(od_client* client);
 
 /* Registers [ptr, ptr+len) for RDMA (see objdirect::Client::register_memory); *out is set.
  * ptr may be device memory (nothing is registered then unless the fabric supports GPUDirect).
  * Errors: OD_EINVAL, OD_EIO (the provider refused). */
-int od_register(od_client* client, void* ptr, size_t len, od_memory** out);
+OBJDIRECT_API int od_register(od_client* client, void* ptr, size_t len, od_memory** out);
 /* Releases a registration (NULL is ignored). */
-void od_deregister(od_memory* mem);
+OBJDIRECT_API void od_deregister(od_memory* mem);
 
 /* Reads bucket/key into buf[0..len) (host or CUDA device memory). length == 0 means the whole
  * object (which must fit);
  * otherwise `length` bytes from `offset`. result may be NULL.
  * Errors: OD_ENOTFOUND, OD_EACCESS, OD_EINVAL, OD_ERANGE, OD_ECONFLICT, OD_EUNREACHABLE,
  * OD_ETIMEDOUT, OD_EIO. */
-int od_get(od_client* client, const char* bucket, const char* key, void* buf, size_t len,
-           uint64_t offset, uint64_t length, od_result* result);
+OBJDIRECT_API int od_get(od_client* client, const char* bucket, const char* key, void* buf,
+                         size_t len, uint64_t offset, uint64_t length, od_result* result);
 /* Writes buf[0..len) (host or CUDA device memory) as bucket/key. result may be NULL. Errors as
  * od_get. */
-int od_put(od_client* client, const char* bucket, const char* key, const void* buf, size_t len,
-           od_result* result);
+OBJDIRECT_API int od_put(od_client* client, const char* bucket, const char* key, const void* buf,
+                         size_t len, od_result* result);
 /* HeadObject. Errors: OD_ENOTFOUND, OD_EACCESS, OD_EUNREACHABLE, OD_ETIMEDOUT, OD_EIO. */
-int od_head(od_client* client, const char* bucket, const char* key, od_object_info* info);
+OBJDIRECT_API int od_head(od_client* client, const char* bucket, const char* key,
+                          od_object_info* info);
 /* DeleteObject (deleting a missing key succeeds). */
-int od_delete(od_client* client, const char* bucket, const char* key);
+OBJDIRECT_API int od_delete(od_client* client, const char* bucket, const char* key);
 /* CreateBucket / DeleteBucket. */
-int od_create_bucket(od_client* client, const char* bucket);
-int od_delete_bucket(od_client* client, const char* bucket);
+OBJDIRECT_API int od_create_bucket(od_client* client, const char* bucket);
+OBJDIRECT_API int od_delete_bucket(od_client* client, const char* bucket);
 
 /* The client's counters (a flat view of objdirect::ClientStats; see client.hpp). */
 typedef struct od_stats {
@@ -127,12 +138,12 @@ typedef struct od_stats {
 } od_stats;
 
 /* Fills *out with the client's counters. Errors: OD_EINVAL (NULL argument). */
-int od_client_stats(od_client* client, od_stats* out);
+OBJDIRECT_API int od_client_stats(od_client* client, od_stats* out);
 
 /* The calling thread's last error: its OD_E* code (OD_OK if none) and message ("" if none).
  * The message pointer stays valid until the thread's next od_* call. */
-int od_last_error(void);
-const char* od_last_error_message(void);
+OBJDIRECT_API int od_last_error(void);
+OBJDIRECT_API const char* od_last_error_message(void);
 
 #ifdef __cplusplus
 }

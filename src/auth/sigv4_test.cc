@@ -359,6 +359,30 @@ TEST(Sigv4, SignVerifyRoundTripAndCanonicalHeaders) {
   EXPECT_TRUE(verify(req, example_secrets(), "", kNow).ok());
 }
 
+// A name in SignedHeaders whose header the request does not carry is canonicalised as an empty
+// value ("name:"), as AWS S3 does: a client that signs an empty header which its HTTP library
+// then drops (libcurl drops "name:" lines) still verifies. Sending that header with any other
+// value does not. (docs/s3-compatibility.md, "Authentication")
+TEST(Sigv4, SignedHeaderAbsentFromTheRequestCountsAsEmpty) {
+  Credentials c{std::string(kAccess), std::string(kSecret)};
+  RequestView req = client_request();
+  req.headers.emplace_back("x-amz-meta-empty", "");
+  req.headers.emplace_back("authorization", sign(req, c, "us-east-1", "s3", kNow));
+  auto sent = verify(req, example_secrets(), "us-east-1", kNow);
+  ASSERT_TRUE(sent.ok()) << sent.status().to_string();
+  ASSERT_NE(std::find(sent->signed_headers.begin(), sent->signed_headers.end(), "x-amz-meta-empty"),
+            sent->signed_headers.end());
+  RequestView dropped = req;
+  std::erase_if(dropped.headers, [](const auto& h) { return h.first == "x-amz-meta-empty"; });
+  EXPECT_TRUE(verify(dropped, example_secrets(), "us-east-1", kNow).ok());
+  RequestView changed = req;
+  for (auto& [k, v] : changed.headers) {
+    if (k == "x-amz-meta-empty") v = "x";
+  }
+  EXPECT_EQ(verify(changed, example_secrets(), "us-east-1", kNow).code(),
+            Errc::signature_does_not_match);
+}
+
 TEST(Sigv4, NegativeCases) {
   Credentials c{std::string(kAccess), std::string(kSecret)};
   auto signed_req = [&](RequestView req) {

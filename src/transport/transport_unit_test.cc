@@ -8,12 +8,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "transport/detail.hpp"
 #include "transport/transport.hpp"
+#include "transport/ucx/ucx_transport.hpp"
 
 namespace objdirect::transport {
 namespace {
@@ -330,6 +332,27 @@ TEST(ShmRegions, RegionsOfDeadProcessesAreReclaimed) {
   EXPECT_NE(::access(dead.c_str(), F_OK), 0) << "the dead process's region is still there";
   EXPECT_EQ(::access(live.c_str(), F_OK), 0) << "a live process's region was removed";
   ::unlink(live.c_str());
+}
+
+// UCX counts as a NIC fabric only with an RDMA device in the sysfs class directory and UCX_TLS
+// letting rc/dc in (this host has no device, so only the decision can be checked here).
+TEST(UcxUsesNic, NeedsADeviceAndTransportsThatUseIt) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("objdirect-ib-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(ucx::ucx_uses_nic(dir.string(), nullptr));  // no directory
+  std::filesystem::create_directories(dir);
+  EXPECT_FALSE(ucx::ucx_uses_nic(dir.string(), nullptr));  // no device in it
+  std::filesystem::create_directories(dir / "mlx5_0");
+  EXPECT_TRUE(ucx::ucx_uses_nic(dir.string(), nullptr));  // UCX_TLS unset: UCX picks rc/dc
+  EXPECT_TRUE(ucx::ucx_uses_nic(dir.string(), ""));
+  for (const char* tls : {"rc", "dc_x", "rc_verbs", "tcp,rc_mlx5", "sm,ib", "all", "^tcp"}) {
+    EXPECT_TRUE(ucx::ucx_uses_nic(dir.string(), tls)) << tls;
+  }
+  for (const char* tls : {"tcp", "sm", "tcp,sm,self", "cma,posix", "rcx", "xrc"}) {
+    EXPECT_FALSE(ucx::ucx_uses_nic(dir.string(), tls)) << tls;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -21,8 +21,9 @@ cleanup() {
 trap cleanup EXIT
 
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
-for f in include/objdirect/client.hpp include/objdirect/objdirect.h \
-         include/objdirect/common/status.hpp lib*/cmake/objdirect/objdirectConfig.cmake \
+for f in include/objdirect/client.hpp include/objdirect/config.hpp include/objdirect/status.hpp \
+         include/objdirect/export.hpp include/objdirect/objdirect.h \
+         lib*/cmake/objdirect/objdirectConfig.cmake \
          lib*/pkgconfig/objdirect.pc; do
   compgen -G "$work/prefix/$f" > /dev/null || { echo "install: $f missing"; cat "$work/install.log"; exit 1; }
 done
@@ -32,8 +33,8 @@ soname=$(objdump -p "$so" | awk '$1 == "SONAME" {print $2}')
 [ "$soname" = libobjdirect.so.0 ] || { echo "install: SONAME is '$soname', not libobjdirect.so.0"; exit 1; }
 
 # Each installed header compiles on its own (objdirect.h also as C).
-inc="-I$work/prefix/include -I$work/prefix/include/objdirect"
-for h in client.hpp objdirect.h; do
+inc="-I$work/prefix/include"
+for h in client.hpp config.hpp status.hpp export.hpp objdirect.h; do
   # shellcheck disable=SC2086
   echo "#include <objdirect/$h>" | c++ -std=c++20 -fsyntax-only -Wall -Werror $inc -x c++ - \
     || { echo "install: objdirect/$h does not compile on its own"; exit 1; }

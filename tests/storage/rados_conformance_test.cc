@@ -38,6 +38,7 @@ class RadosBackend : public TestBackend {
  public:
   RadosBackend(std::string conf, std::string prefix)
       : conf_(std::move(conf)), prefix_(std::move(prefix)) {}
+  ~RadosBackend() override { testing_ceph::remove_pools(conf_, prefix_ + "."); }
   Result<std::unique_ptr<ObjectStore>> open() override {
     return open_rados_store(options(conf_, prefix_));
   }

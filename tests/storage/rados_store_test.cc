@@ -76,8 +76,10 @@ class RadosStoreTest : public ::testing::Test {
     ASSERT_EQ(rados_.ioctx_create((prefix_ + ".data").c_str(), data_), 0);
   }
   void TearDown() override {
+    store_.reset();
     data_.close();
     rados_.shutdown();
+    testing_ceph::remove_pools(conf_, prefix_ + ".");
   }
   std::unique_ptr<ObjectStore> open(std::uint32_t grace_s, std::uint32_t intent_expire_s,
                                     std::uint32_t bucket_cache_entries = 4096) {

@@ -25,6 +25,22 @@ using Clock = std::chrono::steady_clock;
 
 // Bound on how long the destructor drives endpoint closes before giving up on them.
 constexpr auto close_drain_max = std::chrono::seconds(2);
+// A peer reached only without failure detection (UCX shared memory) is first read one byte from
+// (probe_locked): UCX deems shared memory reachable between network namespaces of one kernel,
+// where it never completes and nothing reports it. The probe waits at most this long (a first
+// contact may need a lazy connection and one poll of the peer's progress, as the engine's
+// mailbox read allows), so such a peer fails in about 2 s instead of twice the op timeout.
+constexpr auto probe_wait_max = std::chrono::milliseconds(2000);
+// Probes that never completed keep their one-byte landing slot until UCX lets go of it (the
+// worker's end at the latest); past this many, peers without failure detection are refused.
+constexpr std::size_t stuck_probes_max = 64;
+
+// The landing byte of one probe read and its outcome; UCX's callback names it.
+struct ProbeSlot {
+  std::byte landing{};
+  bool done = false;
+  ucs_status_t status = UCS_OK;
+};
 
 std::string ucs_error(ucs_status_t st) {
   return std::string(ucs_status_string(st)) + " (" + std::to_string(static_cast<int>(st)) + ")";
@@ -69,8 +85,10 @@ struct Peer {
   bool* any_failed = nullptr;  // the transport's flag: some peer failed, close its endpoint
   std::string failure;
   // Created in UCP_ERR_HANDLING_MODE_NONE (no transport with peer failure detection reaches the
-  // peer: shared memory only). Nothing reports such a peer unreachable; a timeout says why.
+  // peer: shared memory only). Nothing reports such a peer unreachable: its first operation is
+  // preceded by a probe read (probe_locked), and a timeout says why.
   bool no_failure_detection = false;
+  bool probed = false;  // a probe read completed
 };
 
 class UcxTransport;
@@ -124,6 +142,7 @@ class UcxTransport final : public Transport {
     ops_.clear();
     ucp_worker_destroy(worker_);  // may still complete requests: their tickets find no Op
     for (Ticket* t : tickets_) delete t;
+    stuck_probes_.clear();  // UCX holds none of them any more
   }
 
   const Capabilities& caps() const noexcept override { return caps_; }
@@ -270,6 +289,63 @@ class UcxTransport final : public Transport {
     ucp_request_free(request);
   }
 
+  static void on_probe_done(void* request, ucs_status_t status, void* user_data) {
+    auto* slot = static_cast<ProbeSlot*>(user_data);
+    slot->done = true;
+    slot->status = status;
+    ucp_request_free(request);
+  }
+
+  // Reads one byte of the peer's first remote segment and waits for it (at most probe_wait_max,
+  // driving the worker). On failure the peer is marked failed and its endpoint closed, so the
+  // caller fails at once and the engine falls back (and the client remembers the fabric failed).
+  Status probe_locked(Peer& peer, std::uint64_t remote_addr, ucp_rkey_h rkey) {
+    std::erase_if(stuck_probes_, [](const std::unique_ptr<ProbeSlot>& p) { return p->done; });
+    if (stuck_probes_.size() >= stuck_probes_max) {
+      return Status(Errc::rdma_transfer_failed,
+                    "ucx: " + std::to_string(stuck_probes_max) +
+                        " probe reads of peers reached only over UCX shared memory never "
+                        "completed; refusing more such peers");
+    }
+    auto slot = std::make_unique<ProbeSlot>();
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = &UcxTransport::on_probe_done;
+    param.user_data = slot.get();
+    ucs_status_ptr_t req = ucp_get_nbx(peer.ep, &slot->landing, 1, remote_addr, rkey, &param);
+    if (req == nullptr) {
+      peer.probed = true;
+      return Status::Ok();
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+      return detail::transport_error("ucx: probe ucp_get_nbx", ucs_error(UCS_PTR_STATUS(req)));
+    }
+    const auto give_up = Clock::now() + probe_wait_max;
+    detail::Backoff backoff(std::chrono::microseconds(50));
+    while (!slot->done && Clock::now() < give_up) {
+      if (poll_locked()) {
+        backoff.reset();
+      } else {
+        backoff.pause();
+      }
+    }
+    if (slot->done && slot->status == UCS_OK) {
+      peer.probed = true;
+      return Status::Ok();
+    }
+    std::string why =
+        slot->done ? "failed: " + ucs_error(slot->status)
+                   : "did not complete within " + std::to_string(probe_wait_max.count()) + " ms";
+    if (!slot->done) stuck_probes_.push_back(std::move(slot));
+    peer.failed = true;
+    peer.failure = "a probe read " + why;
+    return Status(Errc::rdma_transfer_failed,
+                  "ucx: peer unreachable: a one-byte probe read " + why +
+                      " (the peer is reachable only over UCX shared memory, which has no peer "
+                      "failure detection: a dead peer, or one in another network namespace, "
+                      "which UCX shared memory does not cross)");
+  }
+
   static void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* peer = static_cast<Peer*>(arg);
     peer->failed = true;
@@ -410,6 +486,16 @@ class UcxTransport final : public Transport {
       }
       op->rkeys.push_back(rk);
     }
+    if (const std::shared_ptr<Peer> peer = (*entry_or)->handle;
+        peer->no_failure_detection && !peer->probed) {
+      if (Status probe = probe_locked(*peer, chunks.front().remote_addr,
+                                      op->rkeys[chunks.front().remote_index]);
+          !probe.ok()) {
+        release_rkeys(*op);
+        close_endpoint_locked(peer);
+        return probe;
+      }
+    }
     for (const LocalSegment& s : local) op->regions.push_back(s.mr->shared_from_this());
     ops_.emplace(raw->id, std::move(op));
 
@@ -487,6 +573,7 @@ class UcxTransport final : public Transport {
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
   std::unordered_set<Ticket*> tickets_;                   // requests UCX still holds
   std::vector<std::shared_ptr<MemoryRegion>> graveyard_;  // released in callbacks, freed later
+  std::vector<std::unique_ptr<ProbeSlot>> stuck_probes_;  // at most stuck_probes_max
   OpId next_op_ = 1;
   std::unique_ptr<detail::ProgressThread> progress_thread_;
 };
@@ -604,15 +691,18 @@ Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config) {
 }
 
 bool ucx_uses_nic() {
+  return ucx_uses_nic("/sys/class/infiniband", std::getenv("UCX_TLS"));
+}
+
+bool ucx_uses_nic(const std::string& infiniband_class_dir, const char* tls) {
   bool device = false;
-  if (DIR* d = ::opendir("/sys/class/infiniband")) {
+  if (DIR* d = ::opendir(infiniband_class_dir.c_str())) {
     while (const dirent* e = ::readdir(d)) {
       if (e->d_name[0] != '.') device = true;
     }
     ::closedir(d);
   }
   if (!device) return false;
-  const char* tls = std::getenv("UCX_TLS");
   if (tls == nullptr || *tls == '\0') return true;
   std::string_view list(tls);
   if (list.starts_with('^')) return true;  // "all but ...": rc/dc stay unless named; assume so
@@ -620,7 +710,7 @@ bool ucx_uses_nic() {
     auto comma = list.find(',');
     std::string_view t = list.substr(0, comma);
     for (std::string_view hw :
-         {"all", "rc", "rc_x", "rc_v", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ib"}) {
+         {"all", "rc", "rc_x", "rc_v", "rc_verbs", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ib"}) {
       if (t == hw) return true;
     }
     if (comma == std::string_view::npos) break;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "transport/transport.hpp"
 
@@ -16,7 +17,10 @@ Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config);
 
 // Whether UCX would move bytes by an RDMA NIC here (rc/dc zero-copy RMA) rather than emulate RMA
 // over tcp or sm: an RDMA device in /sys/class/infiniband, and UCX_TLS unset or naming one of
-// all, rc, rc_x, rc_v, rc_mlx5, dc, dc_x, dc_mlx5, ib. Opens nothing (transport::uses_nic).
+// all, rc, rc_x, rc_v, rc_verbs, rc_mlx5, dc, dc_x, dc_mlx5, ib. Opens nothing
+// (transport::uses_nic).
 bool ucx_uses_nic();
+// The decision itself, on a given device directory and UCX_TLS value (null: unset); for tests.
+bool ucx_uses_nic(const std::string& infiniband_class_dir, const char* ucx_tls);
 
 }  // namespace objdirect::transport::ucx
