@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "objdirect/client.hpp"
+#include "objdirect/config.hpp"
 #include "storage/cache/caching_store.hpp"
 #include "storage/local/local_store.hpp"
 #include "storage/s3/s3_store.hpp"
