@@ -100,8 +100,28 @@ def main() -> int:
         for where in ("include/objdirect/client.hpp:2: the public API includes \"common/status.hpp\"",
                       "include/objdirect/config.hpp:1: the public API includes"):
             assert where in api_bad.stdout, (where, api_bad.stdout)
-    print("layering check: refuses 5 of 5 bad includes, 8 of 8 seam violations and 2 of 2 private "
-          "includes of the public API, accepts the allowed ones")
+        # The storage seam: backend headers in their folder, the factory and tests only.
+        store_ok = run(tree(pathlib.Path(d) / "store_ok", {
+            "src/storage/open_store.cc": '#include "storage/local/local_store.hpp"\n'
+                                         '#include "storage/cache/caching_store.hpp"\n',
+            "src/storage/s3/s3_store.cc": '#include "storage/s3/s3_store.hpp"\n',
+            "src/storage/rados/rados_store.cc": '#include "storage/local/meta_codec.hpp"\n',
+            "src/server/http/http_request_fuzz.cc": '#include "storage/local/local_store.hpp"\n',
+            "src/storage/open_store_test.cc": '#include "storage/s3/s3_store.hpp"\n',
+            "tools/t/main.cc": '#include "storage/open_store.hpp"\n',
+        }))
+        assert store_ok.returncode == 0, store_ok.stdout + store_ok.stderr
+        store_bad = run(tree(pathlib.Path(d) / "store_bad", {
+            "tools/t/main.cc": '#include "storage/local/local_store.hpp"\n',
+            "src/server/s.cc": '// x\n#include "storage/cache/caching_store.hpp"\n',
+            "src/storage/s3/s3_store.cc": '#include "storage/rados/rados_store.hpp"\n',
+        }))
+        assert store_bad.returncode == 1, store_bad.stdout
+        for where in ("tools/t/main.cc:1: storage backend header", "src/server/s.cc:2: storage",
+                      "src/storage/s3/s3_store.cc:1: storage"):
+            assert where in store_bad.stdout, (where, store_bad.stdout)
+    print("layering check: refuses 5 of 5 bad includes, 8 of 8 seam violations, 2 of 2 private "
+          "includes of the public API and 3 of 3 storage-seam violations, accepts the allowed ones")
     return 0
 
 

@@ -329,6 +329,15 @@ HttpServer::HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler)
   }
 }
 
+void HttpServer::register_metrics(metrics::Sink& sink) const {
+  const ServerCounters* c = &counters_;
+  sink.add_gauge("objdirect_http_connections_open", "Open HTTP connections.",
+                 [c] { return static_cast<double>(c->connections_open.load()); });
+  sink.add_counter("objdirect_http_connections_rejected_total",
+                   "Connections refused over --connections-max.",
+                   [c] { return static_cast<double>(c->connections_rejected.load()); });
+}
+
 HttpServer::~HttpServer() {
   stop();
 }

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/limits.hpp"
+#include "common/metrics_sink.hpp"
 #include "common/status.hpp"
 
 namespace objdirect::http {
@@ -165,6 +166,9 @@ class HttpServer {
   void stop();
 
   const ServerCounters& counters() const { return counters_; }
+  // Registers objdirect_http_connections_open and objdirect_http_connections_rejected_total
+  // (docs/metrics.md); the server must outlive every render of `sink`. Once per server.
+  void register_metrics(metrics::Sink& sink) const;
   asio::io_context& io_context() { return ioc_; }
 
  private:

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "common/assert.hpp"
@@ -28,6 +29,15 @@ std::string fmt_double(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.9g", v);
   return buf;
+}
+
+// The series render() writes itself (recorded by the S3 layer), which no component may sample.
+const std::set<std::string, std::less<>>& own_series() {
+  static const std::set<std::string, std::less<>> names = {
+      "objdirect_requests_total",      "objdirect_request_duration_seconds",
+      "objdirect_payload_bytes_total", "objdirect_rdma_declines_total",
+      "objdirect_rdma_errors_total",   "objdirect_rdma_token_refusals_total"};
+  return names;
 }
 
 bool in_cidr(const std::string& addr, const std::string& cidr) {
@@ -78,9 +88,22 @@ void Registry::rdma_refusal(const std::string& reason) {
   ++rdma_refusals_[reason];
 }
 
-void Registry::add_gauge(const std::string& name, const std::string& help, GaugeFn fn) {
+void Registry::add_counter(const std::string& name, const std::string& help, ValueFn fn) {
+  OBJDIRECT_ASSERT(name.ends_with("_total"), "a counter's name ends in _total (Prometheus)");
+  add_sampled(name, "counter", help, std::move(fn));
+}
+
+void Registry::add_gauge(const std::string& name, const std::string& help, ValueFn fn) {
+  OBJDIRECT_ASSERT(!name.ends_with("_total"), "a gauge's name does not end in _total");
+  add_sampled(name, "gauge", help, std::move(fn));
+}
+
+void Registry::add_sampled(const std::string& name, const char* type, const std::string& help,
+                           ValueFn fn) {
+  OBJDIRECT_ASSERT(name.starts_with("objdirect_"), "every series is named objdirect_*");
+  OBJDIRECT_ASSERT(!own_series().contains(name), "the registry's own series are not sampled");
   std::lock_guard lock(mu_);
-  const bool added = gauges_.try_emplace(name, help, std::move(fn)).second;
+  const bool added = sampled_.try_emplace(name, Sampled{type, help, std::move(fn)}).second;
   OBJDIRECT_ASSERT(added,
                    "a metric series is registered once (the second would replace the first)");
 }
@@ -130,11 +153,9 @@ std::string Registry::render() const {
   for (const auto& [k, v] : rdma_refusals_) {
     o << "objdirect_rdma_token_refusals_total{reason=\"" << escape_label(k) << "\"} " << v << "\n";
   }
-  for (const auto& [name, g] : gauges_) {
-    // Prometheus: a series named *_total is a counter (a monotonic total sampled from its owner).
-    const char* type = name.ends_with("_total") ? "counter" : "gauge";
-    o << "# HELP " << name << " " << g.first << "\n# TYPE " << name << " " << type << "\n"
-      << name << " " << fmt_double(g.second()) << "\n";
+  for (const auto& [name, g] : sampled_) {
+    o << "# HELP " << name << " " << g.help << "\n# TYPE " << name << " " << g.type << "\n"
+      << name << " " << fmt_double(g.fn()) << "\n";
   }
   return o.str();
 }

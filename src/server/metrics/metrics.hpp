@@ -18,9 +18,14 @@
 #include <string>
 #include <tuple>
 
+#include "common/metrics_sink.hpp"
+
 namespace objdirect::metrics {
 
-class Registry {
+// The S3 layer's own series (requests, latency, payload bytes, RDMA declines, errors, refusals)
+// are recorded here directly; every other component registers its series through the Sink
+// interface (common/metrics_sink.hpp). The list of all series is docs/metrics.md.
+class Registry final : public Sink {
  public:
   // Latency buckets in seconds (Prometheus "le" bounds); +Inf is implicit.
   static constexpr std::array<double, 12> kLatencyBuckets = {
@@ -37,9 +42,11 @@ class Registry {
   // bound-to-other-principal, replayed-nonce, expired, replay-cache-full.
   void rdma_refusal(const std::string& reason);
 
-  // Values that live elsewhere, sampled at render time; once per name; *_total ones are counters.
-  using GaugeFn = std::function<double()>;
-  void add_gauge(const std::string& name, const std::string& help, GaugeFn fn);
+  // Values that live in other components, sampled at render time (Sink). Each name once, and
+  // not one of the series above; a counter's name ends in _total, a gauge's does not. Breaking
+  // either rule is a programmer error (OBJDIRECT_ASSERT).
+  void add_counter(const std::string& name, const std::string& help, ValueFn fn) override;
+  void add_gauge(const std::string& name, const std::string& help, ValueFn fn) override;
 
   // The Prometheus text exposition (version 0.0.4).
   std::string render() const;
@@ -57,7 +64,13 @@ class Registry {
   std::map<std::string, std::uint64_t> rdma_declines_;
   std::map<std::string, std::uint64_t> rdma_errors_;
   std::map<std::string, std::uint64_t> rdma_refusals_;
-  std::map<std::string, std::pair<std::string, GaugeFn>> gauges_;
+  struct Sampled {
+    const char* type;  // "counter" or "gauge"
+    std::string help;
+    ValueFn fn;
+  };
+  void add_sampled(const std::string& name, const char* type, const std::string& help, ValueFn fn);
+  std::map<std::string, Sampled> sampled_;
 };
 
 // Whether `addr` may read /metrics: loopback always, plus addresses matching any entry of

@@ -892,4 +892,69 @@ RdmaStats RdmaEngine::stats() const {
   return s;
 }
 
+void RdmaEngine::register_metrics(metrics::Sink& sink) const {
+  auto stat = [this](std::uint64_t RdmaStats::*field) {
+    return [this, field] { return static_cast<double>(stats().*field); };
+  };
+  struct Series {
+    const char* name;
+    std::uint64_t RdmaStats::*field;
+    const char* help;
+  };
+  // Counters. objdirect_rdma_buffers_total is the pool's size, not a running total: it stays put
+  // (retired buffers are replaced) and drops only when a replacement cannot be registered.
+  const Series counters[] = {
+      {"objdirect_rdma_buffers_total", &RdmaStats::buffers_total,
+       "Registered RDMA staging buffers."},
+      {"objdirect_rdma_buffers_retired_total", &RdmaStats::buffers_retired_total,
+       "Staging buffers ever retired after a timed-out operation."},
+      {"objdirect_rdma_buffers_reclaimed_total", &RdmaStats::buffers_reclaimed,
+       "Retired staging buffers freed once no transfer could touch them any more."},
+      {"objdirect_rdma_transfers_ok_total", &RdmaStats::transfers_ok, "RDMA transfers completed."},
+      {"objdirect_rdma_transfers_failed_total", &RdmaStats::transfers_failed,
+       "RDMA transfers failed."},
+      {"objdirect_rdma_transfers_unreachable_total", &RdmaStats::transfers_refused_by_transport,
+       "Failed RDMA transfers whose first post the transport refused before any byte moved "
+       "(libfabric tcp: the client's fabric address cannot be reached from here)."},
+      {"objdirect_rdma_get_bytes_mapped_total", &RdmaStats::bytes_written_mapped,
+       "GET bytes RDMA-written straight from a mapping of the object's files."},
+      {"objdirect_rdma_admissions_refused_total", &RdmaStats::admissions_refused,
+       "RDMA transfers refused with SlowDown (at once or after waiting)."},
+      {"objdirect_rdma_transport_resets_total", &RdmaStats::transport_resets,
+       "Transports replaced after a dead peer stalled them (libfabric shm)."},
+      {"objdirect_rdma_shm_dead_peer_lock_releases_total", &RdmaStats::shm_dead_peer_lock_releases,
+       "libfabric shm posts freed by releasing the region lock of a dead client."},
+      {"objdirect_rdma_shm_dead_peer_locks_left_alone_total",
+       &RdmaStats::shm_dead_peer_locks_left_alone,
+       "libfabric shm posts stuck on a dead client's lock that was not released (libfabric other "
+       "than 1.17, region not readable)."},
+      {"objdirect_rdma_admissions_refused_after_wait_total",
+       &RdmaStats::admissions_refused_after_wait,
+       "RDMA transfers refused with SlowDown after waiting --rdma-admission-wait-ms (or woken by "
+       "shutdown)."},
+      {"objdirect_rdma_admissions_waited_total", &RdmaStats::admissions_waited,
+       "RDMA transfers admitted after waiting for a staging buffer."},
+      {"objdirect_rdma_failures_answered_unsettled_total", &RdmaStats::failures_answered_unsettled,
+       "Failed RDMA transfers answered while the provider still held some of their operations "
+       "(the wait for them, one --rdma-op-timeout-ms, expired)."},
+  };
+  const Series gauges[] = {
+      {"objdirect_rdma_buffers_in_use", &RdmaStats::buffers_in_use,
+       "Staging buffers held by transfers."},
+      {"objdirect_rdma_buffers_retired", &RdmaStats::buffers_retired,
+       "Staging buffers retired after a timed-out operation and not yet freed."},
+      {"objdirect_rdma_inflight_bytes", &RdmaStats::inflight_bytes,
+       "Staging bytes held by RDMA transfers."},
+      {"objdirect_rdma_transfers_active", &RdmaStats::transfers_active,
+       "RDMA transfers in progress."},
+      {"objdirect_rdma_admission_waiters", &RdmaStats::admission_waiters,
+       "RDMA transfers waiting for admission now."},
+  };
+  for (const auto& c : counters) sink.add_counter(c.name, c.help, stat(c.field));
+  for (const auto& g : gauges) sink.add_gauge(g.name, g.help, stat(g.field));
+  sink.add_counter("objdirect_rdma_admission_wait_seconds_total",
+                   "Time RDMA transfers spent waiting for admission (admitted or refused).",
+                   [this] { return static_cast<double>(stats().admission_wait_ns_total) / 1e9; });
+}
+
 }  // namespace objdirect::rdma

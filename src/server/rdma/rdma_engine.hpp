@@ -70,6 +70,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/metrics_sink.hpp"
 #include "common/status.hpp"
 #include "storage/object_store.hpp"
 #include "token/token.hpp"
@@ -195,6 +196,9 @@ class RdmaEngine {
   Status read_mailbox(const token::Token& t, std::span<std::byte> out);
 
   RdmaStats stats() const;
+  // Registers the engine's series, objdirect_rdma_* from stats() (docs/metrics.md); the engine
+  // must outlive every render of `sink`. Once per engine.
+  void register_metrics(metrics::Sink& sink) const;
 
   // Refuses every transfer waiting for admission (they return slow_down at once) and every
   // later one that would have to wait; transfers already admitted run on. Call it before

@@ -155,14 +155,14 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
   if (impl_->opts.lifecycle_interval_ms > 0) {
     Impl* impl = impl_.get();
     auto& m = *impl_->opts.metrics;
-    m.add_gauge("objdirect_lifecycle_objects_expired_total",
-                "Objects deleted by lifecycle Expiration rules.",
-                [impl] { return static_cast<double>(impl->lc_expired.load()); });
-    m.add_gauge("objdirect_lifecycle_uploads_aborted_total",
-                "Multipart uploads aborted by lifecycle AbortIncompleteMultipartUpload rules.",
-                [impl] { return static_cast<double>(impl->lc_aborted.load()); });
-    m.add_gauge("objdirect_lifecycle_passes_total", "Passes of the lifecycle worker.",
-                [impl] { return static_cast<double>(impl->lc_passes.load()); });
+    m.add_counter("objdirect_lifecycle_objects_expired_total",
+                  "Objects deleted by lifecycle Expiration rules.",
+                  [impl] { return static_cast<double>(impl->lc_expired.load()); });
+    m.add_counter("objdirect_lifecycle_uploads_aborted_total",
+                  "Multipart uploads aborted by lifecycle AbortIncompleteMultipartUpload rules.",
+                  [impl] { return static_cast<double>(impl->lc_aborted.load()); });
+    m.add_counter("objdirect_lifecycle_passes_total", "Passes of the lifecycle worker.",
+                  [impl] { return static_cast<double>(impl->lc_passes.load()); });
     impl_->lc_thread = std::thread([impl] { impl->lifecycle_loop(); });
   }
   if (impl_->opts.access_log == "-") {

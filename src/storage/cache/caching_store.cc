@@ -711,6 +711,49 @@ Result<std::unique_ptr<CachingStore>> CachingStore::open(std::unique_ptr<ObjectS
 CachingStore::CachingStore(std::shared_ptr<Core> core) : core_(std::move(core)) {}
 CachingStore::~CachingStore() = default;
 
+void CachingStore::register_metrics(metrics::Sink& sink) const {
+  struct Series {
+    const char* name;
+    std::uint64_t CacheStats::*field;
+    const char* help;
+  };
+  const Series counters[] = {
+      {"objdirect_cache_hits_total", &CacheStats::hits, "Block reads served from the cache."},
+      {"objdirect_cache_misses_total", &CacheStats::misses, "Block reads filled from the backend."},
+      {"objdirect_cache_coalesced_waits_total", &CacheStats::coalesced_waits,
+       "Block reads that waited for another read's fill."},
+      {"objdirect_cache_bytes_served_total", &CacheStats::bytes_served,
+       "Bytes served from the cache."},
+      {"objdirect_cache_bytes_filled_total", &CacheStats::bytes_filled,
+       "Bytes read from the backend into blocks."},
+      {"objdirect_cache_bytes_bypassed_total", &CacheStats::bytes_bypassed,
+       "Bytes read from the backend without caching them."},
+      {"objdirect_cache_evictions_total", &CacheStats::evictions,
+       "Blocks evicted to stay under --cache-bytes-max."},
+      {"objdirect_cache_invalid_blocks_total", &CacheStats::invalid_blocks,
+       "Block files found torn, corrupt or foreign (dropped)."},
+      {"objdirect_cache_fill_errors_total", &CacheStats::fill_errors,
+       "Blocks that could not be written."},
+      {"objdirect_cache_meta_hits_total", &CacheStats::meta_hits,
+       "Metadata lookups answered within the TTL."},
+      {"objdirect_cache_revalidations_unchanged_total", &CacheStats::revalidations_unchanged,
+       "Revalidations that found the same ETag (304)."},
+      {"objdirect_cache_revalidations_changed_total", &CacheStats::revalidations_changed,
+       "Revalidations that found another ETag or none."},
+      {"objdirect_cache_inner_requests_total", &CacheStats::inner_requests,
+       "Calls the cache made to the backend and its readers."},
+  };
+  const Series gauges[] = {
+      {"objdirect_cache_blocks", &CacheStats::blocks, "Blocks in the cache."},
+      {"objdirect_cache_bytes", &CacheStats::bytes, "Disk bytes used by the cache."},
+  };
+  auto stat = [this](std::uint64_t CacheStats::*field) {
+    return [this, field] { return static_cast<double>(stats().*field); };
+  };
+  for (const auto& c : counters) sink.add_counter(c.name, c.help, stat(c.field));
+  for (const auto& g : gauges) sink.add_gauge(g.name, g.help, stat(g.field));
+}
+
 CacheStats CachingStore::stats() const {
   const auto& c = core_->c;
   CacheStats s;

@@ -55,6 +55,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/metrics_sink.hpp"
 #include "common/status.hpp"
 #include "storage/cache/block_header.hpp"
 #include "storage/object_store.hpp"
@@ -108,6 +109,9 @@ class CachingStore : public ObjectStore {
   ~CachingStore() override;
 
   CacheStats stats() const;
+  // Registers objdirect_cache_* from stats() (docs/metrics.md), not the inner store's series;
+  // the cache must outlive every render of `sink`. Once per cache.
+  void register_metrics(metrics::Sink& sink) const;
   // The block file that holds block `index` of the given object version (for tests and tools).
   std::string block_path(std::string_view bucket, std::string_view key, std::string_view etag,
                          std::uint64_t object_size, std::uint64_t index) const;

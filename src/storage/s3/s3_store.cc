@@ -2053,4 +2053,25 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   return s;
 }
 
+void register_s3_store_metrics(const ObjectStore& store, metrics::Sink& sink) {
+  if (dynamic_cast<const S3Store*>(&store) == nullptr) return;
+  const ObjectStore* st = &store;
+  auto stat = [st](std::uint64_t S3StoreStats::*field) {
+    return [st, field] { return static_cast<double>(s3_store_stats(*st).*field); };
+  };
+  sink.add_counter("objdirect_upstream_requests_total", "HTTP requests sent to the upstream S3.",
+                   stat(&S3StoreStats::requests));
+  sink.add_counter("objdirect_upstream_get_requests_total",
+                   "Ranged GETs of object data sent to the upstream.",
+                   stat(&S3StoreStats::get_requests));
+  sink.add_gauge("objdirect_upstream_connections_in_use", "Upstream connections in use.",
+                 stat(&S3StoreStats::connections_in_use));
+  sink.add_counter("objdirect_upstream_pool_waits_timed_out_total",
+                   "Requests refused with SlowDown: no free upstream connection in time.",
+                   stat(&S3StoreStats::pool_waits_timed_out));
+  sink.add_counter("objdirect_upstream_multipart_commits_total",
+                   "Objects written through as a multipart upload.",
+                   stat(&S3StoreStats::multipart_commits));
+}
+
 }  // namespace objdirect::storage

@@ -57,6 +57,7 @@
 #include <memory>
 #include <string>
 
+#include "common/metrics_sink.hpp"
 #include "common/retry.hpp"
 #include "common/status.hpp"
 #include "storage/object_store.hpp"
@@ -143,5 +144,10 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
 
 // The counters of a store from open_s3_store (zeros for any other store).
 S3StoreStats s3_store_stats(const ObjectStore& store);
+
+// Registers the upstream series objdirect_upstream_* of a store from open_s3_store
+// (docs/metrics.md; nothing for any other store); the store must outlive every render of `sink`.
+// Once per store.
+void register_s3_store_metrics(const ObjectStore& store, metrics::Sink& sink);
 
 }  // namespace objdirect::storage
