@@ -65,28 +65,25 @@ def test_multipart_threshold_and_chunksize(server, bucket):
         assert "-" not in c.put(bucket, "default", at).etag
 
 
-class _Always:
-    """A local HTTP server answering every request with `status` and `body` (or not at all
-    when hang), counting the requests."""
+class _FakeServer:
+    """A local HTTP server on a free port: every request is counted, its body read, and then
+    answered by respond(handler)."""
 
-    def __init__(self, status=503, body=b"", hang=False):
+    protocol_version = "HTTP/1.0"
+
+    def __init__(self):
         outer = self
         self.count = 0
 
         class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = outer.protocol_version
+
             def _any(self):
                 outer.count += 1
                 n = int(self.headers.get("content-length") or 0)
                 if n:
                     self.rfile.read(n)
-                if hang:
-                    time.sleep(5)
-                    return
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
+                outer.respond(self)
 
             do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _any
 
@@ -98,9 +95,33 @@ class _Always:
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
+    @staticmethod
+    def reply(h, status, body, headers=()):
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(body)
+
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class _Always(_FakeServer):
+    """Answers every request with `status` and `body` (or not at all when hang)."""
+
+    def __init__(self, status=503, body=b"", hang=False):
+        self.status, self.body, self.hang = status, body, hang
+        super().__init__()
+
+    def respond(self, h):
+        if self.hang:
+            time.sleep(5)
+            return
+        self.reply(h, self.status, self.body)
 
 
 SLOW_DOWN = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
@@ -261,46 +282,21 @@ def test_virtual_hosted_addressing_against_domain(tmp_path, server):
 # -- 307 redirects -------------------------------------------------------------------------------
 
 
-class _Redirector:
+class _Redirector(_FakeServer):
     """Answers every request with 307 Temporary Redirect to `target` + the same path and query
-    (reading any body first, as S3 does), counting them."""
+    (reading any body first, as S3 does)."""
+
+    protocol_version = "HTTP/1.1"
 
     def __init__(self, target=None):
-        outer = self
-        self.count = 0
         self.target = target
+        super().__init__()
 
-        class H(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _any(self):
-                outer.count += 1
-                n = int(self.headers.get("content-length") or 0)
-                if n:
-                    self.rfile.read(n)
-                body = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>TemporaryRedirect"
-                        b"</Code><Message>Please re-send this request to the specified temporary"
-                        b" endpoint.</Message></Error>")
-                self.send_response(307)
-                self.send_header("Location", (outer.target or outer.endpoint) + self.path)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _any
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, h):
+        body = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>TemporaryRedirect"
+                b"</Code><Message>Please re-send this request to the specified temporary"
+                b" endpoint.</Message></Error>")
+        self.reply(h, 307, body, [("Location", (self.target or self.endpoint) + h.path)])
 
 
 def test_307_redirect_followed_and_bounded(server, bucket):
