@@ -1,0 +1,155 @@
+// The RadosStore class (see rados_store.hpp, docs/scale-out.md). Its members are defined in
+// rados_store.cc (construction, GC), rados_buckets.cc (buckets, bucket configuration and the
+// bucket record cache), rados_objects.cc (objects and listing) and rados_multipart.cc.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "storage/rados/rados_common.hpp"
+
+namespace objdirect::storage::rados_impl {
+
+class RadosStore : public ObjectStore {
+ public:
+  explicit RadosStore(std::shared_ptr<Conn> c);
+  ~RadosStore() override;
+
+  Status create_bucket(const BucketInfo& info) override;
+
+  Status delete_bucket(std::string_view bucket) override;
+
+  Result<BucketInfo> head_bucket(std::string_view bucket) override;
+
+  Result<std::vector<BucketInfo>> list_buckets() override;
+
+  Result<std::unique_ptr<BlobWriter>> begin_write(std::string_view bucket) override;
+
+  Result<std::unique_ptr<BlobWriter>> begin_write_for(std::string_view bucket,
+                                                      std::string_view key) override;
+
+  Result<ObjectMeta> commit_object(std::string_view bucket, ObjectMeta meta,
+                                   std::unique_ptr<BlobWriter> data,
+                                   const WriteCondition& cond) override;
+
+  Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
+                                     TagSet tags) override;
+
+  Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
+
+  Status set_bucket_config(std::string_view bucket, std::string_view name,
+                           std::string document) override;
+
+  Status update_bucket(std::string_view bucket, const std::function<void(BucketInfo&)>& change);
+
+  Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
+                                  std::string_view expected_etag) override;
+
+  Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override;
+
+  Result<std::unique_ptr<ObjectReader>> open_object(std::string_view bucket,
+                                                    std::string_view key) override;
+
+  Status delete_object(std::string_view bucket, std::string_view key) override;
+
+  Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) override;
+
+  Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) override;
+
+  Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
+                                std::string_view upload_id) override;
+
+  Result<PartInfo> commit_part(std::string_view bucket, std::string_view key,
+                               std::string_view upload_id, PartInfo info,
+                               std::unique_ptr<BlobWriter> data) override;
+
+  Result<std::vector<PartInfo>> list_parts(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id,
+                                           std::uint32_t part_number_marker,
+                                           std::uint32_t max_parts) override;
+
+  Result<ObjectMeta> complete_upload(std::string_view bucket, std::string_view upload_id,
+                                     ObjectMeta meta, const std::vector<CompletePartRef>& parts,
+                                     const WriteCondition& cond) override;
+
+  Status abort_upload(std::string_view bucket, std::string_view key,
+                      std::string_view upload_id) override;
+  Status abort_upload(const BucketRec& b, std::string_view key, std::string_view upload_id);
+
+  Result<ListUploadsResult> list_uploads(std::string_view bucket,
+                                         const ListUploadsQuery& q) override;
+
+  Result<std::uint64_t> gc_pass();
+
+ private:
+  // The index entry of `okey` in shard `oid`: its raw value (for the commit's omap_cmp) and
+  // decoded (both nullopt when absent), checked against the write condition: must_be_absent
+  // fails on an entry, etag_must_match on none or another ETag.
+  struct Current {
+    std::optional<std::string> raw;
+    std::optional<ObjectVal> old;
+  };
+  Result<Current> current_entry(const std::string& oid, const std::string& okey,
+                                const WriteCondition& cond);
+
+  Result<ObjectVal> get_object(std::string_view bucket, std::string_view key, bool parts);
+
+  // --- the bucket record cache ---
+  // Bucket name -> record, per server. A cached record may be stale: another server may have
+  // deleted the bucket, maybe re-created it under a new instance. Every use validates it no later
+  // than its first access to an index shard, in the same RADOS op: reads fetch the shard's
+  // "!state" with their keys (read_entry, valid_bucket), writes assert it is "live". Shards of a
+  // deleted instance are fenced forever, so a stale record is always detected; the fresh record
+  // then replaces it (fresh_bucket) and the op is redone on it, or fails with NoSuchBucket, or,
+  // for a PUT whose data went to the old instance, is refused. HeadBucket and ListBuckets read
+  // the record itself. Deleting and re-creating a bucket thus never serves stale answers; the
+  // cache only saves the record read of each request.
+
+  Result<BucketRec> bucket_rec(std::string_view name);
+  Result<BucketRec> fresh_bucket(std::string_view name);
+  void remember_bucket(const BucketRec& b);
+  void forget_bucket(std::string_view name);
+
+  Result<std::optional<BucketRec>> recheck(const BucketRec& b);
+  static bool live(const std::map<std::string, bufferlist>& m);
+
+  Result<BucketRec> valid_bucket(std::string_view name, std::optional<std::string_view> key);
+
+  // The index entry `okey` of `key` (nullopt when absent), read with the shard's state in one op,
+  // on the current instance of the bucket.
+  struct Entry {
+    BucketRec b;
+    std::string oid;
+    std::optional<std::string> raw;
+  };
+  Result<Entry> read_entry(std::string_view name, std::string_view key, const std::string& okey);
+
+  Result<std::pair<UploadInfo, std::string>> read_upload(const BucketRec& b, std::string_view key,
+                                                         std::string_view upload_id);
+
+  Result<BucketRec> after_conflict(const BucketRec& b, const std::string& oid,
+                                   const std::string& ikey, int attempt);
+
+  static ListUploadsResult page_uploads(std::vector<UploadInfo> all, const ListUploadsQuery& q);
+
+  void gc_loop();
+
+  std::shared_ptr<Conn> c_;
+  struct Cached {
+    BucketRec rec;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  std::mutex cache_mu_;
+  std::map<std::string, Cached, std::less<>> cache_;  // at most bucket_cache_entries
+  const std::string gc_cookie_ = BlobId::random().hex();
+  std::mutex gc_mu_;
+  std::condition_variable gc_cv_;
+  bool stop_ = false;
+  std::thread gc_thread_;
+};
+
+}  // namespace objdirect::storage::rados_impl
