@@ -48,6 +48,14 @@ def gateway_mode():
     return "--backend s3" in os.environ.get("OBJDIRECT_SERVER_ARGS", "")
 
 
+def keeps_versions():
+    """True when the suite's backend keeps object versions (docs/versioning.md): the local and
+    RADOS backends; not the gateway (--backend s3) nor the read-through cache (--cache-dir)."""
+    args = os.environ.get("OBJDIRECT_SERVER_ARGS", "").split()
+    backend = args[args.index("--backend") + 1] if "--backend" in args[:-1] else "local"
+    return backend in ("local", "rados") and "--cache-dir" not in args
+
+
 def server_binary():
     bin_dir = os.environ.get("OBJDIRECT_BIN_DIR")
     assert bin_dir, "OBJDIRECT_BIN_DIR is not set (ctest sets it to <build>/bin)"

@@ -3,7 +3,8 @@ refused), version ids on PutObject, CopyObject and CompleteMultipartUpload, GET/
 versionId, delete markers, null versions after suspension, DeleteObjects with VersionId,
 ListObjectVersions with prefix, delimiter, markers and paging, and DeleteBucket of a bucket that
 holds only versions; with boto3, raw signed HTTP, `aws s3api`, rclone --s3-versions and RDMA
-(the objdirect CLI over libfabric tcp). Backends without versioning answer NotImplemented."""
+(the objdirect CLI over libfabric tcp). The same assertions run on the local and the RADOS backend
+(rados.integration_s3_versioning); backends without versioning answer NotImplemented."""
 
 import json
 import os
@@ -21,7 +22,7 @@ NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
 def backend_keeps_versions():
-    return "--backend" not in os.environ.get("OBJDIRECT_SERVER_ARGS", "")
+    return objd.keeps_versions()
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,7 @@ def main() -> int:
             "src/storage/open_store.cc": '#include "storage/local/local_store.hpp"\n'
                                          '#include "storage/cache/caching_store.hpp"\n',
             "src/storage/s3/s3_store.cc": '#include "storage/s3/s3_store.hpp"\n',
-            "src/storage/rados/rados_common.hpp": '#include "storage/local/meta_codec.hpp"\n',
+            "src/storage/rados/index_codec.hpp": '#include "storage/local/meta_codec.hpp"\n',
             "src/server/http/http_request_fuzz.cc": '#include "storage/local/local_store.hpp"\n',
             "src/storage/open_store_test.cc": '#include "storage/s3/s3_store.hpp"\n',
             "tools/t/main.cc": '#include "storage/open_store.hpp"\n',

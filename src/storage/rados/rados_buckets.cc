@@ -171,6 +171,12 @@ Status RadosStore::set_bucket_tags(std::string_view bucket, TagSet tags) {
 
 Status RadosStore::set_bucket_config(std::string_view bucket, std::string_view name,
                                      std::string document) {
+  if (name == versioning_config_name) {
+    OBJDIRECT_RETURN_IF_ERROR(update_bucket(bucket, [&](BucketInfo& b) {
+      if (!document.empty()) b.config[std::string(name)] = document;
+    }));
+    return propagate_versioning(bucket);
+  }
   return update_bucket(bucket, [&](BucketInfo& b) {
     if (document.empty()) {
       b.config.erase(std::string(name));

@@ -132,25 +132,6 @@ Result<BucketRec> decode_bucket_rec(std::string_view v) {
   return b;
 }
 
-std::string encode_object_val(const ObjectVal& o) {
-  std::string out;
-  put_u32(out, std::uint32_t(o.inline_data.size()));
-  out += o.inline_data;
-  out += local::encode_object(o.rec);
-  return out;
-}
-Result<ObjectVal> decode_object_val(std::string_view v, bool with_parts) {
-  ObjectVal o;
-  std::uint32_t n = 0;
-  if (!get_u32(v, n) || v.size() < n) return Status(Errc::corrupt, "bad object value");
-  o.inline_data = std::string(v.substr(0, n));
-  v.remove_prefix(n);
-  auto rec = with_parts ? local::decode_object(v) : local::decode_object_without_parts(v);
-  if (!rec.ok()) return rec.status();
-  o.rec = std::move(*rec);
-  return o;
-}
-
 std::string encode_gc(std::uint64_t size) {
   std::string out;
   put_u64(out, std::uint64_t(now_ns()));
@@ -286,13 +267,6 @@ Status Conn::delete_unknown_blob(const BlobId& blob) {
     }
   }
   return Status();
-}
-
-// Adds GC records for the non-inline segments of a replaced value.
-void add_gc(const ObjectVal& old, std::map<std::string, bufferlist>& set) {
-  for (const Segment& s : old.rec.segments) {
-    if (!is_inline(s.blob)) set[tagged("g", s.blob.hex())] = to_bl(encode_gc(s.size));
-  }
 }
 
 std::map<std::string, std::pair<bufferlist, int>> cmp_eq(const std::string& key,

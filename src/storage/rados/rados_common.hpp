@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "storage/local/meta_codec.hpp"
 #include "storage/object_store.hpp"
+#include "storage/rados/index_codec.hpp"
 #include "storage/rados/rados_store.hpp"
 
 namespace objdirect::storage::rados_impl {
@@ -40,6 +40,10 @@ inline constexpr const char* gc_lock_oid = "gc.lock";
 inline constexpr const char* state_key = "!state";
 inline constexpr const char* state_live = "live";
 inline constexpr std::uint32_t deleting_flag = 0x80000000u;  // in the bucket record's shard count
+// Every index shard of a versioned bucket holds versioning_key: the bucket's versioning state
+// ("Enabled" / "Suspended"; absent: never versioned), compared by every commit of a key.
+inline constexpr const char* versioning_key = "!versioning";
+enum class Versioning { off, enabled, suspended };
 
 std::int64_t now_ns();
 Status rados_error(int r, std::string_view what);
@@ -77,15 +81,6 @@ struct BucketRec {
 std::string encode_bucket_rec(const BucketRec& b);
 Result<BucketRec> decode_bucket_rec(std::string_view v);
 
-// An object value: u32 inline length | inline bytes | encode_object(record). A segment whose
-// blob id is all zeros holds the inline bytes.
-struct ObjectVal {
-  ObjectRecord rec;
-  std::string inline_data;
-};
-std::string encode_object_val(const ObjectVal& o);
-Result<ObjectVal> decode_object_val(std::string_view v, bool with_parts = true);
-
 std::string encode_gc(std::uint64_t size);
 std::string encode_intent();
 
@@ -118,8 +113,6 @@ struct Conn {
   Status delete_unknown_blob(const BlobId& blob);
 };
 
-// Adds GC records for the non-inline segments of a replaced value.
-void add_gc(const ObjectVal& old, std::map<std::string, bufferlist>& set);
 std::map<std::string, std::pair<bufferlist, int>> cmp_eq(const std::string& key,
                                                          const std::optional<std::string>& v);
 // Adds the assertion that the shard's bucket instance is live (not fenced by a DeleteBucket).

@@ -156,7 +156,7 @@ Result<ObjectMeta> RadosStore::complete_upload(std::string_view bucket, std::str
       if (!p.ok()) return p.status();
       by_number[p->info.part_number] = {k, std::move(*p)};
     }
-    ObjectVal nv;
+    Version nv;
     std::uint64_t total = 0;
     std::set<std::uint32_t> chosen;
     for (const CompletePartRef& ref : parts) {
@@ -168,40 +168,34 @@ Result<ObjectMeta> RadosStore::complete_upload(std::string_view bucket, std::str
                       "part's entity tag.");
       }
       const PartRecord& p = it->second.second;
-      if (p.info.size > 0) nv.rec.segments.push_back({p.blob, p.info.size});
+      if (p.info.size > 0) nv.entry.rec.segments.push_back({p.blob, p.info.size});
       total += p.info.size;
       chosen.insert(ref.part_number);
     }
     if (total != meta.size) {
       return Status(Errc::invalid_argument, "object size differs from the sum of its parts");
     }
-    auto current = current_entry(oid, okey, cond);
-    if (!current.ok()) return current.status();
-    std::optional<ObjectVal>& old = current->old;
-    meta.mtime_ns = now_ns();
-    nv.rec.meta = meta;
+    auto ks = current_key(*b, oid, okey, cond);
+    if (!ks.ok()) return ks.status();
+    nv.entry.rec.meta = meta;
+    nv.entry.rec.meta.mtime_ns = now_ns();
+    auto written = put_version(*ks, nv);
+    if (!written.ok()) return written.status();
     // One op: the upload and every part are unchanged, the object is as read; then the object
     // points at the chosen parts' blobs, the upload and parts go, the rest goes to GC.
-    librados::ObjectWriteOperation op;
-    int rv = 0;
-    auto asserts = cmp_eq(okey, current->raw);
-    asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
-    assert_live(asserts);
-    std::set<std::string> rm{ukey};
-    std::map<std::string, bufferlist> set{{okey, to_bl(encode_object_val(nv))}};
+    KeyCommit kc;
+    OBJDIRECT_RETURN_IF_ERROR(stage_key(okey, *ks, kc));
+    kc.asserts[ukey] = {to_bl(u->second), LIBRADOS_CMPXATTR_OP_EQ};
+    kc.rm.insert(ukey);
     for (auto& [n, kp] : by_number) {
-      asserts[kp.first] = {to_bl(local::encode_part(kp.second)), LIBRADOS_CMPXATTR_OP_EQ};
-      rm.insert(kp.first);
+      kc.asserts[kp.first] = {to_bl(local::encode_part(kp.second)), LIBRADOS_CMPXATTR_OP_EQ};
+      kc.rm.insert(kp.first);
       if (!chosen.count(n) && !is_inline(kp.second.blob)) {
-        set[tagged("g", kp.second.blob.hex())] = to_bl(encode_gc(kp.second.info.size));
+        kc.set[tagged("g", kp.second.blob.hex())] = to_bl(encode_gc(kp.second.info.size));
       }
     }
-    if (old) add_gc(*old, set);
-    op.omap_cmp(asserts, &rv);
-    op.omap_set(set);
-    op.omap_rm_keys(rm);
-    const int r = c_->meta.operate(oid, &op);
-    if (r == 0) return meta;
+    const int r = run(oid, kc);
+    if (r == 0) return std::move(*written);
     if (r == -ENOENT) return no_such_bucket();
     if (r != -ECANCELED) return rados_error(r, "multipart completion");
     auto next = after_conflict(*b, oid, "", attempt);

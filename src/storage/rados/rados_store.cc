@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/limits.hpp"
 #include "storage/rados/rados_store_impl.hpp"
 
 namespace objdirect::storage::rados_impl {
@@ -140,6 +141,15 @@ Result<std::unique_ptr<ObjectStore>> open(const RadosStoreOptions& o) {
   if (o.bucket_cache_entries > rl::bucket_cache_entries_max) {
     return Status(Errc::invalid_argument, "bucket_cache_entries must be <= " +
                                               std::to_string(rl::bucket_cache_entries_max));
+  }
+  if (o.versions_per_key_max == 0 || o.versions_per_key_max > limits::versions_per_key_max) {
+    return Status(Errc::invalid_argument, "versions_per_key_max must be within [1, " +
+                                              std::to_string(limits::versions_per_key_max) + "]");
+  }
+  if (o.versions_value_bytes < (64u << 10) ||
+      o.versions_value_bytes > rl::versions_value_bytes_max) {
+    return Status(Errc::invalid_argument, "versions_value_bytes must be within [65536, " +
+                                              std::to_string(rl::versions_value_bytes_max) + "]");
   }
   if (o.inflight_writes == 0 || o.inflight_writes > rl::inflight_writes_max) {
     return Status(Errc::invalid_argument, "inflight_writes must be within [1, " +

@@ -19,6 +19,9 @@
 //
 // Behaviour beyond the ObjectStore contract:
 //  - Objects of at most inline_bytes_max bytes are stored inline in their omap value.
+//  - Versioning (docs/versioning.md, "RADOS layout"): the "o" entry of a key written while its
+//    bucket is versioned holds all its versions (newest first); each index shard holds the
+//    bucket's versioning state ("!versioning"), which every commit compares in its op.
 //  - Readers are snapshots for gc_grace_s seconds: a reader older than that may fail with
 //    io_error once the GC deleted the blobs it reads.
 //  - One GC worker per cluster at a time (rados lock "gc" on the meta object "gc.lock"); it
@@ -44,6 +47,7 @@
 #include <memory>
 #include <string>
 
+#include "common/limits.hpp"
 #include "common/status.hpp"
 #include "storage/object_store.hpp"
 
@@ -61,6 +65,10 @@ inline constexpr std::uint32_t index_shards_max = 1024;
 inline constexpr std::uint32_t inflight_writes_max = 64;             // per writer
 inline constexpr std::uint32_t bucket_cache_entries_max = 1u << 20;  // bucket records cached
 inline constexpr std::uint32_t bucket_cache_ttl_ms_max = 60'000;     // HeadBucket staleness
+// A key's versions value (all its versions, docs/versioning.md) is written by one op.
+inline constexpr std::uint64_t versions_value_bytes_max = write_bytes_max;
+// Inline bytes all versions of one key keep together; a version past it gets a blob.
+inline constexpr std::uint64_t versions_inline_bytes_max = 1ull << 20;
 }  // namespace rados_limits
 
 struct RadosStoreOptions {
@@ -79,6 +87,11 @@ struct RadosStoreOptions {
   std::uint32_t gc_interval_s = 60;
   std::uint32_t gc_grace_s = 900;         // keep replaced blobs this long (long reads)
   std::uint32_t intent_expire_s = 86400;  // uncommitted blobs older than this are garbage
+  // Versions one key may hold, markers included (<= limits::versions_per_key_max; tests lower
+  // it), and the bytes of its versions value (<= rados_limits::versions_value_bytes_max). A
+  // write past either gets slow_down.
+  std::uint32_t versions_per_key_max = limits::versions_per_key_max;
+  std::uint64_t versions_value_bytes = 8ull << 20;
 };
 
 // Connects to the cluster, creates the pools when missing and starts the GC worker.

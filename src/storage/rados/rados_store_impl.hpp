@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "storage/rados/rados_common.hpp"
@@ -58,6 +59,18 @@ class RadosStore : public ObjectStore {
 
   Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) override;
 
+  // --- versions (rados_versions.cc, rados_list.cc; docs/versioning.md) ---
+  bool supports_versioning() const override { return true; }
+  Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
+                                         std::string_view version_id) override;
+  Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
+                                                            std::string_view key,
+                                                            std::string_view version_id) override;
+  Result<DeleteOutcome> delete_object_version(std::string_view bucket, std::string_view key,
+                                              std::string_view version_id) override;
+  Result<ListVersionsResult> list_object_versions(std::string_view bucket,
+                                                  const ListVersionsQuery& q) override;
+
   Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) override;
 
   Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,
@@ -86,17 +99,44 @@ class RadosStore : public ObjectStore {
   Result<std::uint64_t> gc_pass();
 
  private:
-  // The index entry of `okey` in shard `oid`: its raw value (for the commit's omap_cmp) and
-  // decoded (both nullopt when absent), checked against the write condition: must_be_absent
-  // fails on an entry, etag_must_match on none or another ETag.
-  struct Current {
-    std::optional<std::string> raw;
-    std::optional<ObjectVal> old;
+  // A key's entry as read ("o" key and the shard's versioning_key, raw for the commit's
+  // omap_cmp), decoded, with the bucket's versioning state; `removed`: segments of versions a
+  // change dropped (put_version, delete_object_version), for GC unless another version has them.
+  struct KeyState {
+    std::optional<std::string> raw, vraw;
+    Versioning state = Versioning::off;
+    KeyEntry entry;
+    std::vector<Segment> removed;
   };
-  Result<Current> current_entry(const std::string& oid, const std::string& okey,
-                                const WriteCondition& cond);
-
-  Result<ObjectVal> get_object(std::string_view bucket, std::string_view key, bool parts);
+  Result<KeyState> key_state(const BucketRec& b, std::optional<std::string> raw,
+                             std::optional<std::string> vraw);
+  // Reads the key's entry and versioning state on shard `oid` of instance `b` (one op) and
+  // checks the write condition against the latest version: must_be_absent fails on a version,
+  // etag_must_match on none (or a delete marker) or another ETag.
+  Result<KeyState> current_key(const BucketRec& b, const std::string& oid, const std::string& okey,
+                               const WriteCondition& cond);
+  // Makes nv (meta and mtime set, delete_marker for a marker) the newest version as ks.state
+  // says: replaces the object (never versioned), adds a version with a new id (Enabled) or
+  // replaces the null version (Suspended). Returns the stored meta with its version id;
+  // slow_down past versions_per_key_max.
+  Result<ObjectMeta> put_version(KeyState& ks, Version nv);
+  // The parts of one commit op on the key's shard.
+  struct KeyCommit {
+    std::map<std::string, std::pair<bufferlist, int>> asserts;
+    std::map<std::string, bufferlist> set;
+    std::set<std::string> rm;
+  };
+  // Stages ks's change of `okey`: asserts the entry and versioning state are as read and the
+  // shard is live; the new value (removed when no version is left); GC records for the blobs of
+  // ks.removed no version references any more. slow_down past versions_value_bytes.
+  Status stage_key(const std::string& okey, const KeyState& ks, KeyCommit& kc);
+  // Runs the compound op (librados' return value: 0, -ECANCELED on a failed compare, ...).
+  int run(const std::string& oid, const KeyCommit& kc);
+  // One version ("" = latest) with meta.version_id / delete_marker set.
+  Result<Version> find_version(std::string_view bucket, std::string_view key,
+                               std::string_view version_id);
+  // Writes the record's versioning state to every index shard (docs/versioning.md).
+  Status propagate_versioning(std::string_view bucket);
 
   // --- the bucket record cache ---
   // Bucket name -> record, per server. A cached record may be stale: another server may have
@@ -125,6 +165,7 @@ class RadosStore : public ObjectStore {
     BucketRec b;
     std::string oid;
     std::optional<std::string> raw;
+    std::optional<std::string> vraw;  // the shard's versioning_key
   };
   Result<Entry> read_entry(std::string_view name, std::string_view key, const std::string& okey);
 
