@@ -979,4 +979,214 @@ TEST_P(Conformance, KillBetweenDataAndCommit) {
   }
 }
 
+// Versioning (docs/versioning.md), on backends that keep versions: ids on PUT, Complete and a
+// copy onto itself; delete markers hide the key from GET and listings; versions survive a
+// reopen; removal by id; suspension replaces only the null version; ListObjectVersions pages
+// inside a key and rolls up common prefixes.
+TEST_P(Conformance, Versions) {
+  if (!store_->supports_versioning()) GTEST_SKIP() << "this backend keeps no versions";
+  make_bucket(std::string(kBucket));
+  ASSERT_TRUE(put(*store_, kBucket, "k", "plain").ok());  // before versioning: the null version
+  auto m0 = store_->head_object(kBucket, "k");
+  ASSERT_TRUE(m0.ok());
+  EXPECT_EQ(m0->version_id, "");  // a never-versioned bucket has no version ids
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, versioning_config_name, "Enabled").ok());
+  m0 = store_->head_object(kBucket, "k");
+  ASSERT_TRUE(m0.ok());
+  EXPECT_EQ(m0->version_id, "null");
+  std::vector<std::string> ids;
+  const std::string big = pattern(7, 300'000);  // a blob, not inline
+  for (std::string_view body : {std::string_view("one"), std::string_view(big)}) {
+    auto m = put(*store_, kBucket, "k", body);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_EQ(m->version_id.size(), 32u);
+    ids.push_back(m->version_id);
+  }
+  EXPECT_NE(ids[0], ids[1]);
+  auto del = store_->delete_object_version(kBucket, "k", "");
+  ASSERT_TRUE(del.ok());
+  EXPECT_TRUE(del->delete_marker);
+  EXPECT_EQ(del->version_id.size(), 32u);
+  EXPECT_EQ(store_->head_object(kBucket, "k").code(), Errc::no_such_key);
+  EXPECT_EQ(store_->open_object(kBucket, "k").code(), Errc::no_such_key);
+  EXPECT_EQ(store_->open_object_version(kBucket, "k", del->version_id).code(),
+            Errc::method_not_allowed);
+  auto marker = store_->head_object_version(kBucket, "k", "");
+  ASSERT_TRUE(marker.ok());
+  EXPECT_TRUE(marker->delete_marker);
+  EXPECT_EQ(marker->version_id, del->version_id);
+  auto listed = store_->list_objects(kBucket, ListQuery{});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->objects.empty());
+  EXPECT_EQ(store_->delete_bucket(kBucket).code(), Errc::bucket_not_empty);
+
+  reopen();
+  auto r = store_->open_object_version(kBucket, "k", ids[0]);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*read_all(**r), "one");
+  EXPECT_EQ((*r)->meta().version_id, ids[0]);
+  r->reset();
+  r = store_->open_object_version(kBucket, "k", ids[1]);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*read_all(**r), big);
+  r->reset();
+  r = store_->open_object_version(kBucket, "k", "null");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(*read_all(**r), "plain");
+  r->reset();
+  auto vs = store_->list_object_versions(kBucket, ListVersionsQuery{});
+  ASSERT_TRUE(vs.ok());
+  ASSERT_EQ(vs->versions.size(), 4u);
+  EXPECT_TRUE(vs->versions[0].meta.delete_marker && vs->versions[0].is_latest);
+  EXPECT_EQ(vs->versions[1].meta.version_id, ids[1]);
+  EXPECT_FALSE(vs->versions[1].is_latest);
+  EXPECT_EQ(vs->versions[1].noncurrent_since_ns, vs->versions[0].meta.mtime_ns);
+  EXPECT_EQ(vs->versions[1].meta.size, big.size());
+  EXPECT_EQ(vs->versions[3].meta.version_id, "null");
+
+  // Removing the marker by id brings the newest version back; then remove that one.
+  ASSERT_TRUE(store_->delete_object_version(kBucket, "k", del->version_id).ok());
+  EXPECT_EQ(*get(*store_, kBucket, "k"), big);
+  auto gone = store_->delete_object_version(kBucket, "k", ids[1]);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->delete_marker);
+  EXPECT_EQ(*get(*store_, kBucket, "k"), "one");
+  EXPECT_EQ(store_->head_object_version(kBucket, "k", ids[1]).code(), Errc::no_such_version);
+  EXPECT_EQ(store_->head_object_version(kBucket, "k", "NULL").code(), Errc::invalid_argument);
+  EXPECT_EQ(store_->head_object_version(kBucket, "nokey", "").code(), Errc::no_such_key);
+  EXPECT_EQ(store_->head_object_version(kBucket, "nokey", ids[0]).code(), Errc::no_such_version);
+  // An unknown well-formed id removes nothing.
+  ASSERT_TRUE(store_->delete_object_version(kBucket, "k", std::string(32, 'a')).ok());
+  EXPECT_EQ(*get(*store_, kBucket, "k"), "one");
+
+  // Suspended: a PUT replaces the null version, the others stay.
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, versioning_config_name, "Suspended").ok());
+  auto s = put(*store_, kBucket, "k", "suspended");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->version_id, "null");
+  auto null_version = store_->open_object_version(kBucket, "k", "null");
+  ASSERT_TRUE(null_version.ok());
+  EXPECT_EQ(*read_all(**null_version), "suspended");
+  null_version->reset();
+  auto sm = store_->delete_object_version(kBucket, "k", "");  // a null marker replaces it
+  ASSERT_TRUE(sm.ok());
+  EXPECT_EQ(sm->version_id, "null");
+  EXPECT_TRUE(sm->delete_marker);
+  ASSERT_TRUE(store_->delete_object_version(kBucket, "k", "null").ok());
+  EXPECT_EQ(*get(*store_, kBucket, "k"), "one");
+
+  // Enabled again: Complete and a copy onto itself make versions; the copy shares the bytes.
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, versioning_config_name, "Enabled").ok());
+  auto upload = start_upload(*store_, "k");
+  ASSERT_TRUE(upload.ok());
+  const std::string p1 = pattern(1, part_size(64 << 10, 1)), p2 = pattern(2, 1000);
+  auto pi1 = put_part(*store_, "k", *upload, 1, p1);
+  auto pi2 = put_part(*store_, "k", *upload, 2, p2);
+  ASSERT_TRUE(pi1.ok() && pi2.ok());
+  auto mp = complete(*store_, "k", *upload, {{*pi1, p1}, {*pi2, p2}});
+  ASSERT_TRUE(mp.ok()) << mp.status().to_string();
+  EXPECT_EQ(mp->version_id.size(), 32u);
+  EXPECT_EQ(*get(*store_, kBucket, "k"), p1 + p2);
+  ObjectMeta copy = *mp;
+  copy.content_type = "changed";
+  auto replaced = store_->replace_meta(kBucket, copy, copy.etag);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
+  EXPECT_EQ(replaced->version_id.size(), 32u);
+  EXPECT_NE(replaced->version_id, mp->version_id);
+  ASSERT_TRUE(store_->delete_object_version(kBucket, "k", mp->version_id).ok());
+  EXPECT_EQ(*get(*store_, kBucket, "k"), p1 + p2);  // still referenced by the copy
+  auto tagged = store_->set_object_tags(kBucket, "k", TagSet{{"t", "v"}});
+  ASSERT_TRUE(tagged.ok()) << tagged.status().to_string();
+  EXPECT_EQ(tagged->version_id, replaced->version_id);  // tags change no version
+  auto all = store_->list_object_versions(kBucket, ListVersionsQuery{});
+  ASSERT_TRUE(all.ok());
+  for (const ObjectVersion& v : all->versions) {
+    ASSERT_TRUE(store_->delete_object_version(kBucket, "k", v.meta.version_id).ok());
+  }
+  EXPECT_EQ(store_->head_object_version(kBucket, "k", "").code(), Errc::no_such_key);
+
+  // Racing writers of one key: every acknowledged version is kept (a write never loses an older
+  // one), each under its own id, and exactly one is the latest.
+  constexpr int writers = 4, rounds = 4;
+  std::vector<std::vector<std::string>> acked(writers);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < writers; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < rounds; ++i) {
+        auto m = put(*store_, kBucket, "race", pattern(std::uint32_t(t * 100 + i), 64));
+        if (m.ok()) acked[std::size_t(t)].push_back(m->version_id);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  std::set<std::string> want;
+  for (const auto& ids_of : acked) want.insert(ids_of.begin(), ids_of.end());
+  EXPECT_EQ(want.size(), std::size_t(writers * rounds));
+  auto raced = store_->list_object_versions(kBucket, ListVersionsQuery{});
+  ASSERT_TRUE(raced.ok());
+  std::set<std::string> got;
+  int latest = 0;
+  for (const ObjectVersion& v : raced->versions) {
+    got.insert(v.meta.version_id);
+    latest += v.is_latest ? 1 : 0;
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(latest, 1);
+  for (const std::string& id : got) {
+    ASSERT_TRUE(store_->delete_object_version(kBucket, "race", id).ok());
+  }
+  EXPECT_TRUE(store_->delete_bucket(kBucket).ok());
+}
+
+TEST_P(Conformance, ListObjectVersionsPagesInsideKeys) {
+  if (!store_->supports_versioning()) GTEST_SKIP() << "this backend keeps no versions";
+  make_bucket(std::string(kBucket));
+  ASSERT_TRUE(put(*store_, kBucket, "0plain", "x").ok());  // never versioned: one null version
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, versioning_config_name, "Enabled").ok());
+  std::vector<std::pair<std::string, std::string>> want{{"0plain", "null"}};
+  for (const char* key : {"a", "ab", "b/x", "c"}) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 3; ++i) {
+      auto m = put(*store_, kBucket, key, "x");
+      ASSERT_TRUE(m.ok()) << m.status().to_string();
+      ids.push_back(m->version_id);
+    }
+    if (std::string_view(key) == "c") {  // a delete marker is the latest version of "c"
+      auto d = store_->delete_object_version(kBucket, key, "");
+      ASSERT_TRUE(d.ok());
+      ids.push_back(d->version_id);
+    }
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) want.emplace_back(key, *it);
+  }
+  for (std::uint32_t page : {1u, 2u, 4u, 13u, 14u}) {
+    ListVersionsQuery q;
+    q.max_keys = page;
+    std::vector<std::pair<std::string, std::string>> got;
+    for (int guard = 0; guard < 40; ++guard) {
+      auto r = store_->list_object_versions(kBucket, q);
+      ASSERT_TRUE(r.ok());
+      EXPECT_LE(r->versions.size(), page);
+      for (const auto& v : r->versions) got.emplace_back(v.meta.key, v.meta.version_id);
+      if (!r->truncated) break;
+      q.key_marker = r->next_key_marker;
+      q.version_id_marker = r->next_version_id_marker;
+    }
+    EXPECT_EQ(got, want) << page;
+  }
+  ListVersionsQuery d;
+  d.delimiter = "/";
+  auto r = store_->list_object_versions(kBucket, d);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->common_prefixes, std::vector<std::string>{"b/"});
+  EXPECT_EQ(r->versions.size(), 11u);
+  ListVersionsQuery bad;
+  bad.key_marker = "a";
+  bad.version_id_marker = "zz";
+  EXPECT_EQ(store_->list_object_versions(kBucket, bad).code(), Errc::invalid_argument);
+  // ListObjects hides "c", whose latest version is a delete marker.
+  auto listed = store_->list_objects(kBucket, ListQuery{});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(keys_of(*listed), (std::vector<std::string>{"0plain", "a", "ab", "b/x"}));
+}
+
 }  // namespace objdirect::storage::conformance

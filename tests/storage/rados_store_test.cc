@@ -5,17 +5,31 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
+#include <functional>
 #include <rados/librados.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ceph_cluster.hpp"
+#include "common/limits.hpp"
 #include "storage/local/meta_codec.hpp"
+#include "storage/rados/index_codec.hpp"
+#include "storage/rados/index_codec_fuzz_body.hpp"
 
 namespace objdirect::storage {
 namespace {
+
+// tag + n by appending: GCC 12 reports a false -Wrestrict for "k" + std::to_string(n) once
+// inlined.
+std::string numbered(const char* tag, std::uint64_t n) {
+  std::string out(tag);
+  out += std::to_string(n);
+  return out;
+}
 
 std::span<const std::byte> bytes_of(std::string_view s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
@@ -47,11 +61,119 @@ TEST(RadosOptions, LimitsAreEnforced) {
   EXPECT_EQ(bad([](auto& o) { o.bucket_cache_ttl_ms = rl::bucket_cache_ttl_ms_max + 1; }),
             Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.conf_file.clear(); }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.versions_per_key_max = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.versions_per_key_max = limits::versions_per_key_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.versions_value_bytes = rl::versions_value_bytes_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.versions_value_bytes = (64 << 10) - 1; }), Errc::invalid_argument);
   // Within limits, the failure is the missing configuration file, not the options.
   EXPECT_EQ(bad([](auto& o) { o.stripe_bytes = rl::stripe_bytes_max; }), Errc::io_error);
   // The stripe bound keeps every write op below Ceph's 90 MB message limit and every stripe
   // object below its 128 MiB object limit.
   static_assert(rl::write_bytes_max < 90'000'000 && rl::stripe_bytes_max <= (128ull << 20));
+}
+
+// --- the RADOS index values (storage/rados/index_codec.hpp, docs/versioning.md) ---
+
+std::vector<rados_impl::Version> sample_versions() {
+  using rados_impl::Version;
+  std::vector<Version> vs(3);
+  vs[0].entry.version_id = std::string(32, 'a');
+  vs[0].entry.rec.meta.key = "k";
+  vs[0].entry.rec.meta.size = 5;
+  vs[0].entry.rec.meta.etag = "e5";
+  vs[0].entry.rec.meta.mtime_ns = 3000;
+  vs[0].entry.rec.segments = {{local::BlobId{}, 5}};  // inline
+  vs[0].inline_data = "hello";
+  vs[1].entry.version_id = "null";
+  vs[1].entry.delete_marker = true;
+  vs[1].entry.rec.meta.key = "k";
+  vs[1].entry.rec.meta.mtime_ns = 2000;
+  vs[2].entry.version_id = std::string(32, 'b');
+  vs[2].entry.rec.meta.key = "k";
+  vs[2].entry.rec.meta.size = 100;
+  vs[2].entry.rec.meta.etag = "e100";
+  vs[2].entry.rec.meta.mtime_ns = 1000;
+  vs[2].entry.rec.segments = {{*local::BlobId::from_hex(std::string(32, 'c')), 100}};
+  return vs;
+}
+
+std::string corpus_file(const std::string& name) {
+  std::ifstream f(std::string(OBJDIRECT_RADOS_CORPUS_DIR) + "/" + name, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(RadosCodec, VersionsValueRoundTripAndRefusals) {
+  using namespace rados_impl;
+  const auto vs = sample_versions();
+  const std::string bytes = encode_versions_val(vs);
+  ASSERT_TRUE(is_versions_val(bytes));
+  auto back = decode_versions_val(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[0].inline_data, "hello");
+  EXPECT_EQ((*back)[1].entry.version_id, "null");
+  EXPECT_TRUE((*back)[1].entry.delete_marker);
+  EXPECT_EQ((*back)[2].entry.rec.segments, vs[2].entry.rec.segments);
+  EXPECT_EQ(encode_versions_val(*back), bytes);  // canonical
+  auto latest = decode_latest(bytes);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->entry.version_id, vs[0].entry.version_id);
+  EXPECT_EQ(latest->inline_data, "hello");
+  auto entry = decode_key_entry(bytes);
+  ASSERT_TRUE(entry.ok());
+  EXPECT_FALSE(entry->plain);
+  EXPECT_EQ(encode_key_entry(*entry), bytes);
+  // The checked-in seed pins the bytes (src/storage/rados/fuzz_corpus).
+  EXPECT_EQ(corpus_file("versions_value"), bytes);
+  // An object value is the one null version of a never-versioned key, and no versions value.
+  ObjectVal o{vs[0].entry.rec, "hello"};
+  o.rec.meta.version_id.clear();
+  const std::string plain = encode_object_val(o);
+  EXPECT_EQ(corpus_file("object_value_inline"), plain);
+  EXPECT_FALSE(is_versions_val(plain));
+  EXPECT_EQ(decode_versions_val(plain).code(), Errc::corrupt);
+  auto pe = decode_key_entry(plain);
+  ASSERT_TRUE(pe.ok());
+  EXPECT_TRUE(pe->plain);
+  ASSERT_EQ(pe->versions.size(), 1u);
+  EXPECT_EQ(pe->versions[0].entry.version_id, "null");
+  EXPECT_EQ(encode_key_entry(*pe), plain);
+  // Refusals: every truncation, a trailing byte, a count that differs from the record's, inline
+  // bytes that differ from the inline segment, and an unknown tag.
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(decode_versions_val(bytes.substr(0, n)).code(), Errc::corrupt) << n;
+  }
+  EXPECT_EQ(decode_versions_val(bytes + "x").code(), Errc::corrupt);
+  std::string count = bytes;
+  count[4] = 2;
+  EXPECT_EQ(decode_versions_val(count).code(), Errc::corrupt);
+  auto short_inline = vs;
+  short_inline[0].inline_data = "hell";
+  EXPECT_EQ(decode_versions_val(encode_versions_val(short_inline)).code(), Errc::corrupt);
+  auto stray_inline = vs;
+  stray_inline[2].inline_data = "x";
+  EXPECT_EQ(decode_versions_val(encode_versions_val(stray_inline)).code(), Errc::corrupt);
+  std::string tag = bytes;
+  tag[0] = char(0xfe);
+  EXPECT_EQ(decode_versions_val(tag).code(), Errc::corrupt);
+}
+
+// The seeds hold the fuzz properties (index_codec_fuzz_body.hpp; the libFuzzer target
+// meta_codec_fuzz runs the same body over them with OBJDIRECT_FUZZ=ON).
+TEST(RadosCodec, CorpusSeedsHoldTheFuzzProperties) {
+  int n = 0;
+  for (const char* name : {"versions_value", "object_value_inline"}) {
+    const std::string seed = corpus_file(name);
+    ASSERT_FALSE(seed.empty()) << name;
+    rados_impl::fuzz_index_codec_one(reinterpret_cast<const std::uint8_t*>(seed.data()),
+                                     seed.size());
+    ++n;
+  }
+  EXPECT_EQ(n, 2);
 }
 
 class RadosStoreTest : public ::testing::Test {
@@ -82,7 +204,8 @@ class RadosStoreTest : public ::testing::Test {
     testing_ceph::remove_pools(conf_, prefix_ + ".");
   }
   std::unique_ptr<ObjectStore> open(std::uint32_t grace_s, std::uint32_t intent_expire_s,
-                                    std::uint32_t bucket_cache_entries = 4096) {
+                                    std::uint32_t bucket_cache_entries = 4096,
+                                    const std::function<void(RadosStoreOptions&)>& tweak = {}) {
     RadosStoreOptions o;
     o.bucket_cache_entries = bucket_cache_entries;
     o.conf_file = conf_;
@@ -91,6 +214,7 @@ class RadosStoreTest : public ::testing::Test {
     o.gc = false;
     o.gc_grace_s = grace_s;
     o.intent_expire_s = intent_expire_s;
+    if (tweak) tweak(o);
     auto s = open_rados_store(o);
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     return s.ok() ? std::move(*s) : nullptr;
@@ -102,15 +226,30 @@ class RadosStoreTest : public ::testing::Test {
   }
   Status put(ObjectStore& s, const std::string& key, std::size_t size,
              const std::string& bucket = "gcb") {
+    return put_meta(s, key, size, bucket).status();
+  }
+  Result<ObjectMeta> put_meta(ObjectStore& s, const std::string& key, std::size_t size,
+                              const std::string& bucket = "gcb", char fill = 'x',
+                              std::size_t user_meta_bytes = 0) {
     auto w = s.begin_write(bucket);
     if (!w.ok()) return w.status();
-    const std::string data(size, 'x');
+    const std::string data(size, fill);
     OBJDIRECT_RETURN_IF_ERROR((*w)->append(bytes_of(data)));
     ObjectMeta m;
     m.key = key;
     m.size = size;
-    m.etag = "e" + std::to_string(size);
-    return s.commit_object(bucket, m, std::move(*w), {}).status();
+    m.etag = numbered("e", size);
+    if (user_meta_bytes > 0) m.user_meta = {{"m", std::string(user_meta_bytes, 'u')}};
+    return s.commit_object(bucket, m, std::move(*w), {});
+  }
+  Result<std::string> read(ObjectStore& s, const std::string& key, const std::string& version) {
+    auto r = s.open_object_version("gcb", key, version);
+    if (!r.ok()) return r.status();
+    std::string buf((*r)->meta().size, '\0');
+    auto got = (*r)->pread(std::as_writable_bytes(std::span<char>(buf.data(), buf.size())), 0);
+    if (!got.ok()) return got.status();
+    buf.resize(*got);
+    return buf;
   }
 
   std::string conf_, prefix_;
@@ -202,7 +341,7 @@ TEST_F(RadosStoreTest, DeleteBucketFencesRacingCommits) {
   for (int round = 0; round < rounds; ++round) {
     std::vector<std::unique_ptr<BlobWriter>> ws;
     for (int i = 0; i < writers; ++i) {
-      auto w = store_->begin_write_for("gcb", "k" + std::to_string(i));
+      auto w = store_->begin_write_for("gcb", numbered("k", i));
       ASSERT_TRUE(w.ok()) << w.status().to_string();
       ASSERT_TRUE((*w)->append(bytes_of(body)).ok());
       ws.push_back(std::move(*w));
@@ -216,9 +355,9 @@ TEST_F(RadosStoreTest, DeleteBucketFencesRacingCommits) {
         // Rounds start the commits at different points of the DeleteBucket, spread over 4 ms.
         std::this_thread::sleep_for(std::chrono::microseconds((round % 6) * 1500 + i * 500));
         ObjectMeta m;
-        m.key = "k" + std::to_string(i);
+        m.key = numbered("k", i);
         m.size = body.size();
-        m.etag = "r" + std::to_string(round);
+        m.etag = numbered("r", round);
         results[i] = store_->commit_object("gcb", m, std::move(ws[i]), {}).status();
       });
     }
@@ -248,7 +387,7 @@ TEST_F(RadosStoreTest, DeleteBucketFencesRacingCommits) {
       for (int i = 0; i < writers; ++i) {
         EXPECT_TRUE(results[i].ok())
             << "a DeleteBucket that rolled back failed a PUT: " << results[i].to_string();
-        if (results[i].ok()) ok.insert("k" + std::to_string(i));
+        if (results[i].ok()) ok.insert(numbered("k", i));
       }
       EXPECT_EQ(keys, ok);
       committed += int(ok.size());
@@ -355,7 +494,7 @@ TEST_F(RadosStoreTest, BucketCacheIsBounded) {
   }
   for (int round = 0; round < 2; ++round) {
     for (const char* name : {"c1", "c2", "c3", "gcb"}) {
-      ASSERT_TRUE(put(*small, "k" + std::to_string(round), 10, name).ok()) << name;
+      ASSERT_TRUE(put(*small, numbered("k", round), 10, name).ok()) << name;
       EXPECT_TRUE(small->head_object(name, "k0").ok()) << name;
     }
   }
@@ -384,7 +523,7 @@ TEST_F(RadosStoreTest, StaleFencesAndShardsWithoutStateAreRepaired) {
     ASSERT_EQ(meta.operate(shards[i], &op), 0);
   }
   for (int i = 0; i < 64; ++i) {
-    ASSERT_TRUE(put(*store_, "k" + std::to_string(i), 10).ok()) << i;
+    ASSERT_TRUE(put(*store_, numbered("k", i), 10).ok()) << i;
   }
   for (const std::string& oid : shards) {
     std::map<std::string, librados::bufferlist> vals;
@@ -393,10 +532,96 @@ TEST_F(RadosStoreTest, StaleFencesAndShardsWithoutStateAreRepaired) {
     EXPECT_EQ(vals["!state"].to_str(), "live") << oid;
   }
   for (int i = 0; i < 64; ++i) {
-    ASSERT_TRUE(store_->delete_object("gcb", "k" + std::to_string(i)).ok());
+    ASSERT_TRUE(store_->delete_object("gcb", numbered("k", i)).ok());
   }
   EXPECT_TRUE(store_->delete_bucket("gcb").ok());
   meta.close();
+}
+
+// Versions (docs/versioning.md, "RADOS layout"): each keeps its blob until it is removed by id
+// (a copy onto its own key shares it), versions_per_key_max bounds a key, and a second server
+// whose bucket record is cached from before PutBucketVersioning writes versions at once (the
+// state lives on the index shards, compared by each commit).
+TEST_F(RadosStoreTest, VersionsKeepTheirBlobsUntilRemoved) {
+  auto other = open(0, 86400);  // another server; caches the record before versioning
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->head_bucket("gcb").ok());
+  store_ = open(0, 86400, 4096, [](RadosStoreOptions& o) { o.versions_per_key_max = 3; });
+  ASSERT_NE(store_, nullptr);
+  ASSERT_TRUE(store_->set_bucket_config("gcb", versioning_config_name, "Enabled").ok());
+  std::vector<std::string> ids;
+  for (char fill : {'a', 'b'}) {
+    auto m = put_meta(*store_, "k", 200 << 10, "gcb", fill);  // one 1 MiB stripe each
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ids.push_back(m->version_id);
+  }
+  auto third = put_meta(*other, "k", 200 << 10, "gcb", 'c');
+  ASSERT_TRUE(third.ok()) << third.status().to_string();
+  EXPECT_EQ(third->version_id.size(), 32u) << "the other server saw the versioning state";
+  ids.push_back(third->version_id);
+  EXPECT_EQ(data_objects(), 3u);
+  EXPECT_EQ(put(*store_, "k", 200 << 10).code(), Errc::slow_down) << "versions_per_key_max";
+  EXPECT_EQ(store_->delete_object_version("gcb", "k", "").code(), Errc::slow_down);
+  EXPECT_EQ(data_objects(), 3u) << "the refused write left no stripe";
+  ASSERT_TRUE(store_->delete_object_version("gcb", "k", ids[0]).ok());
+  ASSERT_TRUE(rados_gc_pass(*store_).ok());
+  EXPECT_EQ(data_objects(), 2u);
+  EXPECT_EQ(*read(*store_, "k", ids[1]), std::string(200 << 10, 'b'));
+  // A copy onto itself is a new version sharing the blob: removing the original keeps it.
+  auto head = store_->head_object("gcb", "k");
+  ASSERT_TRUE(head.ok());
+  ObjectMeta copy = *head;
+  copy.content_type = "changed";
+  auto replaced = store_->replace_meta("gcb", copy, copy.etag);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().to_string();
+  ASSERT_TRUE(store_->delete_object_version("gcb", "k", ids[2]).ok());
+  ASSERT_TRUE(rados_gc_pass(*store_).ok());
+  EXPECT_EQ(data_objects(), 2u);
+  EXPECT_EQ(*read(*store_, "k", replaced->version_id), std::string(200 << 10, 'c'));
+  ASSERT_TRUE(store_->delete_object_version("gcb", "k", replaced->version_id).ok());
+  ASSERT_TRUE(store_->delete_object_version("gcb", "k", ids[1]).ok());
+  ASSERT_TRUE(rados_gc_pass(*store_).ok());
+  EXPECT_EQ(data_objects(), 0u);
+  EXPECT_TRUE(store_->delete_bucket("gcb").ok());
+}
+
+// A key's versions keep at most versions_inline_bytes_max inline (later small versions get a
+// blob), and a write that would take the key's versions value past versions_value_bytes is
+// refused with slow_down, leaving the key as it was.
+TEST_F(RadosStoreTest, VersionsValueStaysBounded) {
+  store_ = open(3600, 86400, 4096, [](RadosStoreOptions& o) { o.versions_value_bytes = 64 << 10; });
+  ASSERT_NE(store_, nullptr);
+  ASSERT_TRUE(store_->set_bucket_config("gcb", versioning_config_name, "Enabled").ok());
+  int written = 0;
+  Status refused;
+  for (; written < 20 && refused.ok(); ++written) {
+    auto m = put_meta(*store_, "meta", 0, "gcb", 'x', 8 << 10);
+    if (!m.ok()) refused = m.status();
+  }
+  --written;
+  EXPECT_EQ(refused.code(), Errc::slow_down);
+  EXPECT_GE(written, 5);
+  EXPECT_LT(written, 8);
+  ListVersionsQuery q;
+  q.prefix = "meta";
+  auto vs = store_->list_object_versions("gcb", q);
+  ASSERT_TRUE(vs.ok());
+  EXPECT_EQ(vs->versions.size(), std::size_t(written));
+
+  store_ = open(3600, 86400);
+  ASSERT_NE(store_, nullptr);
+  std::vector<std::string> ids;
+  constexpr std::size_t size = 60 << 10;  // inline alone (inline_bytes 64 KiB)
+  for (int i = 0; i < 20; ++i) {
+    auto m = put_meta(*store_, "small", size, "gcb", char('a' + i));
+    ASSERT_TRUE(m.ok()) << i << " " << m.status().to_string();
+    ids.push_back(m->version_id);
+  }
+  const std::size_t inline_versions = rados_limits::versions_inline_bytes_max / size;  // 17
+  EXPECT_EQ(data_objects(), 20 - inline_versions);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(*read(*store_, "small", ids[std::size_t(i)]), std::string(size, char('a' + i))) << i;
+  }
 }
 
 }  // namespace
