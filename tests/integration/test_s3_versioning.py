@@ -369,6 +369,21 @@ def test_list_object_versions_order_prefix_delimiter(vsrv, vs3, vb):
     assert [(x["Key"], x["VersionId"], x["IsLatest"]) for x in v["Versions"]] == [("p", "null", True)]
 
 
+def test_list_objects_hides_prefixes_whose_keys_are_all_deleted(vs3, vb):
+    # As AWS: ListObjects rolls up "gone/" only while some key below it is not deleted;
+    # ListObjectVersions still shows it (its markers are versions).
+    for key in ("gone/a", "gone/b", "half/a", "half/b"):
+        vs3.put_object(Bucket=vb, Key=key, Body=b"x")
+    for key in ("gone/a", "gone/b", "half/a"):
+        vs3.delete_object(Bucket=vb, Key=key)
+    r = vs3.list_objects_v2(Bucket=vb, Delimiter="/")
+    assert [p["Prefix"] for p in r.get("CommonPrefixes", [])] == ["half/"]
+    r = vs3.list_objects(Bucket=vb, Delimiter="/")
+    assert [p["Prefix"] for p in r.get("CommonPrefixes", [])] == ["half/"]
+    v = vs3.list_object_versions(Bucket=vb, Delimiter="/")
+    assert [p["Prefix"] for p in v["CommonPrefixes"]] == ["gone/", "half/"]
+
+
 def test_list_object_versions_paginator(vs3, vb):
     want = []
     for i in range(4):

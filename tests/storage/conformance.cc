@@ -1187,6 +1187,36 @@ TEST_P(Conformance, ListObjectVersionsPagesInsideKeys) {
   auto listed = store_->list_objects(kBucket, ListQuery{});
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(keys_of(*listed), (std::vector<std::string>{"0plain", "a", "ab", "b/x"}));
+  // ... and, as AWS, a common prefix all of whose keys have a marker as latest ("d/"); "e/" has
+  // one live key after a hidden one.
+  for (const char* key : {"d/x", "d/y", "e/x", "e/y"})
+    ASSERT_TRUE(put(*store_, kBucket, key, "x").ok());
+  for (const char* key : {"d/x", "d/y", "e/x"}) {
+    ASSERT_TRUE(store_->delete_object_version(kBucket, key, "").ok());
+  }
+  ListQuery lq;
+  lq.delimiter = "/";
+  auto rolled = store_->list_objects(kBucket, lq);
+  ASSERT_TRUE(rolled.ok());
+  EXPECT_EQ(keys_of(*rolled), (std::vector<std::string>{"0plain", "a", "ab"}));
+  EXPECT_EQ(rolled->common_prefixes, (std::vector<std::string>{"b/", "e/"}));
+  lq.max_keys = 4;
+  auto first = store_->list_objects(kBucket, lq);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->truncated);
+  EXPECT_EQ(first->common_prefixes, std::vector<std::string>{"b/"});
+  lq.start_after = first->next_marker;
+  auto rest = store_->list_objects(kBucket, lq);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_FALSE(rest->truncated);
+  EXPECT_TRUE(rest->objects.empty());
+  EXPECT_EQ(rest->common_prefixes, std::vector<std::string>{"e/"});
+  // ListObjectVersions still rolls "d/" up: its markers are versions.
+  ListVersionsQuery vq;
+  vq.delimiter = "/";
+  auto vr = store_->list_object_versions(kBucket, vq);
+  ASSERT_TRUE(vr.ok());
+  EXPECT_EQ(vr->common_prefixes, (std::vector<std::string>{"b/", "d/", "e/"}));
 }
 
 }  // namespace objdirect::storage::conformance

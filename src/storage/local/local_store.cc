@@ -1291,13 +1291,28 @@ Result<ListResult> LocalStore::list_objects(std::string_view bucket, const ListQ
     if (cut != std::string::npos) {
       std::string cp = key.substr(0, cut + q.delimiter.size());
       if (cp > q.start_after) {
-        if (count == max_keys) {
-          out.truncated = true;
-          break;
+        // As AWS: a common prefix is listed only when some key below it has a latest version
+        // that is not a delete marker (the walk stops at the first such key).
+        bool live = false;
+        while (!live && it.valid() && it.key().starts_with(cp)) {
+          if (record_kind(it.value()) == RecordKind::versions) {
+            auto v = decode_latest_version(it.value());
+            if (!v.ok()) return v.status();
+            live = !v->delete_marker;
+          } else {
+            live = true;
+          }
+          if (!live) OBJDIRECT_RETURN_IF_ERROR(it.next());
         }
-        out.common_prefixes.push_back(cp);
-        out.next_marker = cp;
-        ++count;
+        if (live) {
+          if (count == max_keys) {
+            out.truncated = true;
+            break;
+          }
+          out.common_prefixes.push_back(cp);
+          out.next_marker = cp;
+          ++count;
+        }
       }
       const std::string next = prefix_successor(std::move(cp));
       if (next.empty()) break;

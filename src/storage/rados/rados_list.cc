@@ -87,13 +87,28 @@ Result<ListResult> RadosStore::list_objects(std::string_view bucket, const ListQ
       if (d != std::string::npos) {
         const std::string cp = key.substr(0, d + q.delimiter.size());
         if (cp > q.start_after) {
-          if (count == max) {
-            out.truncated = true;
-            break;
+          // As AWS: a common prefix is listed only when some key below it has a latest version
+          // that is not a delete marker (the walk stops at the first such key).
+          bool live = false;
+          for (std::optional<std::string> k = key; !live && k && k->starts_with(cp);) {
+            auto v = decode_latest(merge.value());
+            if (!v.ok()) return v.status();
+            live = !v->entry.delete_marker;
+            if (live) break;
+            merge.pop();
+            auto n = merge.next();
+            if (!n.ok()) return n.status();
+            k = std::move(*n);
           }
-          out.common_prefixes.push_back(cp);
-          out.next_marker = cp;
-          ++count;
+          if (live) {
+            if (count == max) {
+              out.truncated = true;
+              break;
+            }
+            out.common_prefixes.push_back(cp);
+            out.next_marker = cp;
+            ++count;
+          }
         }
         merge.skip_prefix(cp);
         continue;
