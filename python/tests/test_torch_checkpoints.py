@@ -122,6 +122,76 @@ def test_ranges_are_planned_exactly(server, client, bucket):
     assert len(storage_records) == len({data_ptr(t) for t in _tensors(state)})
 
 
+def _get_head_counts(c):
+    req = c.stats()["requests"]
+    return (sum(req.get("GetObject", {}).values()), sum(req.get("HeadObject", {}).values()))
+
+
+def _expected_gets(raw):
+    """GETs load() needs for an archive laid end to end: the tail (with the directory in it
+    here), then one per non-empty record not wholly inside the tail."""
+    z = zipfile.ZipFile(io.BytesIO(raw))
+    tail_start = max(0, len(raw) - odt._TAIL_BYTES)
+    out = 1
+    for info in z.infolist():
+        nlen, xlen = struct.unpack_from("<HH", raw, info.header_offset + 26)
+        end = info.header_offset + 30 + nlen + xlen + info.compress_size
+        if info.header_offset < tail_start and (info.compress_size or
+                                                info.filename.endswith("data.pkl")):
+            out += 1
+        assert end <= len(raw)
+    return out, len(z.infolist())
+
+
+def test_load_fetches_each_record_with_its_local_header_in_one_get(server, client, bucket):
+    torch.manual_seed(5)
+    # 24 storages of 4..92 KiB (past the 64 KiB tail) and some small ones beside them.
+    state = {f"w{i}": torch.randn(1024 * (1 + i % 23)) for i in range(24)}
+    state.update(nested_state())
+    from conftest import make_client
+    with make_client(server, fabric="none") as c:
+        for how in ("odt.save", "torch.save"):
+            uri = f"s3://{bucket}/ckpt/gets-{how}.pt"
+            if how == "odt.save":
+                odt.save(state, uri, client=c)
+            else:
+                buf = io.BytesIO()
+                torch.save(state, buf)
+                c.put(bucket, f"ckpt/gets-{how}.pt", buf.getvalue())
+            raw = c.get(bucket, f"ckpt/gets-{how}.pt")
+            want_gets, nrecords = _expected_gets(raw)
+            gets, heads = _get_head_counts(c)
+            st = {}
+            got = odt.load(uri, client=c, stats=st)
+            gets, heads = (a - b for a, b in zip(_get_head_counts(c), (gets, heads)))
+            check_equal(state, got)
+            # One GET per record (header and bytes together) instead of a header GET and a
+            # data GET each: the old plan's 2 + records + storages.
+            assert (gets, heads) == (want_gets, 1), (how, gets, heads, want_gets)
+            assert st["requests"] == gets + heads and st["mispredicted"] == 0
+            assert gets < 2 + nrecords, (gets, nrecords)
+
+        # A writer that leaves bytes between records (or writes data descriptors) breaks the
+        # end-to-end prediction: the header check catches it and those records are read
+        # exactly; the tensors are still right.
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+        out = io.BytesIO()
+        gaps = 0
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+            for i, info in enumerate(src.infolist()):
+                z.writestr(info.filename, src.read(info.filename))
+                if "/data/" in info.filename and info.file_size and i % 3 == 0:
+                    z.fp.write(b"\0junk" * 20)  # a gap the central directory does not mention
+                    z.start_dir = z.fp.tell()  # where zipfile writes the next record
+                    gaps += 1
+        c.put(bucket, "ckpt/gaps.pt", out.getvalue())
+        st = {}
+        check_equal(state, odt.load(f"s3://{bucket}/ckpt/gaps.pt", client=c, stats=st))
+        assert gaps and st["mispredicted"] == gaps, (st, gaps)
+
+
 def test_save_memory_is_bounded_and_load_allocates_no_host_buffers(server, bucket):
     mib = 1 << 20
     torch.manual_seed(1)
