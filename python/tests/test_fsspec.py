@@ -135,3 +135,52 @@ def test_pandas_read_csv_and_to_csv(server, bucket):
     c = objdirect.Client(endpoint=server.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
                          fabric="none")
     assert c.get(bucket, "tables/t.csv").startswith(b"a,b,c\n0,row0,0.0\n")
+
+
+S3_CHILD = r"""
+import sys
+import fsspec
+import objdirect, objdirect.fs as odfs
+endpoint, ak, sk, bucket = sys.argv[1:5]
+opts = dict(endpoint=endpoint, access_key=ak, secret_key=sk, fabric="none")
+# Importing objdirect (and objdirect.fs) leaves fsspec's s3 protocol alone.
+assert "s3" not in fsspec.registry, dict(fsspec.registry)
+try:
+    cls = fsspec.get_filesystem_class("s3")
+    assert not issubclass(cls, odfs.ObjDirectFileSystem), cls
+    print("s3 is", cls.__module__)
+except (ImportError, ValueError) as e:  # s3fs is not installed here
+    print("s3 unavailable:", type(e).__name__)
+odfs.register_s3()
+fs = fsspec.filesystem("s3", **opts)
+assert type(fs) is odfs.ObjDirectS3FileSystem
+fs.pipe_file(f"{bucket}/s3/a.txt", b"through s3://")
+with fsspec.open(f"s3://{bucket}/s3/a.txt", "rb", **opts) as f:
+    assert f.read() == b"through s3://"
+assert fs.unstrip_protocol(f"{bucket}/s3/a.txt") == f"s3://{bucket}/s3/a.txt"
+assert fs.ls(f"s3a://{bucket}/s3/", detail=False) == [f"{bucket}/s3/a.txt"]
+odfs.register_s3()  # again: idempotent
+# Another s3 implementation already in use is not replaced unless asked.
+class Other(fsspec.AbstractFileSystem):
+    protocol = "s3"
+fsspec.register_implementation("s3", Other, clobber=True)
+try:
+    odfs.register_s3()
+    raise SystemExit("register_s3 replaced an s3 implementation in use")
+except ValueError as e:
+    assert "clobber=True" in str(e), e
+assert fsspec.get_filesystem_class("s3") is Other
+odfs.register_s3(clobber=True)
+assert fsspec.get_filesystem_class("s3") is odfs.ObjDirectS3FileSystem
+fs.rm(f"{bucket}/s3/a.txt")
+print("s3 registration ok")
+"""
+
+
+def test_s3_protocol_only_when_explicitly_registered(server, bucket):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", S3_CHILD, server.endpoint, ACCESS_KEY, SECRET_KEY,
+                        bucket], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "s3 registration ok" in p.stdout
