@@ -860,6 +860,8 @@ def parse_central_directory(buf: bytes, count: int, object_size: int) -> List[Zi
             x = 0
             while x + 4 <= len(extra):
                 tag, size = struct.unpack_from("<HH", extra, x)
+                if x + 4 + size > len(extra):
+                    raise ValueError("malformed zip extra field")
                 if tag == 1:
                     vals = list(struct.unpack_from(f"<{size // 8}Q", extra, x + 4))
                     if len(vals) < sum(want):
