@@ -38,7 +38,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from . import ranges as _ranges
 from .client import Client
 from .errors import NoSuchBucket, NoSuchKey
-from .objects import ObjectWriter
+from .objects import ObjectWriter, get_range
 
 __all__ = ["ObjDirectFileSystem", "ObjDirectS3FileSystem", "register_s3"]
 
@@ -154,8 +154,9 @@ class ObjDirectFileSystem(AbstractFileSystem):
             if size is not None and lo >= size:
                 return b""
             try:
-                return self.client.get(bucket, key, offset=lo,
-                                       length=None if hi is None else hi - lo)
+                if hi is not None:  # one GET (Client.get would HEAD first)
+                    return get_range(self.client, bucket, key, lo, hi - lo)
+                return self.client.get(bucket, key, offset=lo)
             except Exception as e:  # a range starting at or past the end is empty, as in s3fs
                 from .errors import InvalidRange
                 if isinstance(e, InvalidRange):
@@ -188,7 +189,7 @@ class ObjDirectFileSystem(AbstractFileSystem):
             if not length:
                 return b""
             try:
-                return self.client.get(bucket, key, offset=offset, length=length)
+                return get_range(self.client, bucket, key, offset, length)
             except InvalidRange:  # a range at or past the end is empty, as in s3fs
                 return b""
         for (bucket, key), spans in by_object.items():
@@ -346,7 +347,7 @@ class _ReadFile(AbstractBufferedFile):
         if end <= start:
             return b""
         try:
-            return self.fs.client.get(bucket, key, offset=start, length=end - start)
+            return get_range(self.fs.client, bucket, key, start, end - start)
         except (NoSuchKey, NoSuchBucket) as e:
             raise _missing(self.path, e)
 

@@ -16,7 +16,28 @@ from typing import List, Optional, Tuple
 
 from .client import Client, TransferResult
 
-__all__ = ["ObjectReader", "ObjectWriter"]
+__all__ = ["ObjectReader", "ObjectWriter", "get_range"]
+
+# The longest range get_range reads into a buffer of the range's length; longer ones (an
+# "until the end" written as a huge end) go through Client.get, which sizes by HEAD.
+range_buffer_bytes_max = 64 << 20
+
+
+def get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytes:
+    """Bytes [offset, offset+length) of an object, cut at its end, in one ranged GET: get_into a
+    buffer of the range's length (Client.get HEADs first to size its result). A range longer
+    than range_buffer_bytes_max goes through Client.get, so a huge length never allocates more
+    than the object holds. Raises InvalidRange for a range starting at or past the end,
+    NoSuchKey, ..."""
+    if length <= 0:
+        return b""
+    if length > range_buffer_bytes_max:
+        return client.get(bucket, key, offset=offset, length=length)
+    buf = bytearray(length)
+    n = client.get_into(bucket, key, buf, offset=offset, length=length).nbytes
+    if n < length:
+        del buf[n:]
+    return bytes(buf)
 
 
 # -- readers and writers ------------------------------------------------------------------------

@@ -44,6 +44,7 @@ import torch.utils.data
 from . import parse_uri
 from .client import Client, TransferResult
 from .objects import ObjectReader, ObjectWriter
+from .objects import get_range as _get_range
 
 __all__ = ["MapDataset", "IterableDataset", "Checkpoint", "ObjectReader", "ObjectWriter", "Entry",
            "AsTensor", "as_tensor", "epoch_order", "shard_order", "save", "load",
@@ -897,18 +898,6 @@ def local_data_offset(header: bytes, record: ZipRecord, object_size: int) -> int
 
 
 _LOCAL_GUESS = 30 + 256 + 128  # a local header with a name and torch's alignment padding
-
-
-def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytes:
-    """Bytes [offset, offset+length) of an object (cut at its end) in one GET: get_into a
-    buffer of that length. Client.get would HEAD first to size its result."""
-    if length <= 0:
-        return b""
-    buf = bytearray(length)
-    n = client.get_into(bucket, key, buf, offset=offset, length=length).nbytes
-    if n < length:
-        del buf[n:]
-    return bytes(buf)
 
 
 def _read_directory(client: Client, bucket: str, key: str, size: int):

@@ -78,6 +78,28 @@ def test_cat_ranges_coalesces_and_runs_concurrently(fs, bucket):
         fs.cat_ranges([f"{bucket}/missing"], [0], [5], on_error="raise")
 
 
+def test_ranged_reads_are_one_get_each_without_a_head(fs, bucket):
+    import objdirect.objects
+    data = os.urandom(300000)
+    fs.pipe_file(f"{bucket}/g", data)
+
+    def counts():
+        req = fs.client.stats()["requests"]
+        return tuple(sum(req.get(op, {}).values()) for op in ("GetObject", "HeadObject"))
+
+    g0, h0 = counts()
+    assert fs.cat_file(f"{bucket}/g", 10, 1010) == data[10:1010]
+    assert fs.cat_file(f"{bucket}/g", 299000, 300500) == data[299000:]  # cut at the end
+    assert fs.cat_file(f"{bucket}/g", 300000, 300010) == b""  # at the end: empty, as in s3fs
+    assert fs.cat_ranges([f"{bucket}/g"] * 3, [0, 100000, 200000], [5, 100005, 200005],
+                         max_gap=0) == [data[0:5], data[100000:100005], data[200000:200005]]
+    assert counts() == (g0 + 6, h0), (counts(), g0, h0)
+    # A huge end (more than range_buffer_bytes_max) is not allocated: Client.get sizes by HEAD.
+    assert fs.cat_file(f"{bucket}/g", 5, objdirect.objects.range_buffer_bytes_max + 6) == \
+        data[5:]
+    assert counts() == (g0 + 7, h0 + 1)
+
+
 def test_open_read_and_write(fs, bucket):
     big = os.urandom((11 << 20) + 17)  # above the 5 MiB part size: a multipart upload
     with fs.open(f"{bucket}/w.bin", "wb") as f:
