@@ -789,6 +789,10 @@ zip_directory_bytes_max = 64 << 20  # the largest central directory load() accep
 zip_records_max = 1 << 20           # the most records it accepts
 safetensors_header_bytes_max = 100 << 20  # as the safetensors library's own limit
 local_header_bytes_max = 30 + 0xFFFF + 0xFFFF  # fixed part, longest name, longest extra
+# load(): CPU storages of at most load_coalesce_record_bytes_max that lie next to each other in
+# the file share one GET into one allocation, up to load_group_bytes_max bytes a GET.
+load_coalesce_record_bytes_max = 1 << 20
+load_group_bytes_max = 16 << 20
 _TAIL_BYTES = 64 << 10  # EOCD (22 bytes) + the longest comment (65535) is under 66 KiB
 _TAIL_BYTES += 22 + 20 + 56
 
@@ -1067,14 +1071,17 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
     wrong is read exactly, header first). Storages are allocated on the target device with room
     for their local header in front, so each one's GET lands straight in the storage's memory
     (device memory: the client's GPUDirect path where the fabric supports it, else its pinned
-    bounce pipeline), up to ``concurrency`` (default the client's) at once. Files torch.save
+    bounce pipeline), up to ``concurrency`` (default the client's) at once. Small CPU storages
+    next to each other in the file share one GET into one allocation (see
+    load_coalesce_record_bytes_max, load_group_bytes_max); storages that are slices are not
+    resizable. Files torch.save
     did not write as a stored zip (the legacy format, compressed records) are loaded through
     torch.load on a ranged reader instead.
 
     Like torch.load(weights_only=False) this unpickles arbitrary objects: load only
     checkpoints you trust. ``stats``, when given, receives {"records", "storages",
     "storage_bytes", "requests" (HEAD and GETs made), "mispredicted" (records read exactly
-    after a failed header check)}.
+    after a failed header check), "groups" (GETs shared by neighbouring small storages)}.
     """
     import pickle
     c = _client_of(client, client_kwargs)
@@ -1141,6 +1148,54 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
             c.get_into(bucket, key, buf[pad:pad + n], offset=off, length=n)
             count(g + 1)
 
+        class Group:
+            """Neighbouring small storage records fetched by one GET into one CPU allocation
+            (their local headers between them included); each storage is a slice of it."""
+
+            def __init__(self, start: int):
+                self.start, self.end, self.names = start, start, []
+                self.buf = self.future = None
+                self.pad = start % 64  # slices keep the file's alignment of the data
+
+        groups = {}
+        cur = None
+        for r in sorted(records, key=lambda r: r.header_offset):
+            data = predicted.get(r.name)
+            n = r.compressed_size
+            if n == 0 and r.name.startswith(prefix + "data/"):
+                continue  # an empty storage needs no bytes and does not break a group
+            small = (r.name.startswith(prefix + "data/") and data is not None and
+                     0 < n <= load_coalesce_record_bytes_max and
+                     not in_tail(r.header_offset, data + n))
+            if not small:
+                cur = None
+                continue
+            if cur is None or data + n - cur.start > load_group_bytes_max:
+                cur = Group(r.header_offset)
+            cur.names.append(r.name)
+            cur.end = data + n
+            groups[r.name] = cur
+        groups = {k: g for k, g in groups.items() if len(g.names) > 1}
+
+        def fetch_group(g: Group):
+            """The group's bytes in one GET, then every local header in it checked; a record
+            whose header does not match is read exactly into its slice (the predicted data
+            ranges of different records never overlap)."""
+            span = g.end - g.start
+            c.get_into(bucket, key, g.buf[g.pad:g.pad + span], offset=g.start, length=span)
+            count(1)
+            arr = g.buf.numpy()
+            for name in g.names:
+                r = by_name[name]
+                data = predicted[name]
+                lo, hi = g.pad + r.header_offset - g.start, g.pad + data - g.start
+                if check_local_header(arr[lo:hi].tobytes(), r, data):
+                    continue
+                off, gets = _locate(c, bucket, key, size, r)
+                c.get_into(bucket, key, g.buf[hi:hi + r.compressed_size], offset=off,
+                           length=r.compressed_size)
+                count(gets + 1, 1)
+
         if (prefix + "byteorder") in by_name and record("byteorder") not in (b"little", b""):
             raise NotImplementedError("big-endian checkpoints are not supported")
         restore = None if _storage_device(map_location, "cpu") is not None else \
@@ -1165,6 +1220,24 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
                     raise ValueError(f"record {name!r} holds {n} bytes, the storage {want}")
                 device = _storage_device(map_location, location) or torch.device("cpu")
                 data = predicted.get(name)
+                g = groups.get(name) if device.type == "cpu" else None
+                if g is not None:
+                    if g.buf is None:
+                        g.buf = torch.empty(g.pad + g.end - g.start, dtype=torch.uint8)
+                        g.future = pool.submit(fetch_group, g)
+                        futures.append(g.future)
+                    lo = g.pad + data - g.start
+                    try:
+                        untyped = _untyped(g.buf)[lo:lo + n]
+                    except (TypeError, RuntimeError, NotImplementedError):
+                        g = None  # no storage slices: one GET of its own below
+                if g is not None:
+                    fetched[0] += n
+                    if restore is not None:  # the function sees the bytes: fetch them first
+                        g.future.result()
+                        untyped = restore(untyped, location)
+                    loaded[skey] = _typed_storage(untyped, dtype)
+                    return loaded[skey]
                 h = data - r.header_offset if data is not None and n else 0
                 pad = -(-h // 64) * 64  # the storage starts 64-aligned after its header
                 buf = torch.empty(pad + n, dtype=torch.uint8, device=device)
@@ -1217,6 +1290,7 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
         torch._utils._validate_loaded_sparse_tensors()
         if stats is not None:
             stats.update(records=len(records), storages=len(loaded), storage_bytes=fetched[0],
+                         groups=sum(1 for g in set(groups.values()) if g.buf is not None),
                          **counts)
         return result
     finally:

@@ -143,7 +143,8 @@ def _expected_gets(raw):
     return out, len(z.infolist())
 
 
-def test_load_fetches_each_record_with_its_local_header_in_one_get(server, client, bucket):
+def test_load_fetches_each_record_with_its_local_header_in_one_get(server, client, bucket,
+                                                                  monkeypatch):
     torch.manual_seed(5)
     # 24 storages of 4..92 KiB (past the 64 KiB tail) and some small ones beside them.
     state = {f"w{i}": torch.randn(1024 * (1 + i % 23)) for i in range(24)}
@@ -160,16 +161,32 @@ def test_load_fetches_each_record_with_its_local_header_in_one_get(server, clien
                 c.put(bucket, f"ckpt/gets-{how}.pt", buf.getvalue())
             raw = c.get(bucket, f"ckpt/gets-{how}.pt")
             want_gets, nrecords = _expected_gets(raw)
-            gets, heads = _get_head_counts(c)
-            st = {}
-            got = odt.load(uri, client=c, stats=st)
-            gets, heads = (a - b for a, b in zip(_get_head_counts(c), (gets, heads)))
-            check_equal(state, got)
-            # One GET per record (header and bytes together) instead of a header GET and a
-            # data GET each: the old plan's 2 + records + storages.
-            assert (gets, heads) == (want_gets, 1), (how, gets, heads, want_gets)
-            assert st["requests"] == gets + heads and st["mispredicted"] == 0
+
+            def load(**limits):
+                for k, v in limits.items():
+                    monkeypatch.setattr(odt, k, v)
+                before = _get_head_counts(c)
+                st = {}
+                got = odt.load(uri, client=c, stats=st)
+                check_equal(state, got)
+                gets, heads = (a - b for a, b in zip(_get_head_counts(c), before))
+                assert heads == 1 and st["requests"] == gets + heads, (st, gets, heads)
+                assert st["mispredicted"] == 0, st
+                return gets, st
+
+            # No coalescing: one GET per record (header and bytes together) instead of a
+            # header GET and a data GET each, the first version's 2 + records + storages.
+            gets, st = load(load_coalesce_record_bytes_max=0)
+            assert gets == want_gets and st["groups"] == 0, (how, gets, want_gets)
             assert gets < 2 + nrecords, (gets, nrecords)
+            # Default: the small storages outside the tail lie next to each other and share
+            # one GET: the tail, data.pkl and one group.
+            gets, st = load(load_coalesce_record_bytes_max=1 << 20)
+            assert (gets, st["groups"]) == (3, 1), (how, gets, st)
+            # Groups of at most 200 KiB: several GETs, still far fewer than records.
+            gets, st = load(load_group_bytes_max=200 << 10)
+            assert 3 < gets < want_gets and st["groups"] > 1, (how, gets, st)
+            monkeypatch.setattr(odt, "load_group_bytes_max", 16 << 20)
 
         # A writer that leaves bytes between records (or writes data descriptors) breaks the
         # end-to-end prediction: the header check catches it and those records are read
