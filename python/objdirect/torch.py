@@ -778,11 +778,14 @@ class Checkpoint:
 # torch.save writes a zip archive (stored, uncompressed records): <archive>/data.pkl (the
 # pickled object, tensors as persistent ids naming storage records), <archive>/data/<key> (one
 # record per storage, the raw bytes), <archive>/version and, in torch 2.x, byteorder. load()
-# reads the archive's directory with two ranged GETs (the tail holding the end-of-central-
-# directory record, then the central directory), the local headers of the records it needs,
-# then data.pkl, and unpickles it; each storage is allocated on its destination device and its
-# record's exact byte range is fetched straight into it (concurrently, on the client's async
-# pool), so tensor bytes never pass through a host buffer of ours. docs/python.md, "save and
+# reads the archive's directory once (the tail holding the end-of-central-directory record,
+# which for most files holds the central directory too), predicts where each record's bytes
+# lie from the directory alone (records end to end), and fetches each record's local header
+# together with its bytes in one ranged GET, checking the header; neighbouring small CPU
+# storages share one GET. data.pkl is unpickled; each storage is allocated on its destination
+# device and its bytes land straight in it (concurrently, on a pool of `concurrency` threads),
+# so tensor bytes never pass through a host buffer of ours (but CPU storages already inside the
+# tail, copied from it). docs/python.md, "save and
 # load", describes the parsing and its limits.
 
 _EOCD = 0x06054B50
