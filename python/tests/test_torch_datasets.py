@@ -248,6 +248,16 @@ def test_prefetch_fetches_in_get_many_batches_with_the_same_bytes_in_order(serve
         assert [m[i] for i in range(len(m))] == want
         assert _gets(c) - gets == n - 1
         assert m.batches < n // 2, m.batches
+        # A missing object fails its own turn only: what comes before it in its batch (and in
+        # the batches before) is yielded first.
+        import objdirect
+        manifest = [(f"s3://{bucket}/g/{i:03d}", len(objs[f"g/{i:03d}"])) for i in range(9)]
+        manifest[6] = (f"s3://{bucket}/g/missing", 10)
+        it = iter(IterableDataset.from_manifest(manifest, transform=lambda r: r.read(),
+                                                client=c, prefetch=8))
+        assert [next(it) for _ in range(6)] == [objs[f"g/{i:03d}"] for i in range(6)]
+        with pytest.raises(objdirect.NoSuchKey):
+            next(it)
 
 
 # -- where the objects come from ----------------------------------------------------------------
