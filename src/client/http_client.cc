@@ -525,7 +525,8 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     view.headers.emplace_back("x-amz-security-token", opts_.session_token);
   }
   for (const auto& h : req.headers) view.headers.push_back(h);
-  std::string authorization = sigv4::sign(view, opts_.credentials, opts_.region, "s3", now);
+  std::string authorization =
+      sigv4::sign(view, opts_.credentials, opts_.region, "s3", now, &signing_keys_);
 
   // --- write ---
   bhttp::request<bhttp::buffer_body> msg;
