@@ -59,10 +59,6 @@
 
 namespace objdirect {
 
-namespace client {
-class HttpClient;
-}
-
 // How the bytes of a data call travelled.
 enum class TransferPath : std::uint8_t {
   rdma,           // every byte moved over the fabric
@@ -335,10 +331,12 @@ class OBJDIRECT_API Client {
 
   // A presigned URL (SigV4 query authentication, docs/client.md "Presigned URLs") for `method`
   // ("GET", "HEAD", "PUT", "DELETE") on the object, valid for `expires` from now: the endpoint,
-  // the path-style target and the X-Amz-* query, signed with this client's credentials and
-  // region (a session token goes in as X-Amz-Security-Token). Anyone holding it may do that one
-  // operation until it expires. Makes no request. Errors: invalid_argument (empty bucket or key,
-  // another method, expires outside 1..limits::presign_expires_max_s, 604800 s as AWS).
+  // the target (path-style; with addressing_style "virtual" the bucket goes into the URL's host
+  // as requests do, "http://bucket.HOST:PORT/key") and the X-Amz-* query, signed with this
+  // client's credentials and region (a session token goes in as X-Amz-Security-Token). Anyone
+  // holding it may do that one operation until it expires. Makes no request. Errors:
+  // invalid_argument (empty bucket or key, another method, expires
+  // outside 1..limits::presign_expires_max_s, 604800 s as AWS).
   Result<std::string> presign(std::string_view method, std::string_view bucket,
                               std::string_view key, std::chrono::seconds expires);
 
@@ -379,27 +377,9 @@ class OBJDIRECT_API Client {
   Status abort_multipart_upload(std::string_view bucket, std::string_view key,
                                 std::string_view upload_id);
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (src/client/client_impl.hpp, pimpl)
   explicit Client(std::unique_ptr<Impl> impl);
-  // The HTTP layer, for the operations kept in client_ops.cc.
-  client::HttpClient& http() noexcept;
-  // The host flow; direct: the buffer is device memory the fabric registers itself (GPUDirect),
-  // and anything but RDMA fails with rdma_declined instead of touching it from the CPU.
-  // if_match: the ETag (unquoted) every request is pinned to; empty: learnt from the first reply.
-  Result<TransferResult> get_host(std::string_view bucket, std::string_view key,
-                                  std::span<std::byte> dst, std::optional<ByteRange> range,
-                                  bool direct, std::string_view if_match = {});
-  Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
-                                  std::span<const std::byte> src, bool direct,
-                                  const PutOptions* options = nullptr);
-  // Device memory: GPUDirect when the fabric can, else (or when declined) the staging pipeline.
-  Result<TransferResult> get_device(std::string_view bucket, std::string_view key,
-                                    std::span<std::byte> dst, std::optional<ByteRange> range,
-                                    void* cuda_stream);
-  Result<TransferResult> put_device(std::string_view bucket, std::string_view key,
-                                    std::span<const std::byte> src, void* cuda_stream);
   std::unique_ptr<Impl> impl_;
 };
 
