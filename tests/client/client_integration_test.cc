@@ -938,9 +938,10 @@ TEST_F(ClientIT, CApiProgram) {
     const std::string url = out.substr(at + tag.size(), out.find('\n', at) - at - tag.size());
     const std::string reply = fetch_url(method, url);
     EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << method << " " << url << "\n" << reply;
-    if (method == "GET")
+    if (method == "GET") {
       EXPECT_EQ(reply.size() >= 10 ? reply.substr(reply.size() - 10) : "",
                 std::string("\x07\x8a\x0d\x90\x13\x96\x19\x9c\x1f\xa2", 10));
+    }
   }
 }
 
