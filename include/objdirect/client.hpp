@@ -198,9 +198,10 @@ struct OBJDIRECT_API ClientStats {
   // Retries by reason (common/retry.hpp): the S3 code of a retried error reply ("SlowDown",
   // "InternalError", "RequestTimeout", ...) or "http_NNN" without one (429, 500, 502, 503, 504);
   // "connection_refused", "connection_reset" (no answer), "timeout", "short_body" (the body ended
-  // before its Content-Length), "truncated_xml" (a 2xx XML reply that does not parse),
-  // "stale_connection" (a pooled keep-alive connection the server had closed: re-sent at once on
-  // a new one). A token request refused by RDMA admission (503 SlowDown) counts as "SlowDown".
+  // before its Content-Length, or a 206 body is not the length its Content-Range says),
+  // "truncated_xml" (a 2xx XML reply that does not parse), "stale_connection" (a pooled keep-alive
+  // connection the server had closed: re-sent at once on a new one). A token request refused by
+  // RDMA admission (503 SlowDown) counts as "SlowDown".
   std::map<std::string, std::uint64_t> retry_reasons;
   // CompleteMultipartUploads whose answer was lost and that HEAD showed completed (the object's
   // ETag is the one these parts make): reported as success, never completed twice.
