@@ -1,6 +1,7 @@
 // The gateway's buckets (s3_internal.hpp): CreateBucket, DeleteBucket, HeadBucket, ListBuckets.
 #include <algorithm>
 
+#include "common/checksum.hpp"
 #include "storage/s3/s3_internal.hpp"
 #include "storage/s3/s3_spool.hpp"
 
@@ -91,6 +92,50 @@ Result<std::unique_ptr<BlobWriter>> S3Store::begin_write(std::string_view bucket
   auto b = head_bucket(bucket);
   if (!b.ok()) return b.status();
   return std::unique_ptr<BlobWriter>(new SpoolWriter(core_));
+}
+
+Status S3Store::set_bucket_config(std::string_view bucket, std::string_view name,
+                                  std::string document) {
+  if (name != versioning_config_name) {
+    // CORS and lifecycle are evaluated by the S3 layer from the bucket's documents, a policy
+    // names the gateway's own principals: none can be handed to the upstream as they are
+    // (docs/scale-out.md, "What the gateway passes through").
+    return Status(Errc::not_implemented, "The gateway does not pass the bucket's " +
+                                             std::string(name) +
+                                             " configuration through to its upstream");
+  }
+  OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
+  if (document.empty())
+    return Status(Errc::invalid_argument, "A bucket cannot return to never versioned");
+  objdirect::s3::VersioningConfiguration v;
+  v.status = std::move(document);
+  const std::string body = objdirect::s3::encode_versioning(v);
+  Request r;
+  r.method = "PUT";
+  r.bucket = std::string(bucket);
+  r.query = {{"versioning", ""}};
+  r.headers.emplace_back("content-type", "application/xml");
+  EvpDigest md5(EvpDigest::Kind::md5);
+  md5.update(body.data(), body.size());
+  r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
+  r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+  return note_versioning(core_->call(std::move(r)).status());
+}
+
+Result<std::optional<std::string>> S3Store::bucket_config(std::string_view bucket,
+                                                          std::string_view name) {
+  if (name != versioning_config_name) return ObjectStore::bucket_config(bucket, name);
+  OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
+  Request r;
+  r.bucket = std::string(bucket);
+  r.query = {{"versioning", ""}};
+  r.xml_reply = true;
+  auto resp = core_->call(std::move(r));
+  if (!resp.ok()) return note_versioning(resp.status());
+  auto doc = decode_reply(*resp, "GetBucketVersioning", objdirect::s3::decode_versioning);
+  if (!doc.ok()) return doc.status();
+  if (doc->status.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(doc->status));
 }
 
 }  // namespace objdirect::storage::s3gw

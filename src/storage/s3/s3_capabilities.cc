@@ -131,4 +131,21 @@ Status S3Store::check_condition(std::string_view bucket, std::string_view key,
   return Status::Ok();
 }
 
+Status S3Store::versioning_known_missing() const {
+  std::lock_guard lk(core_->caps_mu);
+  if (core_->versioning == false)
+    return Status(Errc::not_implemented,
+                  "The gateway's upstream does not keep object versions (it answered "
+                  "NotImplemented to a versioning request)");
+  return Status::Ok();
+}
+
+Status S3Store::note_versioning(Status st) {
+  if (st.ok() || st.code() == Errc::not_implemented) {
+    std::lock_guard lk(core_->caps_mu);
+    if (!core_->versioning || st.ok()) core_->versioning = st.ok();
+  }
+  return st;
+}
+
 }  // namespace objdirect::storage::s3gw

@@ -3,10 +3,11 @@
 //  - s3_meta.cc         object metadata <-> upstream headers, reply decoding;
 //  - s3_spool.hpp       the writers' spool (memory, then a temporary file);
 //  - s3_reader.cc       ranged, split and streamed GETs behind ObjectReader;
-//  - s3_buckets.cc      buckets;
+//  - s3_buckets.cc      buckets and their configuration (versioning, tags);
 //  - s3_objects.cc      PutObject, HEAD, DELETE, CopyObject onto itself, ListObjectsV2;
+//  - s3_versions.cc     object versions (versionId, ListObjectVersions);
 //  - s3_multipart.cc    multipart uploads and the upload bookkeeping (templates, kept parts);
-//  - s3_capabilities.cc what the upstream was found to do (conditional writes);
+//  - s3_capabilities.cc what the upstream was found to do (conditional writes, versioning);
 //  - s3_store.cc        open_s3_store, the counters and the metrics.
 // Not an interface: only storage/s3 includes it.
 #pragma once
@@ -278,6 +279,9 @@ struct Core {
   std::mutex caps_mu;
   std::optional<bool> put_conditions, complete_conditions;
   bool put_if_match_unquoted = false;  // found by the PutObject probe
+  // Whether the upstream keeps versions: learnt from its answers to the versioning calls
+  // (NotImplemented: no); nullopt until one answered.
+  std::optional<bool> versioning;
   // Striped per-key locks: while the gateway checks a write condition itself, the check and the
   // write of one key through this gateway do not interleave with another such write.
   static constexpr std::size_t kKeyLockStripes = 4096;
@@ -337,6 +341,9 @@ struct Core {
   // Keeps a committed part's checksums (only for an upload this process created).
   void keep_part(const std::string& id, std::uint32_t number, const std::string& etag,
                  const ChecksumMap& sums);
+  // Whether a part's checksums can be kept (true when there is nothing to keep, no template, a
+  // free slot, or the part is kept already and is being replaced).
+  bool may_keep_part(const std::string& id, std::uint32_t number, const ChecksumMap& sums);
   // The kept checksums of a part, if its ETag is still the one they were kept for.
   std::optional<ChecksumMap> kept_part(const std::string& id, std::uint32_t number,
                                        const std::string& etag);
@@ -376,9 +383,10 @@ std::string decoded(std::string_view s, bool url);
 
 class SpoolWriter;
 
-// An ObjectReader over one upstream object version (s3_reader.cc); `meta` comes from its HEAD.
+// An ObjectReader over one upstream object (s3_reader.cc); `meta` comes from its HEAD. Every GET
+// names `version_id` when it is not empty (a version opened by id), the latest otherwise.
 std::unique_ptr<ObjectReader> make_reader(std::shared_ptr<Core> core, std::string bucket,
-                                          ObjectMeta meta);
+                                          ObjectMeta meta, std::string version_id = "");
 
 // --- the store ---------------------------------------------------------------------------------
 
@@ -423,6 +431,25 @@ class S3Store final : public ObjectStore {
   Result<ListUploadsResult> list_uploads(std::string_view bucket,
                                          const ListUploadsQuery& q) override;
 
+  // Versioning, passed through (s3_versions.cc): the upstream keeps the versions; where it
+  // answers NotImplemented the gateway remembers that and answers not_implemented itself.
+  bool supports_versioning() const override { return true; }
+  Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
+                                         std::string_view version_id) override;
+  Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
+                                                            std::string_view key,
+                                                            std::string_view version_id) override;
+  Result<DeleteOutcome> delete_object_version(std::string_view bucket, std::string_view key,
+                                              std::string_view version_id) override;
+  Result<ListVersionsResult> list_object_versions(std::string_view bucket,
+                                                  const ListVersionsQuery& q) override;
+  // Bucket configuration (s3_buckets.cc): "versioning" goes to Put/GetBucketVersioning; the
+  // other documents are not passed through (not_implemented; docs/scale-out.md says why).
+  Status set_bucket_config(std::string_view bucket, std::string_view name,
+                           std::string document) override;
+  Result<std::optional<std::string>> bucket_config(std::string_view bucket,
+                                                   std::string_view name) override;
+
  private:
   // One upstream call whose reply is an XML document, decoded by `decode`; an <Error> reply
   // becomes its Status.
@@ -441,14 +468,25 @@ class S3Store final : public ObjectStore {
   Status check_condition(std::string_view bucket, std::string_view key, const WriteCondition& cond);
   Request part_request(std::string_view bucket, std::string_view key, std::string_view upload_id,
                        std::uint32_t number) const;
+  // PutObject / a parallel multipart upload of the spooled data: the upstream's ETag, and in
+  // *version_id the x-amz-version-id it answered (empty without one).
   Result<std::string> single_put(std::string_view bucket, const ObjectMeta& meta,
-                                 const SpoolWriter& w, const WriteCondition& cond);
+                                 const SpoolWriter& w, const WriteCondition& cond,
+                                 std::string* version_id);
   Result<std::string> multipart_put(std::string_view bucket, const ObjectMeta& meta,
-                                    const SpoolWriter& w, const WriteCondition& cond);
+                                    const SpoolWriter& w, const WriteCondition& cond,
+                                    std::string* version_id);
   Result<std::string> complete(std::string_view bucket, std::string_view key,
                                std::string_view upload_id,
                                const std::vector<std::pair<std::uint32_t, std::string>>& named,
-                               const std::vector<PartInfo>& infos, const WriteCondition& cond);
+                               const std::vector<PartInfo>& infos, const WriteCondition& cond,
+                               std::string* version_id = nullptr);
+  // not_implemented once the upstream was found to keep no versions (ok otherwise).
+  Status versioning_known_missing() const;
+  // Remembers what a versioning call's answer says about the upstream: not_implemented means
+  // it keeps no versions, success that it does. Returns `st`.
+  Status note_versioning(Status st);
+
   std::shared_ptr<Core> core_;
 };
 

@@ -67,6 +67,10 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
         kept[std::string(checksum_name(*a))] = v;
     } else if (k == "content-length") {
       parse_uint(v, m.size);
+    } else if (k == "x-amz-version-id") {
+      m.version_id = v;
+    } else if (k == "x-amz-delete-marker") {
+      m.delete_marker = v == "true";
     } else if (k == "etag") {
       m.etag = objdirect::s3::unquote_etag(v);
     } else if (k == "last-modified") {

@@ -48,6 +48,15 @@ void Core::drop_kept_parts(const std::string& id) {  // under templates_mu
 }
 
 // Keeps a committed part's checksums (only for an upload this process created).
+bool Core::may_keep_part(const std::string& id, std::uint32_t number, const ChecksumMap& sums) {
+  if (sums.empty()) return true;
+  std::lock_guard lk(templates_mu);
+  if (!templates.count(id)) return true;
+  if (kept_parts_count < opts.kept_parts) return true;
+  auto u = kept_parts.find(id);
+  return u != kept_parts.end() && u->second.count(number) > 0;  // a part sent again
+}
+
 void Core::keep_part(const std::string& id, std::uint32_t number, const std::string& etag,
                      const ChecksumMap& sums) {
   if (sums.empty()) return;
@@ -56,7 +65,7 @@ void Core::keep_part(const std::string& id, std::uint32_t number, const std::str
   auto& parts = kept_parts[id];
   auto it = parts.find(number);
   if (it == parts.end()) {
-    if (kept_parts_count >= s3_limits::kept_parts_max) return;
+    if (kept_parts_count >= opts.kept_parts) return;
     ++kept_parts_count;
     it = parts.emplace(number, KeptPart{}).first;
   }
@@ -112,6 +121,15 @@ Result<PartInfo> S3Store::commit_part(std::string_view bucket, std::string_view 
   auto* w = dynamic_cast<SpoolWriter*>(data.get());
   OBJDIRECT_ASSERT(w != nullptr && w->core() == core_,
                    "commit_part: a writer is committed to the store that began it");
+  if (!core_->may_keep_part(std::string(upload_id), info.part_number, info.checksums)) {
+    // Sent on, the part's checksum would be lost to an upstream whose ListParts does not return
+    // it, and the Complete would then fail there: refused before anything is sent.
+    return Status(Errc::slow_down,
+                  "the gateway keeps the checksums of at most " +
+                      std::to_string(core_->opts.kept_parts) +
+                      " parts of in-progress uploads (kept_parts); complete or abort uploads, "
+                      "then retry");
+  }
   Request r = part_request(bucket, key, upload_id, info.part_number);
   r.body = w->body(0, w->size());
   add_checksum_headers(r.headers, info.checksums);
@@ -193,10 +211,13 @@ Result<ObjectMeta> S3Store::complete_upload(std::string_view bucket, std::string
     auto listed = list_parts(bucket, meta.key, upload_id, 0, limits::parts_max);
     if (listed.ok()) infos = std::move(*listed);
   }
-  auto etag = complete(bucket, meta.key, upload_id, named, infos, cond);
+  std::string version_id;
+  auto etag = complete(bucket, meta.key, upload_id, named, infos, cond, &version_id);
   if (!etag.ok()) return etag.status();
   core_->forget_template(std::string(upload_id));
   meta.etag = *etag;
+  meta.version_id = std::move(version_id);
+  meta.delete_marker = false;
   meta.mtime_ns = now_ns();
   return meta;
 }
@@ -291,7 +312,8 @@ Request S3Store::part_request(std::string_view bucket, std::string_view key,
 
 // A parallel multipart upload of the spooled data; aborted upstream on any failure.
 Result<std::string> S3Store::multipart_put(std::string_view bucket, const ObjectMeta& meta,
-                                           const SpoolWriter& w, const WriteCondition& cond) {
+                                           const SpoolWriter& w, const WriteCondition& cond,
+                                           std::string* version_id) {
   core_->ctr.multipart_commits++;
   // A full-object checksum cannot be forwarded through a multipart upload: each part carries
   // its own checksum of the same algorithm instead (the upstream verifies every part).
@@ -337,7 +359,7 @@ Result<std::string> S3Store::multipart_put(std::string_view bucket, const Object
   if (failure.ok()) {
     std::vector<std::pair<std::uint32_t, std::string>> named;
     for (const auto& p : done) named.emplace_back(p.part_number, p.etag);
-    etag = complete(bucket, meta.key, *id, named, done, cond);
+    etag = complete(bucket, meta.key, *id, named, done, cond, version_id);
   }
   if (!etag.ok()) {
     (void)abort_upload(bucket, meta.key, *id);  // best effort; the upstream's lifecycle rules
@@ -351,7 +373,7 @@ Result<std::string> S3Store::multipart_put(std::string_view bucket, const Object
 Result<std::string> S3Store::complete(
     std::string_view bucket, std::string_view key, std::string_view upload_id,
     const std::vector<std::pair<std::uint32_t, std::string>>& named,
-    const std::vector<PartInfo>& infos, const WriteCondition& cond) {
+    const std::vector<PartInfo>& infos, const WriteCondition& cond, std::string* version_id) {
   std::vector<objdirect::s3::CompletePart> list;
   list.reserve(named.size());
   for (const auto& [n, etag] : named) {
@@ -390,10 +412,14 @@ Result<std::string> S3Store::complete(
       // upload may have completed. The object's ETag says so (a multipart ETag of this many
       // parts).
       auto h = head_object(bucket, key);
-      if (h.ok() && h->etag.ends_with(multipart_suffix)) return h->etag;
+      if (h.ok() && h->etag.ends_with(multipart_suffix)) {
+        if (version_id) *version_id = h->version_id;
+        return h->etag;
+      }
     }
     return st;
   }
+  if (version_id) *version_id = resp->header("x-amz-version-id").value_or("");
   std::string etag = std::move(reply->etag);
   if (etag.empty()) {
     // radosgw 16 answers an empty <ETag/>: the object's HEAD has it.

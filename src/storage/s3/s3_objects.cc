@@ -26,9 +26,12 @@ Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta me
     key_lock = std::unique_lock(core_->key_lock(bucket, meta.key));
     OBJDIRECT_RETURN_IF_ERROR(check_condition(bucket, meta.key, cond));
   }
-  Result<std::string> etag =
-      large ? multipart_put(bucket, meta, *w, cond) : single_put(bucket, meta, *w, cond);
+  std::string version_id;
+  Result<std::string> etag = large ? multipart_put(bucket, meta, *w, cond, &version_id)
+                                   : single_put(bucket, meta, *w, cond, &version_id);
   if (!etag.ok()) return etag.status();
+  meta.version_id = std::move(version_id);
+  meta.delete_marker = false;
   meta.etag = *etag;
   meta.mtime_ns = now_ns();
   meta.parts.clear();
@@ -36,7 +39,8 @@ Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta me
 }
 
 Result<std::string> S3Store::single_put(std::string_view bucket, const ObjectMeta& meta,
-                                        const SpoolWriter& w, const WriteCondition& cond) {
+                                        const SpoolWriter& w, const WriteCondition& cond,
+                                        std::string* version_id) {
   Request r = object_request("PUT", bucket, meta.key);
   r.body = w.body(0, w.size());
   add_meta_headers(r.headers, meta);
@@ -50,6 +54,7 @@ Result<std::string> S3Store::single_put(std::string_view bucket, const ObjectMet
   auto resp = core_->call(std::move(r));
   if (!resp.ok()) return resp.status();
   auto etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
+  *version_id = resp->header("x-amz-version-id").value_or("");
   if (etag.empty()) return Status(Errc::io_error, "upstream PutObject: no ETag");
   return etag;
 }
@@ -61,9 +66,13 @@ Result<ObjectMeta> S3Store::replace_meta(std::string_view bucket, ObjectMeta met
   r.headers.emplace_back("x-amz-metadata-directive", "REPLACE");
   r.headers.emplace_back("x-amz-copy-source-if-match", quote(expected_etag));
   add_meta_headers(r.headers, meta);
-  auto doc = call_xml(std::move(r), "CopyObject", objdirect::s3::decode_copy_result);
+  r.xml_reply = true;
+  auto resp = core_->call(std::move(r));
+  if (!resp.ok()) return resp.status();
+  auto doc = decode_reply(*resp, "CopyObject", objdirect::s3::decode_copy_result);
   if (!doc.ok()) return doc.status();
   meta.etag = std::move(doc->etag);
+  meta.version_id = resp->header("x-amz-version-id").value_or("");
   if (auto t = parse_iso8601(doc->last_modified)) meta.mtime_ns = ns_of(*t);
   if (meta.etag.empty()) return Status(Errc::io_error, "upstream CopyObject: no ETag");
   return meta;

@@ -81,8 +81,12 @@ struct RangeSink : Sink {
 
 class S3Reader final : public ObjectReader {
  public:
-  S3Reader(std::shared_ptr<Core> core, std::string bucket, ObjectMeta meta)
-      : core_(std::move(core)), bucket_(std::move(bucket)), meta_(std::move(meta)) {}
+  S3Reader(std::shared_ptr<Core> core, std::string bucket, ObjectMeta meta,
+           std::string version_query)
+      : core_(std::move(core)),
+        bucket_(std::move(bucket)),
+        meta_(std::move(meta)),
+        version_query_(std::move(version_query)) {}
   ~S3Reader() override { close_stream(); }
 
   const ObjectMeta& meta() const override { return meta_; }
@@ -144,6 +148,7 @@ class S3Reader final : public ObjectReader {
     Request r = object_request("GET", bucket_, meta_.key);
     r.headers.emplace_back("range", "bytes=" + std::to_string(first) + "-" + std::to_string(last));
     r.headers.emplace_back("if-match", quote(meta_.etag));
+    if (!version_query_.empty()) r.query = {{"versionId", version_query_}};
     return r;
   }
 
@@ -330,6 +335,7 @@ class S3Reader final : public ObjectReader {
   std::shared_ptr<Core> core_;
   std::string bucket_;
   ObjectMeta meta_;
+  std::string version_query_;  // the versionId of every GET ("": the latest)
   std::unique_ptr<Stream> stream_;
   std::uint64_t stream_next_ = 0;
   std::uint64_t last_end_ = ~std::uint64_t{0};  // where the previous pread ended
@@ -339,8 +345,9 @@ class S3Reader final : public ObjectReader {
 }  // namespace
 
 std::unique_ptr<ObjectReader> make_reader(std::shared_ptr<Core> core, std::string bucket,
-                                          ObjectMeta meta) {
-  return std::make_unique<S3Reader>(std::move(core), std::move(bucket), std::move(meta));
+                                          ObjectMeta meta, std::string version_id) {
+  return std::make_unique<S3Reader>(std::move(core), std::move(bucket), std::move(meta),
+                                    std::move(version_id));
 }
 
 }  // namespace objdirect::storage::s3gw

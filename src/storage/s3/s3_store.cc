@@ -60,6 +60,8 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
                std::to_string(limits::put_bytes_max));
   if (o.upload_templates == 0 || o.upload_templates > s3_limits::upload_templates_max)
     return bad("upload templates must be 1.." + std::to_string(s3_limits::upload_templates_max));
+  if (o.kept_parts == 0 || o.kept_parts > s3_limits::kept_parts_max)
+    return bad("kept parts must be 1.." + std::to_string(s3_limits::kept_parts_max));
   if (o.low_speed_time_s == 0 || o.connect_timeout_ms == 0)
     return bad("upstream timeouts must be positive");
   if (o.conditional_writes != "auto" && o.conditional_writes != "upstream" &&
