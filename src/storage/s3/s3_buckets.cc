@@ -132,6 +132,10 @@ Result<std::optional<std::string>> S3Store::bucket_config(std::string_view bucke
   r.xml_reply = true;
   auto resp = core_->call(std::move(r));
   if (!resp.ok()) return note_versioning(resp.status());
+  // moto 5.2 names the root <GetBucketVersioningResponse>; the document is the same.
+  constexpr std::string_view kMotoRoot = "GetBucketVersioningResponse";
+  for (std::size_t at; (at = resp->body.find(kMotoRoot)) != std::string::npos;)
+    resp->body.replace(at, kMotoRoot.size(), "VersioningConfiguration");
   auto doc = decode_reply(*resp, "GetBucketVersioning", objdirect::s3::decode_versioning);
   if (!doc.ok()) return doc.status();
   if (doc->status.empty()) return std::optional<std::string>();

@@ -3,9 +3,9 @@
 //  - s3_meta.cc         object metadata <-> upstream headers, reply decoding;
 //  - s3_spool.hpp       the writers' spool (memory, then a temporary file);
 //  - s3_reader.cc       ranged, split and streamed GETs behind ObjectReader;
-//  - s3_buckets.cc      buckets and their configuration (versioning, tags);
+//  - s3_buckets.cc      buckets and their configuration (versioning passed through);
 //  - s3_objects.cc      PutObject, HEAD, DELETE, CopyObject onto itself, ListObjectsV2;
-//  - s3_versions.cc     object versions (versionId, ListObjectVersions);
+//  - s3_versions.cc     object versions (versionId, delete markers, ListObjectVersions);
 //  - s3_multipart.cc    multipart uploads and the upload bookkeeping (templates, kept parts);
 //  - s3_capabilities.cc what the upstream was found to do (conditional writes, versioning);
 //  - s3_store.cc        open_s3_store, the counters and the metrics.

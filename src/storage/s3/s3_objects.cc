@@ -73,6 +73,12 @@ Result<ObjectMeta> S3Store::replace_meta(std::string_view bucket, ObjectMeta met
   if (!doc.ok()) return doc.status();
   meta.etag = std::move(doc->etag);
   meta.version_id = resp->header("x-amz-version-id").value_or("");
+  if (meta.version_id.empty()) {
+    // radosgw 16 leaves x-amz-version-id out of CopyObject's answer: the HEAD after it has the
+    // new latest version's (empty in a bucket never versioned).
+    if (auto h = head_object(bucket, meta.key); h.ok() && h->etag == meta.etag)
+      meta.version_id = h->version_id;
+  }
   if (auto t = parse_iso8601(doc->last_modified)) meta.mtime_ns = ns_of(*t);
   if (meta.etag.empty()) return Status(Errc::io_error, "upstream CopyObject: no ETag");
   return meta;

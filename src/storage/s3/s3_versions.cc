@@ -47,6 +47,19 @@ Result<ObjectMeta> S3Store::head_object_version(std::string_view bucket, std::st
     // A HEAD has no error body: a missing bucket, key or version reads alike.
     auto b = head_bucket(bucket);
     if (!b.ok()) return b.status();
+    // radosgw 16 answers the HEAD of a delete marker (the latest, or one named by id) with a
+    // plain 404: the key's entries in ListObjectVersions say whether it is one (one page, on
+    // this error path only).
+    ListVersionsQuery q;
+    q.prefix = std::string(key);
+    q.max_keys = version_id.empty() ? 2 : limits::list_keys_max;
+    if (auto l = list_object_versions(bucket, q); l.ok()) {
+      for (auto& v : l->versions) {
+        if (v.meta.key != key || !v.meta.delete_marker) continue;
+        if (version_id.empty() ? v.is_latest : v.meta.version_id == version_id)
+          return std::move(v.meta);
+      }
+    }
     if (!version_id.empty())
       return Status(Errc::no_such_version,
                     "The specified version does not exist (upstream: " + st.message() + ")");
@@ -93,6 +106,9 @@ Result<ListVersionsResult> S3Store::list_object_versions(std::string_view bucket
   if (!q.delimiter.empty()) r.query.emplace_back("delimiter", q.delimiter);
   if (!q.key_marker.empty()) r.query.emplace_back("key-marker", q.key_marker);
   if (!q.version_id_marker.empty()) r.query.emplace_back("version-id-marker", q.version_id_marker);
+  // radosgw 16 starts a key-marker-only listing at that key, not after it: its entries are
+  // dropped here (a page may then hold fewer entries, which S3 allows).
+  const bool skip_marker_key = !q.key_marker.empty() && q.version_id_marker.empty();
   r.xml_reply = true;
   auto resp = core_->call(std::move(r));
   if (!resp.ok()) return note_versioning(resp.status());
@@ -104,6 +120,7 @@ Result<ListVersionsResult> S3Store::list_object_versions(std::string_view bucket
   for (auto& e : doc->objects) {
     ObjectVersion v;
     v.meta.key = decoded(e.key, url);
+    if (skip_marker_key && v.meta.key <= q.key_marker) continue;
     v.meta.size = e.size;
     v.meta.etag = std::move(e.etag);
     v.meta.version_id = std::move(e.version_id);
@@ -112,6 +129,15 @@ Result<ListVersionsResult> S3Store::list_object_versions(std::string_view bucket
     v.is_latest = e.is_latest;
     out.versions.push_back(std::move(v));
   }
+  // Key ascending, then newest first, markers among versions (S3's order). moto 5.2 lists a
+  // page's versions first and its delete markers after them: each key's entries are put back in
+  // order by time (the latest first); an upstream already in order keeps it (stable).
+  std::stable_sort(out.versions.begin(), out.versions.end(),
+                   [](const ObjectVersion& a, const ObjectVersion& b) {
+                     if (a.meta.key != b.meta.key) return a.meta.key < b.meta.key;
+                     if (a.is_latest != b.is_latest) return a.is_latest;
+                     return a.meta.mtime_ns > b.meta.mtime_ns;
+                   });
   for (const auto& p : doc->common_prefixes) out.common_prefixes.push_back(decoded(p, url));
   out.truncated = doc->is_truncated;
   if (out.truncated) {
