@@ -2,15 +2,17 @@
 """objdirect.torch benchmark (not a test): datasets and checkpoints against boto3 on the same
 objdirect-server, each measure in the same run as its baseline. Figures go to docs/python.md.
 
-    PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 20000
+    PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 5000,20000
     PYTHONPATH=build/python python3 bench/torch_bench.py checkpoint --mib 1024
     PYTHONPATH=build/python python3 bench/torch_bench.py gpu-load --mib 4096   # needs a GPU
 
 dataset: N objects of 4-300 KiB (uniform, fixed seed) under one prefix, read through a
 DataLoader with 2 workers (batch 32) by: objdirect IterableDataset over RDMA (fabric, default
-libfabric:shm) with prefetch 8 and with prefetch 0, the same over HTTP, and a boto3 dataset
-(one GetObject per sample, a boto3 client per worker). Prints samples/s and MB/s of each, best
-of --repeat passes after one warm-up pass.
+libfabric:shm) with each --prefetch setting (default 32, 8 and 0; prefetch goes through
+Client.get_many batches), the non-zero ones over HTTP, and a boto3 dataset (one GetObject per
+sample, a boto3 client per worker). --objects 5000,20000 runs the first 5000 and all 20000 of
+the same objects in one run. Prints samples/s and MB/s of each, best of --repeat passes after one
+warm-up pass, then a table of samples/s and the ratio to boto3 per size.
 
 checkpoint: a state dict of --mib MiB (float32 tensors of 64 MiB): objdirect.torch.save / load
 against torch.save into a BytesIO + boto3 upload_fileobj, and boto3 download_fileobj + torch.load.
@@ -81,8 +83,11 @@ def bench_dataset(endpoint, args):
 
     c = objdirect.Client(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET, fabric="none")
     bucket = "bench-dataset"
+    counts = sorted({int(x) for x in str(args.objects).split(",")})
+    prefetches = [int(x) for x in str(args.prefetch).split(",")]
+    most = counts[-1]
     rng = random.Random(0)
-    sizes = [rng.randint(4 << 10, 300 << 10) for _ in range(args.objects)]
+    sizes = [rng.randint(4 << 10, 300 << 10) for _ in range(most)]
     try:
         c.create_bucket(bucket)
     except objdirect.BucketAlreadyOwnedByYou:
@@ -94,13 +99,11 @@ def bench_dataset(endpoint, args):
         k = f"d/{i:06d}"
         if have.get(k) != n:
             c.put(bucket, k, memoryview(blob)[:n])
-    print(f"dataset: {args.objects} objects, {sum(sizes) / 1e9:.2f} GB, "
-          f"mean {sum(sizes) / len(sizes) / 1024:.0f} KiB (written in "
-          f"{time.monotonic() - t0:.0f} s)", flush=True)
-    keys = [f"d/{i:06d}" for i in range(args.objects)]
-    total = sum(sizes)
+    print(f"dataset: {most} objects written, {sum(sizes) / 1e9:.2f} GB, mean "
+          f"{sum(sizes) / len(sizes) / 1024:.0f} KiB ({time.monotonic() - t0:.0f} s); runs over "
+          f"the first {', '.join(map(str, counts))}", flush=True)
 
-    def run(name, ds):
+    def run(name, ds, n, total):
         best = None
         loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
                                              collate_fn=lambda b: sum(b),
@@ -112,22 +115,33 @@ def bench_dataset(endpoint, args):
             assert got == total, (name, got, total)
             if rep and (best is None or dt < best):
                 best = dt
-        print(f"  {name:38s} {args.objects / best:8.0f} samples/s {total / best / 1e6:8.0f} MB/s",
+        print(f"  {n:6d} {name:38s} {n / best:8.0f} samples/s {total / best / 1e6:8.0f} MB/s",
               flush=True)
-        return args.objects / best
+        return n / best
 
-    manifest = [(f"s3://{bucket}/{k}", n) for k, n in zip(keys, sizes)]
-    res = {}
     common = dict(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET)
-    for fabric in (args.fabric, "none"):
-        for prefetch in (8, 0):
+    configs = [(args.fabric, p) for p in prefetches] + [("none", p) for p in prefetches if p]
+    table = {}
+    for n in counts:
+        keys = [f"d/{i:06d}" for i in range(n)]
+        total = sum(sizes[:n])
+        manifest = [(f"s3://{bucket}/{k}", s) for k, s in zip(keys, sizes)]
+        res = {}
+        for fabric, prefetch in configs:
             ds = odt.IterableDataset.from_manifest(manifest, transform=nbytes_of,
                                                    prefetch=prefetch, fabric=fabric, **common)
-            res[(fabric, prefetch)] = run(f"objdirect {fabric} prefetch={prefetch}", ds)
-    res["boto3"] = run("boto3 GetObject per sample", BotoIterable(endpoint, bucket, keys))
-    best_rdma = res[(args.fabric, 8)]
-    print(f"  objdirect {args.fabric} prefetch=8 / boto3: {best_rdma / res['boto3']:.2f}x; "
-          f"prefetch 8 vs 0 over {args.fabric}: {best_rdma / res[(args.fabric, 0)]:.2f}x")
+            res[(fabric, prefetch)] = run(f"objdirect {fabric} prefetch={prefetch}", ds, n,
+                                          total)
+        res["boto3"] = run("boto3 GetObject per sample", BotoIterable(endpoint, bucket, keys),
+                           n, total)
+        table[n] = res
+    print("\n  samples/s and ratio to boto3 (same run)")
+    print("  " + f"{'':34s}" + "".join(f"{n:>22d}" for n in counts))
+    for cfg in configs + ["boto3"]:
+        name = "boto3" if cfg == "boto3" else f"objdirect {cfg[0]} prefetch={cfg[1]}"
+        cells = "".join(f"{table[n][cfg]:>12.0f} ({table[n][cfg] / table[n]['boto3']:5.2f}x)"
+                        for n in counts)
+        print(f"  {name:34s}{cells}")
 
 
 # -- checkpoint ---------------------------------------------------------------------------------
@@ -247,7 +261,12 @@ def bench_gpu_load(endpoint, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=["dataset", "checkpoint", "gpu-load"])
-    ap.add_argument("--objects", type=int, default=20000)
+    ap.add_argument("--objects", default="20000",
+                    help="dataset sizes, comma-separated (e.g. 5000,20000: the first 5000 of the "
+                         "same objects, in the same run)")
+    ap.add_argument("--prefetch", default="32,8,0",
+                    help="dataset prefetch settings to run over the RDMA fabric (the non-zero "
+                         "ones over HTTP too), comma-separated")
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--fabric", default="libfabric:shm")

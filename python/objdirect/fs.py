@@ -8,7 +8,8 @@
 Paths are "bucket/key" (with or without "objdirect://"; "s3://" is accepted too, so code written
 for s3fs paths works once the filesystem object is this one). Directories are key prefixes up
 to "/", as in s3fs. Constructor arguments are objdirect.Client's (endpoint, fabric, keys, ...) or
-client=. fsspec finds the protocol through the package's fsspec.specs entry point.
+client=. fsspec finds the protocol through the package's fsspec.specs entry point. fsspec's
+own "s3" protocol stays s3fs's unless register_s3() is called (explicit, per process).
 
 Reads move bytes straight into the caller's memory (RDMA when the fabric allows it):
 cat_file is one ranged GET, cat_ranges coalesces neighbouring ranges of an object (see
@@ -37,9 +38,9 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from . import ranges as _ranges
 from .client import Client
 from .errors import NoSuchBucket, NoSuchKey
-from .objects import ObjectWriter
+from .objects import ObjectWriter, get_range
 
-__all__ = ["ObjDirectFileSystem"]
+__all__ = ["ObjDirectFileSystem", "ObjDirectS3FileSystem", "register_s3"]
 
 
 def _missing(path, e):
@@ -153,8 +154,9 @@ class ObjDirectFileSystem(AbstractFileSystem):
             if size is not None and lo >= size:
                 return b""
             try:
-                return self.client.get(bucket, key, offset=lo,
-                                       length=None if hi is None else hi - lo)
+                if hi is not None:  # one GET (Client.get would HEAD first)
+                    return get_range(self.client, bucket, key, lo, hi - lo)
+                return self.client.get(bucket, key, offset=lo)
             except Exception as e:  # a range starting at or past the end is empty, as in s3fs
                 from .errors import InvalidRange
                 if isinstance(e, InvalidRange):
@@ -187,7 +189,7 @@ class ObjDirectFileSystem(AbstractFileSystem):
             if not length:
                 return b""
             try:
-                return self.client.get(bucket, key, offset=offset, length=length)
+                return get_range(self.client, bucket, key, offset, length)
             except InvalidRange:  # a range at or past the end is empty, as in s3fs
                 return b""
         for (bucket, key), spans in by_object.items():
@@ -345,7 +347,7 @@ class _ReadFile(AbstractBufferedFile):
         if end <= start:
             return b""
         try:
-            return self.fs.client.get(bucket, key, offset=start, length=end - start)
+            return get_range(self.fs.client, bucket, key, start, end - start)
         except (NoSuchKey, NoSuchBucket) as e:
             raise _missing(self.path, e)
 
@@ -353,3 +355,29 @@ class _ReadFile(AbstractBufferedFile):
 def register(clobber: bool = False):
     """Registers the ``objdirect`` protocol with fsspec (``import objdirect`` does this)."""
     fsspec.register_implementation("objdirect", ObjDirectFileSystem, clobber=clobber)
+
+
+class ObjDirectS3FileSystem(ObjDirectFileSystem):
+    """The same filesystem under fsspec's ``s3`` and ``s3a`` protocol names, for code that
+    opens s3:// URLs through fsspec (``fsspec.open("s3://b/k")``, pandas' "s3://..." paths).
+    Nothing registers it but register_s3(): those names belong to s3fs, and a library that took
+    them on import would change what every other user of fsspec in the process gets."""
+
+    protocol = ("s3", "s3a")
+
+
+def register_s3(clobber: bool = False):
+    """Makes fsspec's ``s3://`` and ``s3a://`` open through ObjDirect (ObjDirectS3FileSystem),
+    for this process, when explicitly asked. Raises ValueError when another implementation of
+    either name is already imported and registered (s3fs in use) unless clobber=True. An s3fs
+    that is installed but not yet imported is not in use: registering takes precedence over
+    it."""
+    # fsspec.registry is a read-only view whose get() does not see the entries (fsspec 2022.11).
+    taken = {name: fsspec.registry[name] for name in ObjDirectS3FileSystem.protocol
+             if name in fsspec.registry and fsspec.registry[name] is not ObjDirectS3FileSystem}
+    if taken and not clobber:
+        raise ValueError(f"fsspec protocol(s) {sorted(taken)} already registered to "
+                         f"{sorted({c.__module__ + '.' + c.__name__ for c in taken.values()})}; "
+                         f"pass clobber=True to replace them in this process")
+    for name in ObjDirectS3FileSystem.protocol:
+        fsspec.register_implementation(name, ObjDirectS3FileSystem, clobber=True)

@@ -44,6 +44,13 @@ import torch.utils.data
 from . import parse_uri
 from .client import Client, TransferResult
 from .objects import ObjectReader, ObjectWriter
+from .objects import get_range
+
+
+def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytearray:
+    """One GET of a range whose length the zip directory gave (checked against the object's
+    size): no HEAD, no copy."""
+    return get_range(client, bucket, key, offset, length, as_bytes=False)
 
 __all__ = ["MapDataset", "IterableDataset", "Checkpoint", "ObjectReader", "ObjectWriter", "Entry",
            "AsTensor", "as_tensor", "epoch_order", "shard_order", "save", "load",
@@ -214,14 +221,63 @@ def as_tensor(dtype=None, device=None, *, allocate: Optional[Callable] = None) -
     return AsTensor(dtype, device, allocate)
 
 
-class _Prefetcher:
-    """Fetches the objects of an entry sequence ahead of the consumer.
+class _Batch:
+    """One Client.get_many of consecutive entries: their buffers (slices of one bytearray arena,
+    or the target's tensors) and the future of the call's per-item results."""
 
-    At most ``prefetch`` objects are in flight or fetched and not yet handed out, and together
-    at most ``prefetch_bytes`` bytes (an object larger than prefetch_bytes alone is still fetched,
-    by itself). The object handed out is the consumer's and no longer counted. Fetches run on the
-    client's async pool (its ``concurrency`` threads). Objects of unknown size cost a HEAD first.
-    peak_bytes / peak_objects record the most ever held.
+    def __init__(self, client: Client, entries: List[Entry], target: Optional[AsTensor]):
+        self.entries = entries
+        self.nbytes = sum(e.size for e in entries)
+        if target is not None:
+            self.bufs = [target.allocate(e.size) for e in entries]
+        else:
+            arena = memoryview(bytearray(self.nbytes))
+            self.bufs, off = [], 0
+            for e in entries:
+                self.bufs.append(arena[off:off + e.size])
+                off += e.size
+        # Zero-byte objects need no GET; the others go as one batch (one registration of the
+        # arena, the GIL released for the whole batch, up to `concurrency` GETs in flight).
+        self._slots = [i for i, e in enumerate(entries) if e.size]
+        reqs = [(entries[i].bucket, entries[i].key, self.bufs[i]) for i in self._slots]
+        self._future = client._submit(client.get_many, reqs, return_exceptions=True) \
+            if reqs else None
+        self._results: Optional[dict] = None
+
+    def outcome(self, i: int):
+        """Entry i's TransferResult or exception (None for a zero-byte object); waits."""
+        if self._results is None:
+            got = self._future.result() if self._future is not None else []
+            self._results = dict(zip(self._slots, got))
+        return self._results.get(i)
+
+    def wait(self):
+        """Waits for the batch, ignoring its results (buffers must outlive their GETs)."""
+        if self._future is not None:
+            try:
+                self._future.result()
+            except BaseException:
+                pass
+
+
+def _batch_caps(prefetch: int, prefetch_bytes: int) -> Tuple[int, int]:
+    """The largest batch (objects, bytes): half the prefetch budget, so that one batch is in
+    flight while the consumer works through the one before."""
+    return max(1, (prefetch + 1) // 2), max(1, prefetch_bytes // 2)
+
+
+class _Prefetcher:
+    """Fetches the objects of an entry sequence ahead of the consumer, in batches.
+
+    Each batch is one Client.get_many of the next consecutive entries into one arena (AsTensor
+    targets: the target's tensors), at most half of ``prefetch`` objects and half of
+    ``prefetch_bytes`` bytes, so that a batch is in flight while the consumer works through the
+    one before. At most ``prefetch`` objects are in flight or fetched and not yet handed out,
+    and a batch's bytes count against ``prefetch_bytes`` until its last object is handed out
+    (an object larger than the budget's free part is fetched alone once nothing is held). The
+    object handed out is the consumer's and no longer counted (an arena lives while any of its
+    slices does). Objects of unknown size cost a HEAD first. peak_bytes / peak_objects record
+    the most ever held; batches counts the get_many calls.
     """
 
     def __init__(self, client: Client, entries: Iterator[Entry], prefetch: int,
@@ -231,62 +287,83 @@ class _Prefetcher:
         self._prefetch = prefetch
         self._bytes_max = prefetch_bytes
         self._target = target
-        self._queue = collections.deque()
-        self._held = 0
+        self._batches: collections.deque = collections.deque()  # [batch, next index]
+        self._held_bytes = 0    # bytes of the batches not wholly handed out
+        self._held_objects = 0  # objects in flight or fetched, not handed out
         self._next: Optional[Entry] = None
         self._done = False
         self.peak_bytes = 0
         self.peak_objects = 0
+        self.batches = 0
+
+    def _peek(self) -> Optional[Entry]:
+        if self._next is None and not self._done:
+            e = next(self._entries, None)
+            if e is None:
+                self._done = True
+            elif e.size is None:
+                e = Entry(e.bucket, e.key, self._client.head(e.bucket, e.key).size)
+            self._next = e
+        return self._next
 
     def _fill(self):
-        while not self._done and len(self._queue) < self._prefetch:
-            if self._next is None:
-                self._next = next(self._entries, None)
-                if self._next is None:
-                    self._done = True
-                    return
-            e = self._next
-            if e.size is None:
-                e = Entry(e.bucket, e.key, self._client.head(e.bucket, e.key).size)
-            if self._queue and self._held + e.size > self._bytes_max:
-                self._next = e
+        cap_n, cap_b = _batch_caps(self._prefetch, self._bytes_max)
+        while True:
+            room_n = self._prefetch - self._held_objects
+            room_b = self._bytes_max - self._held_bytes
+            if self._batches and (room_n < cap_n or room_b < cap_b):
                 return
-            self._next = None
-            buf = self._target.allocate(e.size) if self._target else bytearray(e.size)
-            future = self._client.get_into_async(e.bucket, e.key, buf) if e.size else None
-            self._queue.append((e, buf, future))
-            self._held += e.size
-            self.peak_bytes = max(self.peak_bytes, self._held)
-            self.peak_objects = max(self.peak_objects, len(self._queue))
+            batch, nbytes = [], 0
+            while len(batch) < min(cap_n, room_n):
+                e = self._peek()
+                if e is None:
+                    break
+                fits = nbytes + e.size <= min(cap_b, room_b) or (
+                    not batch and (not self._batches or e.size <= room_b))
+                if not fits:
+                    break
+                batch.append(e)
+                nbytes += e.size
+                self._next = None
+            if not batch:
+                return
+            self._batches.append([_Batch(self._client, batch, self._target), 0])
+            self.batches += 1
+            self._held_objects += len(batch)
+            self._held_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self._held_bytes)
+            self.peak_objects = max(self.peak_objects, self._held_objects)
 
     def __iter__(self):
         return self
 
     def __next__(self):
         self._fill()
-        if not self._queue:
+        if not self._batches:
             raise StopIteration
-        e, buf, future = self._queue.popleft()
+        slot = self._batches[0]
+        b, i = slot
         try:
-            if future is not None:
-                future.result()
+            r = b.outcome(i)
         except BaseException:
             self.close()
             raise
-        self._held -= e.size
-        self._fill()  # the next fetches overlap the consumer's work on this one
-        return e, buf
+        if isinstance(r, BaseException):
+            self.close()
+            raise r
+        slot[1] += 1
+        self._held_objects -= 1
+        if slot[1] == len(b.entries):
+            self._batches.popleft()
+            self._held_bytes -= b.nbytes
+        self._fill()  # the next batch overlaps the consumer's work on this one
+        return b.entries[i], b.bufs[i]
 
     def close(self):
         # Buffers of queued fetches must outlive them: wait, ignore their results.
-        while self._queue:
-            _, _, future = self._queue.popleft()
-            if future is not None:
-                try:
-                    future.result()
-                except BaseException:
-                    pass
-        self._held = 0
+        while self._batches:
+            self._batches.popleft()[0].wait()
+        self._held_bytes = self._held_objects = 0
 
 
 class _DatasetBase:
@@ -443,7 +520,8 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
         self._shard_by_rank = bool(shard_by_rank)
         self.drop_last = bool(drop_last)
         self._order_cache = None
-        self._ahead = {}  # index -> (entry, buffer, future) fetched ahead
+        self._ahead = {}  # index -> (entry, _Batch, index in the batch) fetched ahead
+        self.batches = 0  # get_many calls of the read-ahead
         if entries is None and shard_by_rank and _dist() is not None:
             self.entries  # the collective: every rank constructs the dataset at the same point
 
@@ -519,31 +597,37 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
         for j in [j for j in self._ahead if not i < j <= i + self.prefetch]:
             self._drop(j)
         held = sum(x[0].size for x in self._ahead.values())
+        want = []
         for j in range(i + 1, min(i + 1 + self.prefetch, len(self))):
             if j in self._ahead:
                 continue
             ej = self._entry(j)
             if ej.size is None or held + ej.size > self.prefetch_bytes:
                 break
-            buf = (self._transform.allocate(ej.size) if isinstance(self._transform, AsTensor)
-                   else bytearray(ej.size))
-            fut = client.get_into_async(ej.bucket, ej.key, buf) if ej.size else None
-            self._ahead[j] = (ej, buf, fut)
+            want.append((j, ej))
             held += ej.size
+        # One get_many for the missing successors, once they make half the window (or nothing
+        # is ahead): batches, not one GET call per item.
+        cap_n, _ = _batch_caps(self.prefetch, self.prefetch_bytes)
+        if want and (len(want) >= cap_n or not self._ahead):
+            batch = _Batch(client, [ej for _, ej in want], self._target())
+            self.batches += 1
+            for k, (j, ej) in enumerate(want):
+                self._ahead[j] = (ej, batch, k)
         if hit is not None:
-            ej, buf, fut = hit
-            if fut is not None:
-                fut.result()
-            return self._item(client, ej, buf)
+            ej, batch, k = hit
+            r = batch.outcome(k)
+            if isinstance(r, BaseException):
+                raise r
+            return self._item(client, ej, batch.bufs[k])
         return self._direct(client, e)
 
+    def _target(self) -> Optional[AsTensor]:
+        return self._transform if isinstance(self._transform, AsTensor) else None
+
     def _drop(self, j):
-        _, _, fut = self._ahead.pop(j)
-        if fut is not None:
-            try:
-                fut.result()
-            except BaseException:
-                pass
+        _, batch, _ = self._ahead.pop(j)
+        batch.wait()
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -694,11 +778,14 @@ class Checkpoint:
 # torch.save writes a zip archive (stored, uncompressed records): <archive>/data.pkl (the
 # pickled object, tensors as persistent ids naming storage records), <archive>/data/<key> (one
 # record per storage, the raw bytes), <archive>/version and, in torch 2.x, byteorder. load()
-# reads the archive's directory with two ranged GETs (the tail holding the end-of-central-
-# directory record, then the central directory), the local headers of the records it needs,
-# then data.pkl, and unpickles it; each storage is allocated on its destination device and its
-# record's exact byte range is fetched straight into it (concurrently, on the client's async
-# pool), so tensor bytes never pass through a host buffer of ours. docs/python.md, "save and
+# reads the archive's directory once (the tail holding the end-of-central-directory record,
+# which for most files holds the central directory too), predicts where each record's bytes
+# lie from the directory alone (records end to end), and fetches each record's local header
+# together with its bytes in one ranged GET, checking the header; neighbouring small CPU
+# storages share one GET. data.pkl is unpickled; each storage is allocated on its destination
+# device and its bytes land straight in it (concurrently, on a pool of `concurrency` threads),
+# so tensor bytes never pass through a host buffer of ours (but CPU storages already inside the
+# tail, copied from it). docs/python.md, "save and
 # load", describes the parsing and its limits.
 
 _EOCD = 0x06054B50
@@ -710,6 +797,11 @@ _LOCAL = 0x04034B50
 zip_directory_bytes_max = 64 << 20  # the largest central directory load() accepts
 zip_records_max = 1 << 20           # the most records it accepts
 safetensors_header_bytes_max = 100 << 20  # as the safetensors library's own limit
+local_header_bytes_max = 30 + 0xFFFF + 0xFFFF  # fixed part, longest name, longest extra
+# load(): CPU storages of at most load_coalesce_record_bytes_max that lie next to each other in
+# the file share one GET into one allocation, up to load_group_bytes_max bytes a GET.
+load_coalesce_record_bytes_max = 1 << 20
+load_group_bytes_max = 16 << 20
 _TAIL_BYTES = 64 << 10  # EOCD (22 bytes) + the longest comment (65535) is under 66 KiB
 _TAIL_BYTES += 22 + 20 + 56
 
@@ -723,6 +815,8 @@ class ZipRecord(NamedTuple):
     compressed_size: int
     size: int
     header_offset: int
+    flags: int = 0            # general purpose bit flag (bit 3: a data descriptor follows)
+    raw_name: bytes = b""     # the name as stored (the local header repeats it)
 
 
 def parse_zip_tail(tail: bytes, object_size: int) -> Tuple[int, int, int]:
@@ -766,12 +860,13 @@ def parse_central_directory(buf: bytes, count: int, object_size: int) -> List[Zi
     for _ in range(count):
         if pos + 46 > len(buf) or struct.unpack_from("<I", buf, pos)[0] != _CENTRAL:
             raise ValueError("malformed zip central directory")
-        method, = struct.unpack_from("<H", buf, pos + 10)
+        flags, method = struct.unpack_from("<HH", buf, pos + 8)
         csize, usize, nlen, xlen, clen = struct.unpack_from("<IIHHH", buf, pos + 20)
         off, = struct.unpack_from("<I", buf, pos + 42)
         if pos + 46 + nlen + xlen + clen > len(buf):
             raise ValueError("malformed zip central directory")
-        name = bytes(buf[pos + 46:pos + 46 + nlen]).decode("utf-8", "replace")
+        raw_name = bytes(buf[pos + 46:pos + 46 + nlen])
+        name = raw_name.decode("utf-8", "replace")
         extra = buf[pos + 46 + nlen:pos + 46 + nlen + xlen]
         # zip64: the fields saturated at 0xFFFFFFFF come, in order, from extra field 0x0001.
         want = [v == 0xFFFFFFFF for v in (usize, csize, off)]
@@ -779,6 +874,8 @@ def parse_central_directory(buf: bytes, count: int, object_size: int) -> List[Zi
             x = 0
             while x + 4 <= len(extra):
                 tag, size = struct.unpack_from("<HH", extra, x)
+                if x + 4 + size > len(extra):
+                    raise ValueError("malformed zip extra field")
                 if tag == 1:
                     vals = list(struct.unpack_from(f"<{size // 8}Q", extra, x + 4))
                     if len(vals) < sum(want):
@@ -795,7 +892,7 @@ def parse_central_directory(buf: bytes, count: int, object_size: int) -> List[Zi
                 raise ValueError("zip64 extra field missing")
         if off + 30 > object_size or csize > object_size:
             raise ValueError(f"zip record {name!r} lies outside the object")
-        out.append(ZipRecord(name, method, csize, usize, off))
+        out.append(ZipRecord(name, method, csize, usize, off, flags, raw_name))
         pos += 46 + nlen + xlen + clen
     return out
 
@@ -816,32 +913,92 @@ def local_data_offset(header: bytes, record: ZipRecord, object_size: int) -> int
 _LOCAL_GUESS = 30 + 256 + 128  # a local header with a name and torch's alignment padding
 
 
+def _read_directory(client: Client, bucket: str, key: str, size: int):
+    """(records, tail bytes, where the tail starts, central directory offset, GETs made): one
+    ranged GET of the object's last _TAIL_BYTES, and one of the central directory when it does
+    not lie in that tail."""
+    tail_len = min(size, _TAIL_BYTES)
+    tail_start = size - tail_len
+    tail = _get_range(client, bucket, key, tail_start, tail_len)
+    cd_off, cd_size, n = parse_zip_tail(tail, size)
+    gets = 1
+    if cd_off >= tail_start:  # the directory is already in the tail
+        cd = tail[cd_off - tail_start:cd_off - tail_start + cd_size]
+    elif cd_size:
+        cd = _get_range(client, bucket, key, cd_off, cd_size)
+        gets += 1
+    else:
+        cd = b""
+    return parse_central_directory(cd, n, size), tail, tail_start, cd_off, gets
+
+
+def _locate(client: Client, bucket: str, key: str, size: int, r: ZipRecord) -> Tuple[int, int]:
+    """(offset of a record's bytes, GETs made) from its local header, read by itself."""
+    import struct
+    head = _get_range(client, bucket, key, r.header_offset,
+                      min(_LOCAL_GUESS, size - r.header_offset))
+    gets = 1
+    if len(head) >= 30:
+        nlen, xlen = struct.unpack_from("<HH", head, 26)
+        if 30 + nlen + xlen > len(head):
+            head = _get_range(client, bucket, key, r.header_offset, 30 + nlen + xlen)
+            gets += 1
+    return local_data_offset(head, r, size), gets
+
+
 def plan_torch_records(client: Client, bucket: str, key: str, size: int,
                        pool=None) -> dict:
-    """{record name: (offset, nbytes)} of a torch.save zip in s3://bucket/key: the exact byte
-    range of every record. Costs 2 ranged GETs plus one small one per record, concurrent."""
-    tail_len = min(size, _TAIL_BYTES)
-    tail = client.get(bucket, key, offset=size - tail_len, length=tail_len)
-    cd_off, cd_size, n = parse_zip_tail(tail, size)
-    if cd_off >= size - tail_len:  # the directory is already in the tail
-        cd = tail[cd_off - (size - tail_len):cd_off - (size - tail_len) + cd_size]
-    else:
-        cd = client.get(bucket, key, offset=cd_off, length=cd_size) if cd_size else b""
-    records = parse_central_directory(cd, n, size)
+    """{record name: (offset, nbytes, ZipRecord)} of a zip in s3://bucket/key: the exact byte
+    range of every record, read from every local header. Costs 1 or 2 ranged GETs for the
+    directory plus one small one per record, concurrent on ``pool``. load() does not need it
+    (see predict_record_layout); it is the exact reference."""
+    records, _, _, _, _ = _read_directory(client, bucket, key, size)
 
     def locate(r: ZipRecord):
-        head = client.get(bucket, key, offset=r.header_offset,
-                          length=min(_LOCAL_GUESS, size - r.header_offset))
-        if len(head) >= 30:
-            import struct
-            nlen, xlen = struct.unpack_from("<HH", head, 26)
-            if 30 + nlen + xlen > len(head):
-                head = client.get(bucket, key, offset=r.header_offset, length=30 + nlen + xlen)
-        return r.name, (local_data_offset(head, r, size), r.compressed_size, r)
+        return r.name, (_locate(client, bucket, key, size, r)[0], r.compressed_size, r)
 
     if pool is None:
         return dict(locate(r) for r in records)
     return dict(pool.map(locate, records))
+
+
+def predict_record_layout(records: Sequence[ZipRecord], cd_offset: int) -> dict:
+    """{record name: offset of its bytes} where the records lie end to end, as torch's writer
+    lays them (local header, data, the next local header, ..., the central directory): a
+    record's data then ends where the next record (or the directory) begins, less the data
+    descriptor that follows it when flag bit 3 says so (16 bytes, 24 for a zip64 record; torch's
+    writer sets the bit), so no local header needs to be read first. A record whose predicted
+    local header would be shorter than 30 bytes plus its name, or longer than
+    local_header_bytes_max (what a local header can be), is left out. The prediction is
+    only a plan: load() fetches each record's local header together with its data in one
+    ranged GET and checks it (check_local_header) before it trusts the offset."""
+    out = {}
+    ordered = sorted(records, key=lambda r: r.header_offset)
+    for i, r in enumerate(ordered):
+        end = ordered[i + 1].header_offset if i + 1 < len(ordered) else cd_offset
+        if r.flags & 8:  # a data descriptor (signature, CRC, sizes) follows the data
+            big = max(r.compressed_size, r.size, r.header_offset) >= 0xFFFFFFFF
+            end -= 24 if big else 16
+        data = end - r.compressed_size
+        h = data - r.header_offset
+        if not 30 + len(r.raw_name) <= h <= local_header_bytes_max:
+            continue
+        out[r.name] = data
+    return out
+
+
+def check_local_header(head: bytes, record: ZipRecord, data_offset: int) -> bool:
+    """Whether ``head`` (the bytes from the record's local header up to data_offset) is the
+    record's local header and ends exactly at data_offset: the signature, the same name as the
+    central directory, and 30 + name + extra lengths equal to its length."""
+    import struct
+    head = bytes(head)
+    if len(head) != data_offset - record.header_offset or len(head) < 30:
+        return False
+    if struct.unpack_from("<I", head, 0)[0] != _LOCAL:
+        return False
+    nlen, xlen = struct.unpack_from("<HH", head, 26)
+    return 30 + nlen + xlen == len(head) and head[30:30 + nlen] == record.raw_name
 
 
 def _storage_device(map_location, location: str):
@@ -916,15 +1073,24 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
 
     map_location as torch.load's: None (where each storage was saved), a device or its name
     ("cuda", "cuda:1", "cpu"), a {saved: target} dict, or a function (storages are then loaded
-    on the CPU and passed to it). Storages are allocated on the target device and each one's
-    exact byte range is one get_into (device memory: the client's GPUDirect path where the
-    fabric supports it, else its pinned bounce pipeline), up to ``concurrency`` (default the
-    client's) at once. Files torch.save did not write as a stored zip (the legacy format,
-    compressed records) are loaded through torch.load on a ranged reader instead.
+    on the CPU and passed to it). Requests: a HEAD, one ranged GET of the tail (the central
+    directory with it for most files; a second GET otherwise), then one ranged GET per record
+    not already in the tail: its local header together with its bytes (see
+    predict_record_layout; the header is checked, and a record whose layout the prediction got
+    wrong is read exactly, header first). Storages are allocated on the target device with room
+    for their local header in front, so each one's GET lands straight in the storage's memory
+    (device memory: the client's GPUDirect path where the fabric supports it, else its pinned
+    bounce pipeline), up to ``concurrency`` (default the client's) at once. Small CPU storages
+    next to each other in the file share one GET into one allocation (see
+    load_coalesce_record_bytes_max, load_group_bytes_max); storages that are slices are not
+    resizable. Files torch.save
+    did not write as a stored zip (the legacy format, compressed records) are loaded through
+    torch.load on a ranged reader instead.
 
     Like torch.load(weights_only=False) this unpickles arbitrary objects: load only
     checkpoints you trust. ``stats``, when given, receives {"records", "storages",
-    "storage_bytes", "requests"}.
+    "storage_bytes", "requests" (HEAD and GETs made), "mispredicted" (records read exactly
+    after a failed header check), "groups" (GETs shared by neighbouring small storages)}.
     """
     import pickle
     c = _client_of(client, client_kwargs)
@@ -933,23 +1099,113 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
     pool = _pool(c, concurrency)
     try:
         try:
-            plan = plan_torch_records(c, bucket, key, size, pool)
+            records, tail, tail_start, cd_off, gets = _read_directory(c, bucket, key, size)
         except ValueError:
-            plan = None
-        pkl = [n for n in (plan or {}) if n.endswith("/data.pkl") and n.count("/") == 1]
-        if not pkl or any(r[2].method != 0 for r in plan.values()):
+            records = None
+        by_name = {r.name: r for r in records or ()}
+        pkl = [n for n in by_name if n.endswith("/data.pkl") and n.count("/") == 1]
+        if not pkl or any(r.method != 0 for r in records):
             with ObjectReader(c, bucket, key, mode="ranged") as f:
                 return torch.load(f, map_location=map_location)
         prefix = pkl[0][:-len("data.pkl")]
-        requests = 2 + len(plan)
+        predicted = predict_record_layout(records, cd_off)
+        counts = {"requests": 1 + gets, "mispredicted": 0}
+        count_lock = threading.Lock()
+
+        def count(requests: int, mispredicted: int = 0):
+            with count_lock:
+                counts["requests"] += requests
+                counts["mispredicted"] += mispredicted
+
+        def in_tail(start: int, end: int) -> bool:
+            return start >= tail_start and end <= size
 
         def record(name: str) -> bytes:
-            nonlocal requests
-            off, n, _ = plan[prefix + name]
-            requests += 1
-            return c.get(bucket, key, offset=off, length=n) if n else b""
+            r = by_name[prefix + name]
+            n = r.compressed_size
+            data = predicted.get(r.name)
+            if data is not None:
+                start, end = r.header_offset, data + n
+                if in_tail(start, end):
+                    chunk = tail[start - tail_start:end - tail_start]
+                else:
+                    chunk = _get_range(c, bucket, key, start, end - start)
+                    count(1)
+                h = data - start
+                if len(chunk) == end - start and check_local_header(chunk[:h], r, data):
+                    return bytes(chunk[h:])
+                count(0, 1)
+            off, g = _locate(c, bucket, key, size, r)
+            count(g + (1 if n else 0))
+            return _get_range(c, bucket, key, off, n)
 
-        if (prefix + "byteorder") in plan and record("byteorder") not in (b"little", b""):
+        def fetch_storage(r: ZipRecord, buf, pad: int, h: int):
+            """The record's local header and bytes into buf[pad - h:pad + n] in one GET, the
+            header checked; read exactly (header, then bytes) when the check fails."""
+            n = r.compressed_size
+            if h:
+                c.get_into(bucket, key, buf[pad - h:pad + n], offset=r.header_offset,
+                           length=h + n)
+                head = buf[pad - h:pad]
+                head = head.numpy().tobytes() if head.device.type == "cpu" else \
+                    head.cpu().numpy().tobytes()  # a device buffer: only the header comes back
+                if check_local_header(head, r, r.header_offset + h):
+                    count(1)
+                    return
+                count(1, 1)
+            off, g = _locate(c, bucket, key, size, r)
+            c.get_into(bucket, key, buf[pad:pad + n], offset=off, length=n)
+            count(g + 1)
+
+        class Group:
+            """Neighbouring small storage records fetched by one GET into one CPU allocation
+            (their local headers between them included); each storage is a slice of it."""
+
+            def __init__(self, start: int):
+                self.start, self.end, self.names = start, start, []
+                self.buf = self.future = None
+                self.pad = start % 64  # slices keep the file's alignment of the data
+
+        groups = {}
+        cur = None
+        for r in sorted(records, key=lambda r: r.header_offset):
+            data = predicted.get(r.name)
+            n = r.compressed_size
+            if n == 0 and r.name.startswith(prefix + "data/"):
+                continue  # an empty storage needs no bytes and does not break a group
+            small = (r.name.startswith(prefix + "data/") and data is not None and
+                     0 < n <= load_coalesce_record_bytes_max and
+                     not in_tail(r.header_offset, data + n))
+            if not small:
+                cur = None
+                continue
+            if cur is None or data + n - cur.start > load_group_bytes_max:
+                cur = Group(r.header_offset)
+            cur.names.append(r.name)
+            cur.end = data + n
+            groups[r.name] = cur
+        groups = {k: g for k, g in groups.items() if len(g.names) > 1}
+
+        def fetch_group(g: Group):
+            """The group's bytes in one GET, then every local header in it checked; a record
+            whose header does not match is read exactly into its slice (the predicted data
+            ranges of different records never overlap)."""
+            span = g.end - g.start
+            c.get_into(bucket, key, g.buf[g.pad:g.pad + span], offset=g.start, length=span)
+            count(1)
+            arr = g.buf.numpy()
+            for name in g.names:
+                r = by_name[name]
+                data = predicted[name]
+                lo, hi = g.pad + r.header_offset - g.start, g.pad + data - g.start
+                if check_local_header(arr[lo:hi].tobytes(), r, data):
+                    continue
+                off, gets = _locate(c, bucket, key, size, r)
+                c.get_into(bucket, key, g.buf[hi:hi + r.compressed_size], offset=off,
+                           length=r.compressed_size)
+                count(gets + 1, 1)
+
+        if (prefix + "byteorder") in by_name and record("byteorder") not in (b"little", b""):
             raise NotImplementedError("big-endian checkpoints are not supported")
         restore = None if _storage_device(map_location, "cpu") is not None else \
             torch.serialization._get_restore_location(map_location)
@@ -964,22 +1220,59 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
             dtype = torch.uint8 if storage_type is torch.UntypedStorage else storage_type.dtype
             if skey not in loaded:
                 name = prefix + f"data/{skey}"
-                if name not in plan:
+                if name not in by_name:
                     raise ValueError(f"checkpoint has no record {name!r}")
-                off, n, _ = plan[name]
+                r = by_name[name]
+                n = r.compressed_size
                 want = numel * torch._utils._element_size(dtype)
                 if n != want:
                     raise ValueError(f"record {name!r} holds {n} bytes, the storage {want}")
-                device = _storage_device(map_location, location)
-                buf = torch.empty(n, dtype=torch.uint8, device=device or "cpu")
+                device = _storage_device(map_location, location) or torch.device("cpu")
+                data = predicted.get(name)
+                g = groups.get(name) if device.type == "cpu" else None
+                if g is not None:
+                    if g.buf is None:
+                        g.buf = torch.empty(g.pad + g.end - g.start, dtype=torch.uint8)
+                        g.future = pool.submit(fetch_group, g)
+                        futures.append(g.future)
+                    lo = g.pad + data - g.start
+                    try:
+                        untyped = _untyped(g.buf)[lo:lo + n]
+                    except (TypeError, RuntimeError, NotImplementedError):
+                        g = None  # no storage slices: one GET of its own below
+                if g is not None:
+                    fetched[0] += n
+                    if restore is not None:  # the function sees the bytes: fetch them first
+                        g.future.result()
+                        untyped = restore(untyped, location)
+                    loaded[skey] = _typed_storage(untyped, dtype)
+                    return loaded[skey]
+                h = data - r.header_offset if data is not None and n else 0
+                pad = -(-h // 64) * 64  # the storage starts 64-aligned after its header
+                buf = torch.empty(pad + n, dtype=torch.uint8, device=device)
+                try:
+                    untyped = _untyped(buf)[pad:pad + n] if pad else _untyped(buf)
+                except (TypeError, RuntimeError, NotImplementedError):  # no storage slices
+                    h = pad = 0
+                    buf = torch.empty(n, dtype=torch.uint8, device=device)
+                    untyped = _untyped(buf)
                 fetched[0] += n
-                if n:
-                    fut = pool.submit(c.get_into, bucket, key, buf, offset=off, length=n)
-                    futures.append((fut, n))
-                untyped = _untyped(buf)
+                fut = None
+                if n and device.type == "cpu" and h and in_tail(r.header_offset, data + n):
+                    chunk = tail[r.header_offset - tail_start:data + n - tail_start]
+                    if check_local_header(chunk[:h], r, data):  # already here: no GET
+                        import numpy
+                        buf[pad:].numpy()[:] = numpy.frombuffer(chunk, numpy.uint8, offset=h)
+                    else:
+                        count(0, 1)
+                        fut = pool.submit(fetch_storage, r, buf, pad, 0)
+                elif n:
+                    fut = pool.submit(fetch_storage, r, buf, pad, h)
+                if fut is not None:
+                    futures.append(fut)
                 if restore is not None:  # the function sees the bytes: fetch them first
-                    if n:
-                        futures.pop()[0].result()
+                    if fut is not None:
+                        fut.result()
                     untyped = restore(untyped, location)
                 loaded[skey] = _typed_storage(untyped, dtype)
             return loaded[skey]
@@ -999,14 +1292,15 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
         try:
             result = u.load()
         finally:
-            for fut, _ in futures:  # buffers must outlive their fetches, even on failure
+            for fut in futures:  # buffers must outlive their fetches, even on failure
                 fut.exception()
-        for fut, _ in futures:
+        for fut in futures:
             fut.result()
         torch._utils._validate_loaded_sparse_tensors()
         if stats is not None:
-            stats.update(records=len(plan), storages=len(loaded), storage_bytes=fetched[0],
-                         requests=requests + sum(1 for s in loaded.values() if s.nbytes()))
+            stats.update(records=len(records), storages=len(loaded), storage_bytes=fetched[0],
+                         groups=sum(1 for g in set(groups.values()) if g.buf is not None),
+                         **counts)
         return result
     finally:
         pool.shutdown(wait=True)
@@ -1066,14 +1360,14 @@ def load_safetensors(s3_uri: str, device=None, *, client: Optional[Client] = Non
     c = _client_of(client, client_kwargs)
     bucket, key = parse_uri(s3_uri)
     size = c.head(bucket, key).size
-    first = c.get(bucket, key, offset=0, length=min(size, 64 << 10)) if size else b""
+    first = _get_range(c, bucket, key, 0, min(size, 64 << 10))
     if len(first) < 8:
         raise ValueError("not a safetensors file: shorter than 8 bytes")
     n, = struct.unpack_from("<Q", first, 0)
     if n > safetensors_header_bytes_max or 8 + n > size:
         raise ValueError(f"safetensors header of {n} bytes: over safetensors_header_bytes_max "
                          f"or past the end")
-    header = first[8:8 + n] if 8 + n <= len(first) else c.get(bucket, key, offset=8, length=n)
+    header = first[8:8 + n] if 8 + n <= len(first) else _get_range(c, bucket, key, 8, n)
     entries, _ = parse_safetensors_header(header, size - 8 - n)
     out, futures = {}, []
     pool = _pool(c, concurrency)

@@ -19,8 +19,13 @@ import pytest
 ACCESS_KEY = "pytestaccesskey"
 SECRET_KEY = "pytest-secret-key/0123456789+abcdef"
 
+# The suite's own controls survive the scrub: where the binaries are, the switches that turn the
+# GPU and DCP skips into failures (scripts/gpu-check.sh sets them), and the parsers' fuzz loop
+# seed and length. No client reads these.
+TEST_CONTROLS = ("OBJDIRECT_BIN_DIR", "OBJDIRECT_REQUIRE_GPU", "OBJDIRECT_REQUIRE_DCP",
+                 "OBJDIRECT_FUZZ_SEED", "OBJDIRECT_FUZZ_ITERATIONS")
 for _k in list(os.environ):
-    if _k.startswith("AWS_") or (_k.startswith("OBJDIRECT_") and _k != "OBJDIRECT_BIN_DIR"):
+    if _k.startswith("AWS_") or (_k.startswith("OBJDIRECT_") and _k not in TEST_CONTROLS):
         del os.environ[_k]
 # No profile files unless a test writes its own.
 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = "/nonexistent/objdirect-pytest/credentials"

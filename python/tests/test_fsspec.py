@@ -78,6 +78,30 @@ def test_cat_ranges_coalesces_and_runs_concurrently(fs, bucket):
         fs.cat_ranges([f"{bucket}/missing"], [0], [5], on_error="raise")
 
 
+def test_ranged_reads_are_one_get_each_without_a_head(fs, bucket):
+    import objdirect.objects
+    data = os.urandom(300000)
+    fs.pipe_file(f"{bucket}/g", data)
+
+    def counts():
+        req = fs.client.stats()["requests"]
+        return tuple(sum(req.get(op, {}).values()) for op in ("GetObject", "HeadObject"))
+
+    g0, h0 = counts()
+    assert fs.cat_file(f"{bucket}/g", 10, 1010) == data[10:1010]
+    assert fs.cat_file(f"{bucket}/g", 299000, 300500) == data[299000:]  # cut at the end
+    assert fs.cat_file(f"{bucket}/g", 300000, 300010) == b""  # at the end: empty, as in s3fs
+    assert fs.cat_ranges([f"{bucket}/g"] * 3, [0, 100000, 200000], [5, 100005, 200005],
+                         max_gap=0) == [data[0:5], data[100000:100005], data[200000:200005]]
+    assert counts() == (g0 + 6, h0), (counts(), g0, h0)
+    # A huge end is not allocated, and a range over range_buffer_bytes_max is not copied:
+    # both go through Client.get, which sizes by HEAD.
+    assert objdirect.objects.range_buffer_bytes_max < 290000
+    assert fs.cat_file(f"{bucket}/g", 5, 1 << 40) == data[5:]
+    assert fs.cat_file(f"{bucket}/g", 5, 290005) == data[5:290005]
+    assert counts() == (g0 + 8, h0 + 2)
+
+
 def test_open_read_and_write(fs, bucket):
     big = os.urandom((11 << 20) + 17)  # above the 5 MiB part size: a multipart upload
     with fs.open(f"{bucket}/w.bin", "wb") as f:
@@ -135,3 +159,52 @@ def test_pandas_read_csv_and_to_csv(server, bucket):
     c = objdirect.Client(endpoint=server.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
                          fabric="none")
     assert c.get(bucket, "tables/t.csv").startswith(b"a,b,c\n0,row0,0.0\n")
+
+
+S3_CHILD = r"""
+import sys
+import fsspec
+import objdirect, objdirect.fs as odfs
+endpoint, ak, sk, bucket = sys.argv[1:5]
+opts = dict(endpoint=endpoint, access_key=ak, secret_key=sk, fabric="none")
+# Importing objdirect (and objdirect.fs) leaves fsspec's s3 protocol alone.
+assert "s3" not in fsspec.registry, dict(fsspec.registry)
+try:
+    cls = fsspec.get_filesystem_class("s3")
+    assert not issubclass(cls, odfs.ObjDirectFileSystem), cls
+    print("s3 is", cls.__module__)
+except (ImportError, ValueError) as e:  # s3fs is not installed here
+    print("s3 unavailable:", type(e).__name__)
+odfs.register_s3()
+fs = fsspec.filesystem("s3", **opts)
+assert type(fs) is odfs.ObjDirectS3FileSystem
+fs.pipe_file(f"{bucket}/s3/a.txt", b"through s3://")
+with fsspec.open(f"s3://{bucket}/s3/a.txt", "rb", **opts) as f:
+    assert f.read() == b"through s3://"
+assert fs.unstrip_protocol(f"{bucket}/s3/a.txt") == f"s3://{bucket}/s3/a.txt"
+assert fs.ls(f"s3a://{bucket}/s3/", detail=False) == [f"{bucket}/s3/a.txt"]
+odfs.register_s3()  # again: idempotent
+# Another s3 implementation already in use is not replaced unless asked.
+class Other(fsspec.AbstractFileSystem):
+    protocol = "s3"
+fsspec.register_implementation("s3", Other, clobber=True)
+try:
+    odfs.register_s3()
+    raise SystemExit("register_s3 replaced an s3 implementation in use")
+except ValueError as e:
+    assert "clobber=True" in str(e), e
+assert fsspec.get_filesystem_class("s3") is Other
+odfs.register_s3(clobber=True)
+assert fsspec.get_filesystem_class("s3") is odfs.ObjDirectS3FileSystem
+fs.rm(f"{bucket}/s3/a.txt")
+print("s3 registration ok")
+"""
+
+
+def test_s3_protocol_only_when_explicitly_registered(server, bucket):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", S3_CHILD, server.endpoint, ACCESS_KEY, SECRET_KEY,
+                        bucket], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "s3 registration ok" in p.stdout

@@ -122,6 +122,93 @@ def test_ranges_are_planned_exactly(server, client, bucket):
     assert len(storage_records) == len({data_ptr(t) for t in _tensors(state)})
 
 
+def _get_head_counts(c):
+    req = c.stats()["requests"]
+    return (sum(req.get("GetObject", {}).values()), sum(req.get("HeadObject", {}).values()))
+
+
+def _expected_gets(raw):
+    """GETs load() needs for an archive laid end to end: the tail (with the directory in it
+    here), then one per non-empty record not wholly inside the tail."""
+    z = zipfile.ZipFile(io.BytesIO(raw))
+    tail_start = max(0, len(raw) - odt._TAIL_BYTES)
+    out = 1
+    for info in z.infolist():
+        nlen, xlen = struct.unpack_from("<HH", raw, info.header_offset + 26)
+        end = info.header_offset + 30 + nlen + xlen + info.compress_size
+        if info.header_offset < tail_start and (info.compress_size or
+                                                info.filename.endswith("data.pkl")):
+            out += 1
+        assert end <= len(raw)
+    return out, len(z.infolist())
+
+
+def test_load_fetches_each_record_with_its_local_header_in_one_get(server, client, bucket,
+                                                                  monkeypatch):
+    torch.manual_seed(5)
+    # 24 storages of 4..92 KiB (past the 64 KiB tail) and some small ones beside them.
+    state = {f"w{i}": torch.randn(1024 * (1 + i % 23)) for i in range(24)}
+    state.update(nested_state())
+    from conftest import make_client
+    with make_client(server, fabric="none") as c:
+        for how in ("odt.save", "torch.save"):
+            uri = f"s3://{bucket}/ckpt/gets-{how}.pt"
+            if how == "odt.save":
+                odt.save(state, uri, client=c)
+            else:
+                buf = io.BytesIO()
+                torch.save(state, buf)
+                c.put(bucket, f"ckpt/gets-{how}.pt", buf.getvalue())
+            raw = c.get(bucket, f"ckpt/gets-{how}.pt")
+            want_gets, nrecords = _expected_gets(raw)
+
+            def load(**limits):
+                for k, v in limits.items():
+                    monkeypatch.setattr(odt, k, v)
+                before = _get_head_counts(c)
+                st = {}
+                got = odt.load(uri, client=c, stats=st)
+                check_equal(state, got)
+                gets, heads = (a - b for a, b in zip(_get_head_counts(c), before))
+                assert heads == 1 and st["requests"] == gets + heads, (st, gets, heads)
+                assert st["mispredicted"] == 0, st
+                return gets, st
+
+            # No coalescing: one GET per record (header and bytes together) instead of a
+            # header GET and a data GET each, the first version's 2 + records + storages.
+            gets, st = load(load_coalesce_record_bytes_max=0)
+            assert gets == want_gets and st["groups"] == 0, (how, gets, want_gets)
+            assert gets < 2 + nrecords, (gets, nrecords)
+            # Default: the small storages outside the tail lie next to each other and share
+            # one GET: the tail, data.pkl and one group.
+            gets, st = load(load_coalesce_record_bytes_max=1 << 20)
+            assert (gets, st["groups"]) == (3, 1), (how, gets, st)
+            # Groups of at most 200 KiB: several GETs, still far fewer than records.
+            gets, st = load(load_group_bytes_max=200 << 10)
+            assert 3 < gets < want_gets and st["groups"] > 1, (how, gets, st)
+            monkeypatch.setattr(odt, "load_group_bytes_max", 16 << 20)
+
+        # A writer that leaves bytes between records (or writes data descriptors) breaks the
+        # end-to-end prediction: the header check catches it and those records are read
+        # exactly; the tensors are still right.
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+        out = io.BytesIO()
+        gaps = 0
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+            for i, info in enumerate(src.infolist()):
+                z.writestr(info.filename, src.read(info.filename))
+                if "/data/" in info.filename and info.file_size and i % 3 == 0:
+                    z.fp.write(b"\0junk" * 20)  # a gap the central directory does not mention
+                    z.start_dir = z.fp.tell()  # where zipfile writes the next record
+                    gaps += 1
+        c.put(bucket, "ckpt/gaps.pt", out.getvalue())
+        st = {}
+        check_equal(state, odt.load(f"s3://{bucket}/ckpt/gaps.pt", client=c, stats=st))
+        assert gaps and st["mispredicted"] == gaps, (st, gaps)
+
+
 def test_save_memory_is_bounded_and_load_allocates_no_host_buffers(server, bucket):
     mib = 1 << 20
     torch.manual_seed(1)
@@ -237,37 +324,202 @@ def test_zip_directory_limits(monkeypatch):
         odt.parse_zip_tail(raw[-4096:], len(raw))
 
 
-def test_parsers_reject_damaged_input_with_value_error_only():
-    """A small fuzz loop (fixed seed, a few thousand inputs) over the three parsers: any
-    mutation of a real archive's tail and directory, or of a safetensors header, either parses
-    to in-bounds records or raises ValueError."""
-    buf = io.BytesIO()
-    torch.save({"a": torch.ones(4), "b": [torch.zeros(2)]}, buf)
-    raw = bytearray(buf.getvalue())
-    rng = random.Random(16)
-    header = bytearray(b'{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
-                       b'"__metadata__":{"k":"v"}}')
-    for _ in range(3000):
-        m = bytearray(raw)
-        for _ in range(rng.randint(1, 6)):
-            i = rng.randrange(max(0, len(m) - 400), len(m))
+class _Unseekable(io.RawIOBase):
+    """A write-only stream zipfile cannot seek: it then writes data descriptors (flag bit 3)."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.buf += b
+        return len(b)
+
+
+def _zip_of(members, *, seekable=True, zip64=False):
+    """A stored zip of {name: bytes} written by Python's zipfile: seekable (sizes in the local
+    headers), unseekable (data descriptors), or with zip64 records everywhere (the module's
+    ZIP64_LIMIT lowered while writing, so even a small file carries zip64 extras and the zip64
+    end of central directory)."""
+    out = io.BytesIO() if seekable else _Unseekable()
+    limit = zipfile.ZIP64_LIMIT
+    if zip64:
+        zipfile.ZIP64_LIMIT = 16
+    try:
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+    finally:
+        zipfile.ZIP64_LIMIT = limit
+    return bytes(out.getvalue() if seekable else out.buf)
+
+
+def _safetensors_header(tensors):
+    import json
+    header, pos = {}, 0
+    for name in sorted(tensors):
+        t = tensors[name]
+        n = t.numel() * t.element_size()
+        header[name] = {"dtype": odt._ST_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [pos, pos + n]}
+        pos += n
+    header["__metadata__"] = {"format": "pt"}
+    return json.dumps(header).encode(), pos
+
+
+def fuzz_corpus():
+    """Real files: torch.save archives (small, nested, many records), zipfile rewrites of one
+    (sizes in the local headers, data descriptors, zip64 throughout), and safetensors headers."""
+    def saved(obj):
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        return buf.getvalue()
+
+    small = saved({"a": torch.ones(4), "b": [torch.zeros(2)]})
+    members = {i.filename: zipfile.ZipFile(io.BytesIO(small)).read(i.filename)
+               for i in zipfile.ZipFile(io.BytesIO(small)).infolist()}
+    zips = {"torch-small": small, "torch-nested": saved(nested_state()),
+            "torch-many": saved({f"t{i}": torch.arange(i) for i in range(40)}),
+            "zipfile-seekable": _zip_of(members),
+            "zipfile-descriptors": _zip_of(members, seekable=False),
+            "zipfile-zip64": _zip_of(members, zip64=True)}
+    headers = {"st-one": _safetensors_header({"x": torch.ones(2)}),
+               "st-mixed": _safetensors_header({"w": torch.randn(3, 4).half(),
+                                                "b": torch.zeros(5, dtype=torch.bool),
+                                                "i": torch.arange(7)})}
+    return zips, headers
+
+
+def parse_zip(m: bytes):
+    """Everything load() parses of an archive, on bytes in memory; returns the records and
+    the predicted layout. Raises ValueError only."""
+    size = len(m)
+    cd_off, cd_size, n = odt.parse_zip_tail(m[-odt._TAIL_BYTES:], size)
+    recs = odt.parse_central_directory(m[cd_off:cd_off + cd_size], n, size)
+    for r in recs:
+        off = odt.local_data_offset(m[r.header_offset:r.header_offset + odt._LOCAL_GUESS], r,
+                                    size)
+        assert 0 <= off and off + r.compressed_size <= size
+    predicted = odt.predict_record_layout(recs, cd_off)
+    by_name = {r.name: r for r in recs}
+    for name, data in predicted.items():
+        r = by_name[name]
+        assert r.header_offset + 30 <= data and data + r.compressed_size <= size
+        assert data - r.header_offset <= odt.local_header_bytes_max
+        assert odt.check_local_header(m[r.header_offset:data], r, data) in (True, False)
+    return recs, predicted
+
+
+def test_fuzz_corpus_parses_exactly():
+    """The corpus itself: every archive's records, exact offsets and predicted layout agree
+    with Python's zipfile (the prediction, where made, passes the header check)."""
+    zips, headers = fuzz_corpus()
+    for name, raw in zips.items():
+        recs, predicted = parse_zip(raw)
+        z = zipfile.ZipFile(io.BytesIO(raw))
+        assert [r.name for r in recs] == z.namelist(), name
+        for info in z.infolist():
+            nlen, xlen = struct.unpack_from("<HH", raw, info.header_offset + 26)
+            data = info.header_offset + 30 + nlen + xlen
+            assert predicted[info.filename] == data, (name, info.filename)
+            r = next(r for r in recs if r.name == info.filename)
+            assert odt.check_local_header(raw[r.header_offset:data], r, data)
+            assert raw[data:data + r.compressed_size] == z.read(info.filename)
+    for name, (h, nbytes) in headers.items():
+        entries, meta = odt.parse_safetensors_header(h, nbytes)
+        assert meta == {"format": "pt"} and entries, name
+
+
+_FIELDS = (0, 1, 0x7F, 0xFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+
+
+def _mutate(rng, m: bytearray) -> bytearray:
+    for _ in range(rng.randint(1, 6)):
+        kind = rng.random()
+        tail = max(0, len(m) - 1200)  # the directory, the tail records, the EOCD records
+        i = rng.randrange(tail, len(m)) if rng.random() < 0.7 or not tail else \
+            rng.randrange(len(m))
+        if kind < 0.45:
             m[i] = rng.randrange(256)
-        if rng.random() < 0.2:
-            m = m[:rng.randrange(len(m))]
-        try:
-            cd_off, cd_size, n = odt.parse_zip_tail(bytes(m[-4096:]), len(m))
-            recs = odt.parse_central_directory(bytes(m[cd_off:cd_off + cd_size]), n, len(m))
-            for r in recs:
-                off = odt.local_data_offset(bytes(m[r.header_offset:r.header_offset + 400]), r,
-                                            len(m))
-                assert 0 <= off and off + r.compressed_size <= len(m)
-        except ValueError:
-            pass
-        h = bytearray(header)
-        for _ in range(rng.randint(1, 4)):
-            h[rng.randrange(len(h))] = rng.randrange(256)
-        try:
-            entries, _ = odt.parse_safetensors_header(bytes(h), 8)
-            assert all(0 <= b <= e <= 8 for _, _, b, e in entries.values())
-        except ValueError:
-            pass
+        elif kind < 0.75:  # a little-endian field set to a boundary value
+            w = rng.choice((2, 4, 8))
+            v = rng.choice(_FIELDS + (len(m), len(m) - 1, rng.randrange(1 << 32)))
+            m[i:i + w] = (v & ((1 << (8 * w)) - 1)).to_bytes(w, "little")
+        elif kind < 0.85:
+            del m[i:i + rng.randint(1, 64)]
+        elif kind < 0.95:
+            m[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+        else:
+            m = m[:rng.randrange(len(m) + 1)]
+        if not m:
+            break
+    return m
+
+
+def test_parsers_reject_damaged_input_with_value_error_only(tmp_path):
+    """A mutation loop over load()'s parsers (zip tail, central directory, local headers, the
+    predicted layout and its header check) and the safetensors header parser, fed with the
+    corpus above: each input parses to in-bounds records or raises ValueError, nothing else,
+    quickly and within bounded memory. Seeded and bounded: OBJDIRECT_FUZZ_SEED (default 16)
+    and OBJDIRECT_FUZZ_ITERATIONS (default 3000) reproduce or extend a run; a failure names
+    the seed and iteration and leaves the input in fuzz-failure.bin under the test's tmp_path."""
+    import os
+    import time
+    seed = int(os.environ.get("OBJDIRECT_FUZZ_SEED", "16"))
+    iterations = int(os.environ.get("OBJDIRECT_FUZZ_ITERATIONS", "3000"))
+    print(f"fuzz: seed {seed}, {iterations} iterations (OBJDIRECT_FUZZ_SEED, "
+          f"OBJDIRECT_FUZZ_ITERATIONS)")
+    zips, headers = fuzz_corpus()
+    rng = random.Random(seed)
+    slowest, rejected = 0.0, 0
+    tracemalloc.start()
+    try:
+        for it in range(iterations):
+            if rng.random() < 0.75:
+                kind, name = "zip", rng.choice(sorted(zips))
+                m = bytes(_mutate(rng, bytearray(zips[name])))
+            else:
+                kind, name = "safetensors", rng.choice(sorted(headers))
+                h, nbytes = headers[name]
+                m = bytes(_mutate(rng, bytearray(h)))
+            t = time.perf_counter()
+            try:
+                if kind == "zip":
+                    parse_zip(m)
+                else:
+                    entries, _ = odt.parse_safetensors_header(m, nbytes)
+                    assert all(0 <= b <= e <= nbytes for _, _, b, e in entries.values())
+            except ValueError:
+                rejected += 1
+            except BaseException as e:
+                (tmp_path / "fuzz-failure.bin").write_bytes(m)
+                raise AssertionError(f"seed {seed} iteration {it} ({kind} from {name}): "
+                                     f"{type(e).__name__}: {e}; input in "
+                                     f"{tmp_path / 'fuzz-failure.bin'}") from e
+            slowest = max(slowest, time.perf_counter() - t)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"fuzz: {rejected} of {iterations} inputs rejected with ValueError, slowest "
+          f"{slowest * 1000:.1f} ms, traced peak {peak / 1024:.0f} KiB")
+    assert 0 < rejected < iterations  # the loop reaches both outcomes
+    assert slowest < 2.0, f"an input took {slowest:.2f} s to parse"  # no hang
+    assert peak < 16 << 20, f"parsing allocated {peak >> 20} MiB"  # no huge allocation
+
+
+def test_local_header_bytes_max_bounds_the_prediction():
+    raw = _zip_of({"archive/data.pkl": b"x" * 10, "archive/data/0": b"y" * 100})
+    z = zipfile.ZipFile(io.BytesIO(raw))
+    size = len(raw)
+    cd_off, cd_size, n = odt.parse_zip_tail(raw, size)
+    recs = odt.parse_central_directory(raw[cd_off:cd_off + cd_size], n, size)
+    assert set(odt.predict_record_layout(recs, cd_off)) == set(z.namelist())
+    # A directory claiming the second record starts far after the first: the first one's local
+    # header would have to be longer than any local header can be: no prediction for it.
+    far = recs[1]._replace(header_offset=recs[0].header_offset + 30 + len(recs[0].raw_name) +
+                           odt.local_header_bytes_max + 10 + recs[0].compressed_size)
+    assert set(odt.predict_record_layout([recs[0], far], far.header_offset + 200)) == \
+        {recs[1].name}
+    assert odt.local_header_bytes_max == 30 + 0xFFFF + 0xFFFF

@@ -198,6 +198,68 @@ def test_prefetch_respects_prefetch_bytes(server, client, bucket):
                                     **settings(server))
 
 
+def _gets(c):
+    return sum(c.stats()["requests"].get("GetObject", {}).values())
+
+
+@pytest.mark.parametrize("fabric", ["none", "libfabric:shm"])
+def test_prefetch_fetches_in_get_many_batches_with_the_same_bytes_in_order(server, bucket,
+                                                                           fabric):
+    kib = 1024
+    n = 30
+    sizes = [(i * 7 % 11) * kib + 3 for i in range(n)]
+    sizes[4] = 0  # an empty object needs no GET
+    with make_client(server, fabric=fabric, rdma_min_bytes=1) as c:  # RDMA for every size
+        objs = fill(c, bucket, "g/", n, size=lambda i: sizes[i])
+        objs["g/004"] = b""
+        c.put(bucket, "g/004", b"")
+        order = epoch_order(n, True, 7, 3)
+        want = [objs[f"g/{i:03d}"] for i in order]
+        results = {}
+        for prefetch in (8, 0):
+            ds = IterableDataset.from_prefix(f"s3://{bucket}/g/", transform=lambda r: r.read(),
+                                             client=c, shuffle=True, seed=7, prefetch=prefetch)
+            ds.set_epoch(3)
+            ds.entries  # list before counting
+            gets, regs = _gets(c), c.stats()["rdma_registrations"]
+            rdma = c.stats()["transfers"].get("rdma", 0)
+            got = list(ds)
+            results[prefetch] = (got, _gets(c) - gets, c.stats()["rdma_registrations"] - regs,
+                                 c.stats()["transfers"].get("rdma", 0) - rdma,
+                                 getattr(ds, "last_prefetcher", None))
+        got8, gets8, regs8, rdma8, p = results[8]
+        got0, gets0, _, _, _ = results[0]
+        assert got8 == want and got0 == want
+        # One GET per non-empty object either way, no HEAD (sizes come from the listing) ...
+        assert gets8 == gets0 == n - 1, (gets8, gets0)
+        # ... but in get_many batches of at most half the window: ceil(30 / 4) = 8 calls.
+        assert p.batches == 8, p.batches
+        assert p.peak_objects <= 8
+        if fabric != "none":
+            # Every GET went over RDMA, and each batch landed in one arena registered once.
+            assert rdma8 == n - 1, rdma8
+            assert regs8 == p.batches, (regs8, p.batches)
+        # MapDataset read-ahead under a sequential sampler batches too.
+        m = MapDataset.from_prefix(f"s3://{bucket}/g/", transform=lambda r: r.read(), client=c,
+                                   shuffle=True, seed=7, prefetch=8)
+        m.set_epoch(3)
+        len(m)
+        gets = _gets(c)
+        assert [m[i] for i in range(len(m))] == want
+        assert _gets(c) - gets == n - 1
+        assert m.batches < n // 2, m.batches
+        # A missing object fails its own turn only: what comes before it in its batch (and in
+        # the batches before) is yielded first.
+        import objdirect
+        manifest = [(f"s3://{bucket}/g/{i:03d}", len(objs[f"g/{i:03d}"])) for i in range(9)]
+        manifest[6] = (f"s3://{bucket}/g/missing", 10)
+        it = iter(IterableDataset.from_manifest(manifest, transform=lambda r: r.read(),
+                                                client=c, prefetch=8))
+        assert [next(it) for _ in range(6)] == [objs[f"g/{i:03d}"] for i in range(6)]
+        with pytest.raises(objdirect.NoSuchKey):
+            next(it)
+
+
 # -- where the objects come from ----------------------------------------------------------------
 
 

@@ -139,10 +139,10 @@ std::chrono::milliseconds backoff_delay(const Policy& p, std::uint32_t retry, do
 // --- RateLimiter (boto3's adaptive mode: CUBIC on the measured send rate) ----------------------
 
 namespace {
-constexpr double kBeta = 0.7;     // multiplicative decrease
-constexpr double kScale = 0.4;    // CUBIC scale constant
-constexpr double kMinRate = 0.5;  // tokens/s
-constexpr double kMinCapacity = 1;
+constexpr double kBeta = 0.7;          // multiplicative decrease
+constexpr double kScale = 0.4;         // CUBIC scale constant
+constexpr double fill_rate_min = 0.5;  // tokens/s
+constexpr double capacity_min = 1;
 }  // namespace
 
 void RateLimiter::refill(Clock::time_point now) {
@@ -165,7 +165,7 @@ void RateLimiter::acquire() {
       tokens_ -= 1;
       return;
     }
-    const double wait_s = (1 - tokens_) / std::max(fill_rate_, kMinRate);
+    const double wait_s = (1 - tokens_) / std::max(fill_rate_, fill_rate_min);
     lk.unlock();
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
     lk.lock();
@@ -187,21 +187,21 @@ void RateLimiter::on_answer(bool throttled) {
   double rate;
   if (throttled) {
     const double base = enabled_ ? std::min(measured_rate_, fill_rate_) : measured_rate_;
-    w_max_ = std::max(base, kMinRate);
+    w_max_ = std::max(base, fill_rate_min);
     last_throttle_ = now;
-    rate = std::max(w_max_ * kBeta, kMinRate);
+    rate = std::max(w_max_ * kBeta, fill_rate_min);
     enabled_ = true;
   } else {
     if (!enabled_) return;
     const double t = std::chrono::duration<double>(now - last_throttle_).count();
     const double k = std::cbrt(w_max_ * (1 - kBeta) / kScale);
     rate = kScale * std::pow(t - k, 3) + w_max_;
-    rate = std::min(rate, 2 * std::max(measured_rate_, kMinRate));
-    rate = std::max(rate, kMinRate);
+    rate = std::min(rate, 2 * std::max(measured_rate_, fill_rate_min));
+    rate = std::max(rate, fill_rate_min);
   }
   refill(now);
   fill_rate_ = rate;
-  capacity_ = std::max(rate, kMinCapacity);
+  capacity_ = std::max(rate, capacity_min);
   tokens_ = std::min(tokens_, capacity_);
 }
 

@@ -41,12 +41,12 @@ Civil to_civil(SysTime t) {
 // The years SysTime (system_clock: signed 64-bit nanoseconds) holds whole: 1677-09-21 to
 // 2262-04-11. A date outside them used to overflow the seconds -> nanoseconds conversion (signed
 // overflow, undefined behaviour; found by http_request_fuzz with x-amz-date 40520202T000000Z).
-constexpr int kYearMin = 1678;
-constexpr int kYearMax = 2261;
+constexpr int year_min = 1678;
+constexpr int year_max = 2261;
 
 // Builds a time point from fields; nullopt if any is out of range.
 std::optional<SysTime> from_fields(int y, int mo, int d, int h, int mi, int s, long long ms = 0) {
-  if (y < kYearMin || y > kYearMax || mo < 1 || mo > 12 || d < 1 || d > 31) return std::nullopt;
+  if (y < year_min || y > year_max || mo < 1 || mo > 12 || d < 1 || d > 31) return std::nullopt;
   if (h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 || s > 60) return std::nullopt;
   // A leap second (":60") is folded into the next second, as POSIX time does.
   year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};

@@ -5,6 +5,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/assert.hpp"
+
 namespace objdirect::token {
 namespace {
 
@@ -308,6 +310,12 @@ std::string encode(const Token& t) {
   if (t.mailbox) append_segment(*t.mailbox);
   std::string text(text_prefix);
   text += base64url_encode(bin);
+  // Codec round trip, checked in every build: a token that meets the precondition decodes back
+  // to itself (at a time before its expiry).
+  if (t.expires_unix_s > 0 && validate(t).ok()) {
+    auto back = decode(text, t.expires_unix_s - 1);
+    OBJDIRECT_ASSERT(back.ok() && *back == t, "a valid token decodes back to itself");
+  }
   return text;
 }
 

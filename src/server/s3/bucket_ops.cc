@@ -130,7 +130,7 @@ Task<void> S3Service::Impl::head_bucket(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
   http::Fields f = base_headers(c);
   f.set("x-amz-bucket-region", opts.region);
-  co_await c.ex.send_header(bhttp::status::ok, std::move(f), 0);
+  (void)co_await c.ex.send_header(bhttp::status::ok, std::move(f), 0);
 }
 
 Task<void> S3Service::Impl::get_bucket_location(Ctx& c) {

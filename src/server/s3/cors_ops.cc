@@ -132,7 +132,7 @@ Task<void> S3Service::Impl::preflight(Ctx& c) {
   f.set(bhttp::field::vary,
         "Origin, Access-Control-Request-Headers, Access-Control-Request-Method");
   if (!c.ex.body_done()) c.ex.close_after_response();
-  co_await c.ex.send(bhttp::status::ok, std::move(f), std::string());
+  (void)co_await c.ex.send(bhttp::status::ok, std::move(f), std::string());
 }
 
 void S3Service::Impl::add_cors_headers(Ctx& c) {

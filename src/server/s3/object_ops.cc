@@ -215,7 +215,7 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
     if (st.code() == Errc::not_modified) {
       f.set(bhttp::field::etag, quote_etag(m.etag));
       f.set(bhttp::field::last_modified, http_date(from_ns(m.mtime_ns)));
-      co_await c.ex.send_header(bhttp::status::not_modified, std::move(f), 0);
+      (void)co_await c.ex.send_header(bhttp::status::not_modified, std::move(f), 0);
       co_return;
     }
     co_return co_await send_error(c, st);
@@ -262,13 +262,13 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
       http::Fields f = base_headers(c);
       f.set(bhttp::field::content_range, "bytes */" + std::to_string(m.size));
       if (c.is_head) {
-        co_await c.ex.send_header(bhttp::status::range_not_satisfiable, std::move(f), 0);
+        (void)co_await c.ex.send_header(bhttp::status::range_not_satisfiable, std::move(f), 0);
         co_return;
       }
       f.set(bhttp::field::content_type, "application/xml");
-      co_await c.ex.send(bhttp::status::range_not_satisfiable, std::move(f),
-                         error_xml("InvalidRange", "The requested range is not satisfiable",
-                                   c.resource(), c.request_id));
+      (void)co_await c.ex.send(bhttp::status::range_not_satisfiable, std::move(f),
+                               error_xml("InvalidRange", "The requested range is not satisfiable",
+                                         c.resource(), c.request_id));
       co_return;
     }
     range = *r;
@@ -313,7 +313,7 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
     co_return co_await rdma_get(c, **reader, status, std::move(f), offset, length);
   }
   if (c.is_head) {
-    co_await c.ex.send_header(status, std::move(f), length);
+    (void)co_await c.ex.send_header(status, std::move(f), length);
     co_return;
   }
   auto st = co_await c.ex.send_header(status, std::move(f), length);

@@ -202,7 +202,7 @@ Task<void> S3Service::Impl::bucket_policy(Ctx& c) {
     }
     http::Fields f = base_headers(c);
     f.set(bhttp::field::content_type, "application/json");
-    co_await c.ex.send(bhttp::status::ok, std::move(f), it->second);
+    (void)co_await c.ex.send(bhttp::status::ok, std::move(f), it->second);
     co_return;
   }
   std::string document;

@@ -466,13 +466,13 @@ Task<bool> S3Service::Impl::serve_metrics(http::Exchange& ex) {
   http::Fields f;
   if (!metrics::metrics_allowed(ex.remote_address(), opts.metrics_allow)) {
     f.set(bhttp::field::content_type, "application/xml");
-    co_await ex.send(bhttp::status::forbidden, std::move(f),
-                     error_xml("AccessDenied", "/metrics is not allowed from this address",
-                               "/metrics", new_request_id()));
+    (void)co_await ex.send(bhttp::status::forbidden, std::move(f),
+                           error_xml("AccessDenied", "/metrics is not allowed from this address",
+                                     "/metrics", new_request_id()));
     co_return true;
   }
   f.set(bhttp::field::content_type, "text/plain; version=0.0.4");
-  co_await ex.send(bhttp::status::ok, std::move(f), opts.metrics->render());
+  (void)co_await ex.send(bhttp::status::ok, std::move(f), opts.metrics->render());
   co_return true;
 }
 
@@ -523,13 +523,13 @@ Task<void> S3Service::Impl::send_error(Ctx& c, const Status& st,
   if (!c.ex.body_done()) c.ex.close_after_response();
   if (c.is_head || st.code() == Errc::not_modified) {
     // HEAD errors and 304 carry no body (RFC 9110); clients read the status alone.
-    co_await c.ex.send_header(status, std::move(f), 0);
+    (void)co_await c.ex.send_header(status, std::move(f), 0);
     co_return;
   }
   f.set(bhttp::field::content_type, "application/xml");
   ErrorDocument doc{std::string(s3_code(st.code())), std::move(message), c.resource(), c.request_id,
                     std::move(details)};
-  co_await c.ex.send(status, std::move(f), encode_error(doc));
+  (void)co_await c.ex.send(status, std::move(f), encode_error(doc));
 }
 
 Task<void> S3Service::Impl::send_xml(Ctx& c, bhttp::status status, std::string xml,
@@ -537,13 +537,13 @@ Task<void> S3Service::Impl::send_xml(Ctx& c, bhttp::status status, std::string x
   http::Fields f = base_headers(c);
   for (const auto& h : extra) f.set(h.name_string(), h.value());
   f.set(bhttp::field::content_type, "application/xml");
-  co_await c.ex.send(status, std::move(f), std::move(xml));
+  (void)co_await c.ex.send(status, std::move(f), std::move(xml));
 }
 
 Task<void> S3Service::Impl::send_empty(Ctx& c, bhttp::status status, http::Fields extra) {
   http::Fields f = base_headers(c);
   for (const auto& h : extra) f.set(h.name_string(), h.value());
-  co_await c.ex.send(status, std::move(f), std::string());
+  (void)co_await c.ex.send(status, std::move(f), std::string());
 }
 
 }  // namespace objdirect::s3

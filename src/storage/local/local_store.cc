@@ -1156,8 +1156,8 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::open_impl(std::string_view buc
   // Pins make a blob outlive any commit that replaces it while this reader exists. The retry
   // covers a blob unlinked between the metadata read and the first open(), which pins rule out
   // in this process but a damaged directory might not.
-  constexpr int attempts_max = 3;
-  for (int attempt = 0; attempt < attempts_max; ++attempt) {
+  constexpr int blob_open_attempts_max = 3;
+  for (int attempt = 0; attempt < blob_open_attempts_max; ++attempt) {
     ObjectRecord rec;
     {
       std::lock_guard lock(files_->pin_mutex());

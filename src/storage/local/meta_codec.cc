@@ -276,7 +276,7 @@ std::uint8_t version_for(const BucketInfo& b) {
   return b.tags.empty() && b.config.empty() ? 1 : 2;
 }
 
-constexpr std::size_t part_min_bytes = 4 + 8 + 4 + 8 + 4;
+constexpr std::size_t part_record_bytes_min = 4 + 8 + 4 + 8 + 4;
 constexpr std::size_t segment_bytes = 16 + 8;
 
 }  // namespace
@@ -350,7 +350,7 @@ Result<ObjectRecord> decode_object_impl(std::string_view bytes, bool keep_parts)
   d.header(RecordKind::object);
   ObjectRecord rec;
   d.meta_fields(rec.meta);
-  const std::uint32_t n_parts = d.count(part_min_bytes);
+  const std::uint32_t n_parts = d.count(part_record_bytes_min);
   if (keep_parts) rec.meta.parts.reserve(n_parts);
   for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) {
     PartInfo p = d.part_info();  // parsed (and validated) either way
@@ -438,7 +438,7 @@ Result<UploadInfo> decode_upload(std::string_view bytes) {
   info.initiated_ns = d.i64();
   info.checksum_algorithm = d.str();
   d.meta_fields(info.meta_template);
-  const std::uint32_t n_parts = d.count(part_min_bytes);
+  const std::uint32_t n_parts = d.count(part_record_bytes_min);
   info.meta_template.parts.reserve(n_parts);
   for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) {
     info.meta_template.parts.push_back(d.part_info());
@@ -496,7 +496,7 @@ std::string encode_versions(const std::vector<VersionEntry>& versions) {
 namespace {
 
 // str id (>= 4 bytes), u8 flags, str record (>= 4 + header_bytes).
-constexpr std::size_t version_entry_min_bytes = 4 + 4 + 1 + 4 + header_bytes;
+constexpr std::size_t version_entry_bytes_min = 4 + 4 + 1 + 4 + header_bytes;
 
 // Decodes one entry at d's position; keep_parts as decode_object.
 VersionEntry decode_version_entry(Decoder& d, bool keep_parts, Status& inner) {
@@ -536,7 +536,7 @@ VersionEntry decode_version_entry(Decoder& d, bool keep_parts, Status& inner) {
 Result<std::vector<VersionEntry>> decode_versions(std::string_view bytes) {
   Decoder d(bytes);
   d.header(RecordKind::versions);
-  const std::uint32_t n = d.count(version_entry_min_bytes);
+  const std::uint32_t n = d.count(version_entry_bytes_min);
   if (d.ok() && n == 0) d.fail("versions record without a version");
   std::vector<VersionEntry> out;
   out.reserve(n);
@@ -565,7 +565,7 @@ Result<std::vector<VersionEntry>> decode_versions(std::string_view bytes) {
 Result<VersionEntry> decode_latest_version(std::string_view bytes) {
   Decoder d(bytes);
   d.header(RecordKind::versions);
-  const std::uint32_t n = d.count(version_entry_min_bytes);
+  const std::uint32_t n = d.count(version_entry_bytes_min);
   if (d.ok() && n == 0) d.fail("versions record without a version");
   Status inner;
   VersionEntry v = decode_version_entry(d, false, inner);

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "transport/detail.hpp"
+#include "transport/ucx/peer_address.hpp"
 
 namespace objdirect::transport::ucx {
 namespace {
@@ -440,12 +442,13 @@ class UcxTransport final : public Transport {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(address.data());
     // PEER mode reports a dead peer through the error handler instead of hanging; fall back to
     // NONE where the selected transports cannot detect peer failure.
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &UcxTransport::on_endpoint_error;
     params.err_handler.arg = peer.get();
+    const PeerAddress parsed = decode_peer_address(address);
+    params.address = reinterpret_cast<const ucp_address_t*>(parsed.worker.data());
     ucs_status_t st = ucp_ep_create(worker_, &params, &peer->ep);
     if (st != UCS_OK) {
       params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
@@ -453,6 +456,18 @@ class UcxTransport final : public Transport {
       peer->no_failure_detection = true;
     }
     if (st != UCS_OK) return detail::transport_error("ucx: ucp_ep_create", ucs_error(st));
+    // Shared memory only, and the peer says it lives in another network namespace: UCX's
+    // shared-memory transports never complete across that boundary (README.md here), so the
+    // peer is refused before anything is posted instead of after a probe's timeout.
+    if (peer->no_failure_detection && parsed.net_namespace && own_net_namespace_ &&
+        !(*parsed.net_namespace == *own_net_namespace_)) {
+      close_endpoint_locked(peer);
+      return Status(Errc::rdma_transfer_failed,
+                    "ucx: peer unreachable: it is in another network namespace (net:[" +
+                        std::to_string(parsed.net_namespace->ino) +
+                        "]) and reachable only over UCX shared memory, which does not cross "
+                        "network namespaces");
+    }
     return &peers_.insert(address, std::move(peer));
   }
 
@@ -567,6 +582,7 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_;
   Capabilities caps_;
   std::string local_address_;
+  std::optional<NetNamespace> own_net_namespace_ = own_net_namespace();
   detail::PeerLru<std::shared_ptr<Peer>> peers_;
   std::vector<Closing> closing_;
   bool peer_failed_ = false;  // set by on_endpoint_error, handled by poll_locked
@@ -661,6 +677,11 @@ Result<std::unique_ptr<Transport>> create_ucx_transport(const Config& config) {
   }
   std::string local(reinterpret_cast<const char*>(address), address_len);
   ucp_worker_release_address(worker, address);
+  // Published with this process's network namespace in front (peer_address.hpp), so that a
+  // peer reaching it only over shared memory from another namespace refuses it at once.
+  if (const auto ns = own_net_namespace(); ns && !local.empty()) {
+    local = encode_peer_address(*ns, local);
+  }
   if (local.size() > limits::token_endpoint_bytes_max) {
     ucp_worker_destroy(worker);
     return Status(Errc::unavailable, "ucx: worker address of " + std::to_string(local.size()) +
