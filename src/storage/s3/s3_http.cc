@@ -21,7 +21,7 @@ namespace {
 
 // Bodies up to this size are signed with their SHA-256; larger ones go as UNSIGNED-PAYLOAD
 // (hashing 8 MiB costs more than the loopback transfer itself).
-constexpr std::size_t kSignedPayloadBytesMax = 256 * 1024;
+constexpr std::size_t signed_payload_bytes_max = 256 * 1024;
 constexpr long kRecvBufferBytes = 512 * 1024;
 constexpr long kUploadBufferBytes = 1 << 20;
 
@@ -144,7 +144,7 @@ curl_slist* Core::prepare(Conn& c, Request& r, Transfer& t, const std::string& t
   if (hash.empty()) {
     if (!r.body || r.body->length == 0) {
       hash = std::string(sigv4::kEmptySha256);
-    } else if (r.body->mem && r.body->length <= kSignedPayloadBytesMax) {
+    } else if (r.body->mem && r.body->length <= signed_payload_bytes_max) {
       hash = sha256_hex(std::string_view(r.body->mem, r.body->length));
     } else {
       hash = std::string(sigv4::kUnsignedPayload);

@@ -12,11 +12,11 @@ namespace objdirect::storage::s3gw {
 namespace {
 
 // Pieces of a split pread are at least this large.
-constexpr std::uint64_t kGetPieceBytesMin = 1 << 20;
+constexpr std::uint64_t get_piece_bytes_min = 1 << 20;
 // The range of a reader's GET stream: the first covers 8 MiB past a sequential read, each next
 // one twice as much, up to 1 GiB (a dropped reader wastes at most one window upstream).
-constexpr std::uint64_t kStreamWindowMin = 8ull << 20;
-constexpr std::uint64_t kStreamWindowMax = 1ull << 30;
+constexpr std::uint64_t stream_window_bytes_min = 8ull << 20;
+constexpr std::uint64_t stream_window_bytes_max = 1ull << 30;
 
 // --- readers -------------------------------------------------------------------------------------
 
@@ -118,7 +118,7 @@ class S3Reader final : public ObjectReader {
       if (!stream_ || stream_next_ != offset + total) {
         close_stream();
         OBJDIRECT_RETURN_IF_ERROR(open_stream(offset + total, window_));
-        window_ = std::min<std::uint64_t>(window_ * 2, kStreamWindowMax);
+        window_ = std::min<std::uint64_t>(window_ * 2, stream_window_bytes_max);
       }
       auto got = continue_stream(dst.subspan(total));
       if (!got.ok()) return got;
@@ -260,7 +260,7 @@ class S3Reader final : public ObjectReader {
   // its piece of dst.
   Status split_get(std::span<std::byte> dst, std::uint64_t offset) {
     std::uint64_t pieces = std::min<std::uint64_t>(
-        core_->opts.parallel_gets, std::max<std::uint64_t>(1, dst.size() / kGetPieceBytesMin));
+        core_->opts.parallel_gets, std::max<std::uint64_t>(1, dst.size() / get_piece_bytes_min));
     std::vector<std::unique_ptr<Conn>> conns;
     auto first = core_->pool->acquire(true);
     if (!first.ok()) return first.status();
@@ -338,8 +338,8 @@ class S3Reader final : public ObjectReader {
   std::string version_query_;  // the versionId of every GET ("": the latest)
   std::unique_ptr<Stream> stream_;
   std::uint64_t stream_next_ = 0;
-  std::uint64_t last_end_ = ~std::uint64_t{0};  // where the previous pread ended
-  std::uint64_t window_ = kStreamWindowMin;     // range of the next stream
+  std::uint64_t last_end_ = ~std::uint64_t{0};      // where the previous pread ended
+  std::uint64_t window_ = stream_window_bytes_min;  // range of the next stream
 };
 
 }  // namespace
