@@ -59,10 +59,6 @@
 
 namespace objdirect {
 
-namespace client {
-class HttpClient;
-}
-
 // How the bytes of a data call travelled.
 enum class TransferPath : std::uint8_t {
   rdma,           // every byte moved over the fabric
@@ -202,9 +198,10 @@ struct OBJDIRECT_API ClientStats {
   // Retries by reason (common/retry.hpp): the S3 code of a retried error reply ("SlowDown",
   // "InternalError", "RequestTimeout", ...) or "http_NNN" without one (429, 500, 502, 503, 504);
   // "connection_refused", "connection_reset" (no answer), "timeout", "short_body" (the body ended
-  // before its Content-Length), "truncated_xml" (a 2xx XML reply that does not parse),
-  // "stale_connection" (a pooled keep-alive connection the server had closed: re-sent at once on
-  // a new one). A token request refused by RDMA admission (503 SlowDown) counts as "SlowDown".
+  // before its Content-Length, or a 206 body is not the length its Content-Range says),
+  // "truncated_xml" (a 2xx XML reply that does not parse), "stale_connection" (a pooled keep-alive
+  // connection the server had closed: re-sent at once on a new one). A token request refused by
+  // RDMA admission (503 SlowDown) counts as "SlowDown".
   std::map<std::string, std::uint64_t> retry_reasons;
   // CompleteMultipartUploads whose answer was lost and that HEAD showed completed (the object's
   // ETag is the one these parts make): reported as success, never completed twice.
@@ -335,10 +332,12 @@ class OBJDIRECT_API Client {
 
   // A presigned URL (SigV4 query authentication, docs/client.md "Presigned URLs") for `method`
   // ("GET", "HEAD", "PUT", "DELETE") on the object, valid for `expires` from now: the endpoint,
-  // the path-style target and the X-Amz-* query, signed with this client's credentials and
-  // region (a session token goes in as X-Amz-Security-Token). Anyone holding it may do that one
-  // operation until it expires. Makes no request. Errors: invalid_argument (empty bucket or key,
-  // another method, expires outside 1..limits::presign_expires_max_s, 604800 s as AWS).
+  // the target (path-style; with addressing_style "virtual" the bucket goes into the URL's host
+  // as requests do, "http://bucket.HOST:PORT/key") and the X-Amz-* query, signed with this
+  // client's credentials and region (a session token goes in as X-Amz-Security-Token). Anyone
+  // holding it may do that one operation until it expires. Makes no request. Errors:
+  // invalid_argument (empty bucket or key, another method, expires
+  // outside 1..limits::presign_expires_max_s, 604800 s as AWS).
   Result<std::string> presign(std::string_view method, std::string_view bucket,
                               std::string_view key, std::chrono::seconds expires);
 
@@ -379,27 +378,9 @@ class OBJDIRECT_API Client {
   Status abort_multipart_upload(std::string_view bucket, std::string_view key,
                                 std::string_view upload_id);
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (src/client/client_impl.hpp, pimpl)
   explicit Client(std::unique_ptr<Impl> impl);
-  // The HTTP layer, for the operations kept in client_ops.cc.
-  client::HttpClient& http() noexcept;
-  // The host flow; direct: the buffer is device memory the fabric registers itself (GPUDirect),
-  // and anything but RDMA fails with rdma_declined instead of touching it from the CPU.
-  // if_match: the ETag (unquoted) every request is pinned to; empty: learnt from the first reply.
-  Result<TransferResult> get_host(std::string_view bucket, std::string_view key,
-                                  std::span<std::byte> dst, std::optional<ByteRange> range,
-                                  bool direct, std::string_view if_match = {});
-  Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
-                                  std::span<const std::byte> src, bool direct,
-                                  const PutOptions* options = nullptr);
-  // Device memory: GPUDirect when the fabric can, else (or when declined) the staging pipeline.
-  Result<TransferResult> get_device(std::string_view bucket, std::string_view key,
-                                    std::span<std::byte> dst, std::optional<ByteRange> range,
-                                    void* cuda_stream);
-  Result<TransferResult> put_device(std::string_view bucket, std::string_view key,
-                                    std::span<const std::byte> src, void* cuda_stream);
   std::unique_ptr<Impl> impl_;
 };
 

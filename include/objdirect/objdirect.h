@@ -115,6 +115,38 @@ OBJDIRECT_API int od_get(od_client* client, const char* bucket, const char* key,
  * od_get. */
 OBJDIRECT_API int od_put(od_client* client, const char* bucket, const char* key, const void* buf,
                          size_t len, od_result* result);
+/* One user metadata entry of an upload: x-amz-meta-NAME: VALUE (NAME sent lower-case). */
+typedef struct od_metadata {
+  const char* name;
+  const char* value;
+} od_metadata;
+
+/* What an upload sets besides the bytes (objdirect::PutOptions, client.hpp, which documents the
+ * checks: no control characters, names that are HTTP tokens, at most 2 KiB of names plus values).
+ */
+typedef struct od_put_options {
+  const char* content_type;    /* Content-Type; NULL or "": the server's default */
+  const od_metadata* metadata; /* metadata_count entries (NULL when metadata_count is 0) */
+  size_t metadata_count;
+} od_put_options;
+
+/* od_put with a Content-Type and user metadata (options may be NULL: as od_put). Host memory
+ * only when options set anything (CUDA device memory is OD_EINVAL then). Errors as od_put, and
+ * OD_EINVAL for options the checks refuse (the message names the bad name or value). */
+OBJDIRECT_API int od_put_with_options(od_client* client, const char* bucket, const char* key,
+                                      const void* buf, size_t len, const od_put_options* options,
+                                      od_result* result);
+
+/* A presigned URL (SigV4 query authentication; objdirect::Client::presign) for `method` ("GET",
+ * "HEAD", "PUT", "DELETE") on bucket/key, valid for expires_s seconds (1..604800), written
+ * NUL-terminated into url[0..url_size). url_len (may be NULL) receives the URL's length without
+ * the NUL, also when url_size is too small (as snprintf), so a caller may ask with url_size 0
+ * first. Makes no request. Errors: OD_EINVAL (NULL argument, another method, empty bucket or
+ * key, expires_s out of range, url_size not above the URL's length). */
+OBJDIRECT_API int od_presign(od_client* client, const char* method, const char* bucket,
+                             const char* key, uint64_t expires_s, char* url, size_t url_size,
+                             size_t* url_len);
+
 /* HeadObject. Errors: OD_ENOTFOUND, OD_EACCESS, OD_EUNREACHABLE, OD_ETIMEDOUT, OD_EIO. */
 OBJDIRECT_API int od_head(od_client* client, const char* bucket, const char* key,
                           od_object_info* info);

@@ -5,12 +5,14 @@ server's --domain; 307 Temporary Redirects followed through a tiny redirecting p
 redirects_max.
 """
 
+import http.client
 import http.server
 import os
 import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -262,6 +264,15 @@ def test_virtual_hosted_addressing_against_domain(tmp_path, server):
             assert c.head("vhost-bkt", "dir/a b.txt").size == 7
             assert [o.key for o in c.list("vhost-bkt")] == ["dir/a b.txt"]
             assert "vhost-bkt" in c.list_buckets()
+            # presign honours the style: the bucket is in the URL's host, and the server takes
+            # the URL (fetched from 127.0.0.1 with that Host: bucket.localhost need not resolve)
+            url = urllib.parse.urlsplit(c.presign("vhost-bkt", "dir/a b.txt"))
+            assert url.hostname == "vhost-bkt.localhost" and url.path == "/dir/a%20b.txt", url
+            conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
+            conn.request("GET", url.path + "?" + url.query, headers={"Host": url.netloc})
+            resp = conn.getresponse()
+            assert resp.status == 200 and resp.read() == b"virtual"
+            conn.close()
             c.delete("vhost-bkt", "dir/a b.txt")
             c.delete_bucket("vhost-bkt")
         # The requests really named the bucket in the Host: the same client against a server without --domain reads the key as the bucket.

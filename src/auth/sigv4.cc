@@ -464,6 +464,50 @@ std::string signing_key(std::string_view secret, std::string_view yyyymmdd, std:
   return hmac_sha256(service_key, kTerminator);
 }
 
+SigningKeyCache::SigningKeyCache(std::size_t entries_max)
+    : entries_max_(std::clamp<std::size_t>(entries_max, 1, limits::sigv4_signing_keys_max)) {}
+
+std::string SigningKeyCache::get(std::string_view secret, std::string_view yyyymmdd,
+                                 std::string_view region, std::string_view service) {
+  {
+    std::lock_guard lk(mu_);
+    for (auto& e : entries_) {
+      if (e.date == yyyymmdd && e.region == region && e.service == service && e.secret == secret) {
+        e.used = ++clock_;
+        return e.key;
+      }
+    }
+  }
+  // Derived outside the lock: a miss does not hold up the threads that hit.
+  std::string key = signing_key(secret, yyyymmdd, region, service);
+  std::lock_guard lk(mu_);
+  ++derivations_;
+  for (auto& e : entries_) {
+    if (e.date == yyyymmdd && e.region == region && e.service == service && e.secret == secret) {
+      e.used = ++clock_;
+      return key;  // another thread derived it meanwhile
+    }
+  }
+  if (entries_.size() >= entries_max_) {
+    auto lru = std::min_element(entries_.begin(), entries_.end(),
+                                [](const Entry& a, const Entry& b) { return a.used < b.used; });
+    entries_.erase(lru);
+  }
+  entries_.push_back(Entry{std::string(secret), std::string(yyyymmdd), std::string(region),
+                           std::string(service), key, ++clock_});
+  return key;
+}
+
+std::uint64_t SigningKeyCache::derivations() const {
+  std::lock_guard lk(mu_);
+  return derivations_;
+}
+
+std::size_t SigningKeyCache::size() const {
+  std::lock_guard lk(mu_);
+  return entries_.size();
+}
+
 std::string signature_hex(std::string_view signing_key, std::string_view string_to_sign) {
   return hex_encode(hmac_sha256(signing_key, string_to_sign));
 }
@@ -481,7 +525,7 @@ std::string credential_scope(std::string_view yyyymmdd, std::string_view region,
 }
 
 std::string sign(const RequestView& req, const Credentials& c, std::string_view region,
-                 std::string_view service, system_clock::time_point now) {
+                 std::string_view service, system_clock::time_point now, SigningKeyCache* keys) {
   std::vector<std::string> names;
   for (const auto& [k, v] : req.headers) {
     std::string lower = to_lower(k);
@@ -495,7 +539,8 @@ std::string sign(const RequestView& req, const Credentials& c, std::string_view 
   std::string ymd = date.substr(0, 8);
   std::string scope = credential_scope(ymd, region, service);
   std::string canonical = canonical_request(req, names, payload_hash, false);
-  std::string sig = signature_hex(signing_key(c.secret_key, ymd, region, service),
+  std::string sig = signature_hex(keys ? keys->get(c.secret_key, ymd, region, service)
+                                       : signing_key(c.secret_key, ymd, region, service),
                                   string_to_sign(date, scope, canonical));
   std::string out(kAlgorithm);
   out += " Credential=" + c.access_key + "/" + scope + ", SignedHeaders=";
@@ -509,7 +554,7 @@ std::string sign(const RequestView& req, const Credentials& c, std::string_view 
 
 std::string presign(std::string_view method, std::string_view target, std::string_view host,
                     const Credentials& c, std::string_view region, std::chrono::seconds expires,
-                    system_clock::time_point now) {
+                    system_clock::time_point now, SigningKeyCache* keys) {
   auto [path, existing] = split_target(target);
   std::int64_t expires_s =
       std::clamp<std::int64_t>(expires.count(), 1, limits::presign_expires_max_s);
@@ -533,7 +578,8 @@ std::string presign(std::string_view method, std::string_view target, std::strin
     if (k == "X-Amz-Content-Sha256") canonical_payload = v;  // as verify() reads it
   }
   std::string canonical = canonical_request(rv, {"host"}, canonical_payload, true);
-  std::string sig = signature_hex(signing_key(c.secret_key, ymd, region, kService),
+  std::string sig = signature_hex(keys ? keys->get(c.secret_key, ymd, region, kService)
+                                       : signing_key(c.secret_key, ymd, region, kService),
                                   string_to_sign(date, scope, canonical));
   full += "&X-Amz-Signature=" + sig;
   return full;

@@ -19,7 +19,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +33,10 @@
 
 namespace objdirect::limits {
 inline constexpr std::size_t signed_headers_max = 64;  // names in one SignedHeaders list
+// Signing keys one SigningKeyCache holds: one per (secret, date, region, service) in use. A
+// client signs with one secret and region, so it needs one for today (and yesterday's, around
+// midnight UTC); past the bound the least recently used key is dropped.
+inline constexpr std::size_t sigv4_signing_keys_max = 8;
 }  // namespace objdirect::limits
 
 namespace objdirect::sigv4 {
@@ -112,6 +118,37 @@ std::string string_to_sign(std::string_view amz_date, std::string_view scope,
 // The raw 32-byte key: HMAC chain over "AWS4"+secret, date, region, service, "aws4_request".
 std::string signing_key(std::string_view secret, std::string_view yyyymmdd, std::string_view region,
                         std::string_view service);
+// The signing keys of signing_key(), derived once per (secret, yyyymmdd, region, service) and
+// reused: the four HMACs of the chain cost more than signing a request's string to sign, and a
+// client's key changes once a day. Bounded by `entries_max` (1..limits::sigv4_signing_keys_max):
+// a miss past it drops the least recently used key. A new date is a new entry, so the key rolls
+// over at midnight UTC on its own. Holds the secrets it was given (as the Credentials that
+// supplied them do), and nothing derived from them outlives the cache.
+// Thread safety: thread-safe; a miss derives the key outside the lock (two threads that miss at
+// once both derive it; one entry is kept).
+class SigningKeyCache {
+ public:
+  explicit SigningKeyCache(std::size_t entries_max = limits::sigv4_signing_keys_max);
+  // signing_key(secret, yyyymmdd, region, service), from the cache when it holds it.
+  std::string get(std::string_view secret, std::string_view yyyymmdd, std::string_view region,
+                  std::string_view service);
+  // Keys derived (misses) since construction, and keys held now (tests).
+  std::uint64_t derivations() const;
+  std::size_t size() const;
+
+ private:
+  struct Entry {
+    std::string secret, date, region, service;
+    std::string key;
+    std::uint64_t used = 0;  // the use clock at the last hit
+  };
+  const std::size_t entries_max_;
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;  // at most entries_max_: a linear scan beats hashing the secret
+  std::uint64_t clock_ = 0;
+  std::uint64_t derivations_ = 0;
+};
+
 // Lower-case hex HMAC-SHA256(signing_key, string_to_sign).
 std::string signature_hex(std::string_view signing_key, std::string_view string_to_sign);
 // "<yyyymmdd>/<region>/<service>/aws4_request".
@@ -121,8 +158,10 @@ std::string credential_scope(std::string_view yyyymmdd, std::string_view region,
 // Client side: the Authorization header value for `req`. req.headers must already contain host,
 // x-amz-date and x-amz-content-sha256 (the payload hash signed); every header in req.headers is
 // signed. If x-amz-date is missing, amz_date(now) is used (and the server will then reject it).
+// keys: where the signing key comes from (null: derived for this call).
 std::string sign(const RequestView& req, const Credentials& c, std::string_view region,
-                 std::string_view service, std::chrono::system_clock::time_point now);
+                 std::string_view service, std::chrono::system_clock::time_point now,
+                 SigningKeyCache* keys = nullptr);
 
 // Client side: a presigned path+query ("/bucket/key?X-Amz-Algorithm=...&X-Amz-Signature=...") for
 // method/target/host. Any query already in `target` is kept and signed. Only host is signed and the
@@ -130,7 +169,7 @@ std::string sign(const RequestView& req, const Credentials& c, std::string_view 
 // is clamped to 1..604800 s.
 std::string presign(std::string_view method, std::string_view target, std::string_view host,
                     const Credentials& c, std::string_view region, std::chrono::seconds expires,
-                    std::chrono::system_clock::time_point now);
+                    std::chrono::system_clock::time_point now, SigningKeyCache* keys = nullptr);
 
 // aws-chunked: string to sign of one chunk ("AWS4-HMAC-SHA256-PAYLOAD\n...") and of the trailer
 // ("AWS4-HMAC-SHA256-TRAILER\n..."). The trailer hash is over the trailer lines as

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "auth/sigv4_fuzz.hpp"
 #include "common/checksum.hpp"
@@ -204,6 +206,99 @@ TEST(Sigv4, AwsExamplePresignedUrl) {
             Errc::signature_does_not_match);
   EXPECT_EQ(verify({"PUT", url, req.headers}, example_secrets(), "us-east-1", kNow).code(),
             Errc::signature_does_not_match);
+}
+
+// The signing-key cache gives the keys, signatures and presigned URLs of the uncached path (the
+// AWS examples above), derives each (secret, date, region, service) once, and derives a new key
+// when the date rolls over.
+TEST(Sigv4, SigningKeyCacheMatchesUncachedAndRollsOverByDate) {
+  SigningKeyCache cache;
+  const Credentials c{std::string(kAccess), std::string(kSecret)};
+  RequestView req = get_object_example();
+  const std::string uncached = sign(req, c, "us-east-1", "s3", kNow);
+  EXPECT_NE(
+      uncached.find("Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"),
+      std::string::npos);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(sign(req, c, "us-east-1", "s3", kNow, &cache), uncached);
+  EXPECT_EQ(presign("GET", "/test.txt", "examplebucket.s3.amazonaws.com", c, "us-east-1",
+                    seconds{86400}, kNow, &cache),
+            presign("GET", "/test.txt", "examplebucket.s3.amazonaws.com", c, "us-east-1",
+                    seconds{86400}, kNow));
+  EXPECT_EQ(cache.derivations(), 1u);  // one key for 20130524/us-east-1/s3, reused 3 times
+  EXPECT_EQ(cache.get(kSecret, "20130524", "us-east-1", "s3"),
+            signing_key(kSecret, "20130524", "us-east-1", "s3"));
+  EXPECT_EQ(cache.derivations(), 1u);
+
+  // Midnight UTC: the request's x-amz-date says the next day, so the scope and the key change.
+  RequestView next = req;
+  for (auto& [k, v] : next.headers) {
+    if (k == "x-amz-date") v = "20130525T000001Z";
+  }
+  const std::string next_sig = sign(next, c, "us-east-1", "s3", kNow + hours{24}, &cache);
+  EXPECT_EQ(next_sig, sign(next, c, "us-east-1", "s3", kNow + hours{24}));
+  EXPECT_NE(next_sig.find("/20130525/us-east-1/s3/aws4_request"), std::string::npos);
+  EXPECT_EQ(cache.derivations(), 2u);
+  EXPECT_EQ(cache.get(kSecret, "20130525", "us-east-1", "s3"),
+            signing_key(kSecret, "20130525", "us-east-1", "s3"));
+  EXPECT_NE(cache.get(kSecret, "20130525", "us-east-1", "s3"),
+            cache.get(kSecret, "20130524", "us-east-1", "s3"));
+  // Every part of the tuple is part of the key: another secret, region or service derives anew.
+  EXPECT_EQ(cache.get("other-secret", "20130524", "us-east-1", "s3"),
+            signing_key("other-secret", "20130524", "us-east-1", "s3"));
+  EXPECT_EQ(cache.get(kSecret, "20130524", "eu-west-1", "s3"),
+            signing_key(kSecret, "20130524", "eu-west-1", "s3"));
+  EXPECT_EQ(cache.get(kSecret, "20130524", "us-east-1", "sts"),
+            signing_key(kSecret, "20130524", "us-east-1", "sts"));
+  EXPECT_EQ(cache.derivations(), 5u);
+}
+
+// sigv4_signing_keys_max: a cache holds at most its bound, dropping the least recently used key.
+TEST(Sigv4, SigningKeyCacheIsBoundedLru) {
+  SigningKeyCache cache(3);
+  const auto day = [](int d) { return "201305" + std::to_string(10 + d); };
+  for (int d = 0; d < 3; ++d) (void)cache.get(kSecret, day(d), "us-east-1", "s3");
+  EXPECT_EQ(cache.size(), 3u);
+  (void)cache.get(kSecret, day(0), "us-east-1", "s3");  // day 0 is now the most recent
+  (void)cache.get(kSecret, day(3), "us-east-1", "s3");  // evicts day 1
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(cache.derivations(), 4u);
+  (void)cache.get(kSecret, day(0), "us-east-1", "s3");
+  EXPECT_EQ(cache.derivations(), 4u);
+  EXPECT_EQ(cache.get(kSecret, day(1), "us-east-1", "s3"),
+            signing_key(kSecret, day(1), "us-east-1", "s3"));
+  EXPECT_EQ(cache.derivations(), 5u);
+  // The bound is clamped to 1..limits::sigv4_signing_keys_max.
+  SigningKeyCache big(limits::sigv4_signing_keys_max + 100);
+  for (std::size_t d = 0; d < limits::sigv4_signing_keys_max + 5; ++d) {
+    (void)big.get(kSecret, "2013" + std::to_string(1000 + d), "us-east-1", "s3");
+  }
+  EXPECT_EQ(big.size(), limits::sigv4_signing_keys_max);
+  SigningKeyCache one(0);
+  (void)one.get(kSecret, day(0), "us-east-1", "s3");
+  (void)one.get(kSecret, day(1), "us-east-1", "s3");
+  EXPECT_EQ(one.size(), 1u);
+}
+
+// Thread safety: many threads signing at once all get the uncached signature.
+TEST(Sigv4, SigningKeyCacheIsThreadSafe) {
+  SigningKeyCache cache;
+  const Credentials c{std::string(kAccess), std::string(kSecret)};
+  const RequestView req = get_object_example();
+  const std::string want = sign(req, c, "us-east-1", "s3", kNow);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        if (sign(req, c, "us-east-1", "s3", kNow, &cache) != want) ++bad;
+        // and a key per thread, to make entries come and go under contention
+        (void)cache.get(kSecret, "2013" + std::to_string(1000 + t * 10 + i % 3), "us-east-1", "s3");
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(cache.size(), limits::sigv4_signing_keys_max);
 }
 
 TEST(Sigv4, PresignKeepsExistingQueryAndRejectsBadExpiry) {

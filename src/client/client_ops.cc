@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "client/client_impl.hpp"
 #include "client/complete.hpp"
 #include "client/http_client.hpp"
 #include "client/planner.hpp"
@@ -137,7 +138,7 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
 
   if (info->size <= threshold) {
     auto body = xml_request(
-        http(), "PUT", target, {},
+        *impl_->http, "PUT", target, {},
         {{"x-amz-copy-source", source}, {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
     ++res.requests;
     if (!body.ok()) return body.status();
@@ -158,8 +159,8 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
   Status st = for_each_parallel(parts.size(), config().concurrency, [&](std::size_t i) -> Status {
     const client::Piece& p = plan->parts[i];
     auto body = xml_request(
-        http(), "PUT", target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
-        {},
+        *impl_->http, "PUT",
+        target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid, {},
         {{"x-amz-copy-source", source},
          {"x-amz-copy-source-range", client::range_header(p.offset, p.length)},
          {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
@@ -195,7 +196,7 @@ Result<std::vector<Client::DeleteFailure>> Client::delete_objects(
     std::string xml = client::delete_objects_body(batch);
     Md5 md5;
     md5.update(xml.data(), xml.size());
-    auto body = xml_request(http(), "POST", target, std::move(xml),
+    auto body = xml_request(*impl_->http, "POST", target, std::move(xml),
                             {{"content-md5", base64_encode(md5.raw())}});
     if (!body.ok()) return body.status();
     auto result = s3::decode_delete_result(*body);
@@ -219,7 +220,7 @@ Result<std::string> Client::create_multipart_upload(std::string_view bucket, std
                                                     const PutOptions& options) {
   auto headers = client::put_option_headers(options);
   if (!headers.ok()) return headers.status();
-  auto body = xml_request(http(), "POST", client::object_target(bucket, key) + "?uploads", {},
+  auto body = xml_request(*impl_->http, "POST", client::object_target(bucket, key) + "?uploads", {},
                           std::move(*headers));
   if (!body.ok()) return body.status();
   auto init = s3::decode_initiate_multipart(*body);
@@ -234,7 +235,7 @@ Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket
   std::vector<std::pair<std::uint32_t, std::string>> numbered;
   numbered.reserve(parts.size());
   for (const auto& p : parts) numbered.emplace_back(p.part_number, p.etag);
-  auto etag = client::complete_upload_confirmed(http(), client::object_target(bucket, key),
+  auto etag = client::complete_upload_confirmed(*impl_->http, client::object_target(bucket, key),
                                                 std::string(upload_id), numbered);
   if (!etag.ok()) return etag.status();
   TransferResult res;
@@ -262,19 +263,27 @@ Result<std::string> Client::presign(std::string_view method, std::string_view bu
   auto ep = client::parse_endpoint(cfg.endpoint);
   if (!ep.ok()) return ep.status();
   std::string target = client::object_target(bucket, key);
+  std::string host = ep->host_header;
+  if (cfg.addressing_style == "virtual") {
+    // The bucket in the host ("bucket.HOST:PORT/key"), as requests go with this style; a bucket
+    // that cannot be a DNS label stays path-style, as requests do (virtual_host_target).
+    if (auto v = client::virtual_host_target(ep->host_header, target)) {
+      host = std::move(v->first);
+      target = std::move(v->second);
+    }
+  }
   if (!cfg.session_token.empty()) {
     target += "?X-Amz-Security-Token=" + uri_encode(cfg.session_token, true);
   }
-  const std::string query =
-      sigv4::presign(method, target, ep->host_header, {cfg.access_key, cfg.secret_key}, cfg.region,
-                     expires, std::chrono::system_clock::now());
-  return (ep->tls ? "https://" : "http://") + ep->host_header + query;
+  const std::string query = sigv4::presign(method, target, host, {cfg.access_key, cfg.secret_key},
+                                           cfg.region, expires, std::chrono::system_clock::now());
+  return (ep->tls ? "https://" : "http://") + host + query;
 }
 
 Status Client::abort_multipart_upload(std::string_view bucket, std::string_view key,
                                       std::string_view upload_id) {
   return xml_request(
-             http(), "DELETE",
+             *impl_->http, "DELETE",
              client::object_target(bucket, key) + "?uploadId=" + uri_encode(upload_id, true))
       .status();
 }

@@ -37,8 +37,9 @@ std::string home_dir() {
 }
 
 // The INI dialect of the AWS files: [section], key = value, '#' or ';' comment lines. Indented
-// lines continue a nested block ("s3 =\n  addressing_style = path") and are skipped: nothing we
-// read lives in one. nullopt-like result: missing file -> found=false, no error.
+// lines after a key with an empty value are that key's nested block, as awscli reads them
+// ("s3 =\n    addressing_style = virtual"): stored as "s3.addressing_style". Other indented
+// lines (continuations) are skipped. Missing file -> found=false, no error.
 Result<IniFile> read_ini(const std::string& path, bool& found) {
   IniFile ini;
   std::ifstream in(path);
@@ -47,13 +48,20 @@ Result<IniFile> read_ini(const std::string& path, bool& found) {
   std::string line;
   std::string section;
   bool in_section = false;
+  std::string nested;  // the key whose nested block the indented lines are in, if any
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && (line[0] == ' ' || line[0] == '\t')) {
-      if (trim(line).empty()) continue;
-      continue;  // nested block entry
+      std::string t = trim(line);
+      if (t.empty() || t[0] == '#' || t[0] == ';' || nested.empty()) continue;
+      if (auto eq = t.find('='); eq != std::string::npos) {
+        ini[section][nested + "." + trim(std::string_view(t).substr(0, eq))] =
+            trim(std::string_view(t).substr(eq + 1));
+      }
+      continue;
     }
+    nested.clear();
     std::string t = trim(line);
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t[0] == '[') {
@@ -71,8 +79,10 @@ Result<IniFile> read_ini(const std::string& path, bool& found) {
       return Status(Errc::invalid_argument,
                     path + ":" + std::to_string(lineno) + ": expected 'key = value'");
     }
-    ini[section][trim(std::string_view(t).substr(0, eq))] =
-        trim(std::string_view(t).substr(eq + 1));
+    std::string key = trim(std::string_view(t).substr(0, eq));
+    std::string value = trim(std::string_view(t).substr(eq + 1));
+    if (value.empty()) nested = key;
+    ini[section][std::move(key)] = std::move(value);
   }
   return ini;
 }
@@ -165,6 +175,8 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
   } else {
     c.ca_bundle = value_of(fs, "ca_bundle");
   }
+  // The profile's nested "s3 =" block (awscli's S3 settings); Client::create checks the value.
+  if (std::string a = value_of(fs, "s3.addressing_style"); !a.empty()) c.addressing_style = a;
   if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
   if (const char* o = env("OBJDIRECT_FABRIC_ORDER")) c.fabric_order = o;
   if (const char* m = env("OBJDIRECT_FABRIC_FAILURE_MEMORY_MS")) {

@@ -85,6 +85,31 @@ TEST_F(ConfigTest, DefaultProfileFromFiles) {
   EXPECT_EQ(c->endpoint, "http://10.0.0.1:9000");
 }
 
+// awscli's nested "s3 =" block: its addressing_style is read (the default profile and a named
+// one); other keys of the block, and indented lines without a block, are not top-level keys.
+TEST_F(ConfigTest, NestedS3AddressingStyleIsRead) {
+  write(home_ / ".aws/config",
+        "[default]\nregion = us-west-2\n  stray = 1\ns3 =\n    addressing_style = virtual\n"
+        "    # a comment in the block\n    multipart_threshold = 64MB\n"
+        "endpoint_url = http://10.0.0.1:9000\n"
+        "[profile p]\ns3 =\n  addressing_style = path\n[profile q]\nregion = r\n");
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->addressing_style, "virtual");
+  EXPECT_EQ(c->endpoint, "http://10.0.0.1:9000");  // the block ended at the unindented line
+  EXPECT_EQ(c->region, "us-west-2");
+  EXPECT_EQ(ClientConfig::load("p")->addressing_style, "path");
+  EXPECT_EQ(ClientConfig::load("q")->addressing_style, "path");  // the default
+  // A bad value is refused by Client::create, naming it.
+  write(home_ / ".aws/config", "[default]\ns3 =\n  addressing_style = sideways\n");
+  auto bad = ClientConfig::load();
+  ASSERT_TRUE(bad.ok());
+  bad->endpoint = "http://127.0.0.1:9";
+  auto cl = Client::create(*bad);
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("sideways"), std::string::npos);
+}
+
 TEST_F(ConfigTest, NamedProfileUsesProfileSectionInConfig) {
   write(home_ / ".aws/credentials",
         "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n"

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "client/planner.hpp"
 #include "client/stats.hpp"
 #include "common/checksum.hpp"
 #include "common/time.hpp"
@@ -104,6 +105,23 @@ std::string lower(std::string_view s) {
   std::string out(s);
   for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return out;
+}
+
+// A 206 whose body is shorter (or longer) than its Content-Range says: well framed (its
+// Content-Length matched), but not the range it claims, as when a middlebox cut the body and
+// fixed up Content-Length. Retried as "short_body" like a body cut before its Content-Length,
+// on every path that reads a range (get_one, the parallel parts, execute_rdma's fallback body,
+// the device staging chunks), instead of surfacing as "reply carried N bytes for a range of M".
+// An RDMA reply (x-amz-rdma-reply 200/206/204) carries no body: the fabric moved the bytes.
+bool short_range_body(const HttpResponse& r) {
+  if (auto reply = r.header("x-amz-rdma-reply");
+      reply && (*reply == "200" || *reply == "206" || *reply == "204")) {
+    return false;
+  }
+  auto cr = parse_content_range(r.header("content-range").value_or(""));
+  if (!cr) return false;  // a malformed Content-Range is the caller's io_error, not a retry
+  const std::uint64_t body = r.sink_bytes > 0 ? r.sink_bytes : r.body.size();
+  return cr->last - cr->first + 1 != body;
 }
 
 }  // namespace
@@ -318,6 +336,12 @@ Result<HttpResponse> HttpClient::execute(const HttpRequest& req,
         return Status(Errc::io_error,
                       "reply to " + req.method + " " + req.target + " is not complete XML" + note);
       }
+      if (reason && *reason == "short_body" && r.ok()) {
+        return Status(Errc::io_error, "reply to " + req.method + " " + req.target +
+                                          ": body does not match its Content-Range " +
+                                          std::string(r->header("content-range").value_or("")) +
+                                          note);
+      }
       r->attempts = attempt;
       r->retry_note = note;
       return r;
@@ -444,6 +468,9 @@ std::optional<std::string> HttpClient::retry_reason(const HttpRequest& req,
     auto [code, message, request_id] = s3::parse_error_xml(r->body);
     return retry::classify_status(r->status, code);
   }
+  if (r->status == 206 && req.method != "HEAD" && short_range_body(*r)) {
+    return std::string("short_body");
+  }
   if (req.xml_reply && !r->body.empty()) {
     const auto shape = s3::reply_shape(r->body);
     if (!shape.well_formed) return std::string("truncated_xml");
@@ -498,7 +525,8 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     view.headers.emplace_back("x-amz-security-token", opts_.session_token);
   }
   for (const auto& h : req.headers) view.headers.push_back(h);
-  std::string authorization = sigv4::sign(view, opts_.credentials, opts_.region, "s3", now);
+  std::string authorization =
+      sigv4::sign(view, opts_.credentials, opts_.region, "s3", now, &signing_keys_);
 
   // --- write ---
   bhttp::request<bhttp::buffer_body> msg;

@@ -6,7 +6,8 @@
 // parser buffer); request bodies are written from the caller's buffer. TCP_NODELAY is set on
 // every connection (without it a small request on a kept-alive connection stalls ~40 ms).
 //
-// Signing: every header of the request (host, x-amz-date, x-amz-content-sha256,
+// Signing: the signing key comes from a sigv4::SigningKeyCache (derived once per day, not per
+// request). Every header of the request (host, x-amz-date, x-amz-content-sha256,
 // x-amz-security-token and whatever the caller adds, x-amz-rdma-token included) is in SigV4's
 // SignedHeaders. The payload hash is the real SHA-256 for bodies up to
 // limits::client_hashed_body_bytes_max, UNSIGNED-PAYLOAD above.
@@ -192,6 +193,8 @@ class HttpClient {
   HttpOptions opts_;
   std::shared_ptr<Tls> tls_;
   retry::Retrier retrier_;
+  // The SigV4 signing key, derived once a day per (secret, region) instead of per request.
+  sigv4::SigningKeyCache signing_keys_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -203,3 +203,37 @@ TEST(ClientPresign, VerifiesWithTheServersSigV4AndExpires) {
   EXPECT_EQ((*c)->presign("GET", "bkt", "", std::chrono::seconds(1)).code(),
             objdirect::Errc::invalid_argument);
 }
+
+// addressing_style "virtual": the bucket goes into the URL's host, signed for that host (as the
+// requests of such a client go); a bucket that is not a DNS label stays path-style.
+TEST(ClientPresign, VirtualAddressingPutsTheBucketInTheHost) {
+  objdirect::ClientConfig cfg;
+  cfg.endpoint = "http://localhost:9";
+  cfg.access_key = "AKPRESIGN";
+  cfg.secret_key = "secret/presign";
+  cfg.addressing_style = "virtual";
+  auto c = objdirect::Client::create(cfg);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const auto t0 = std::chrono::system_clock::now();
+  auto url = (*c)->presign("GET", "bkt", "dir/a b.bin", std::chrono::seconds(60));
+  ASSERT_TRUE(url.ok()) << url.status().message();
+  const std::string base = "http://bkt.localhost:9";
+  ASSERT_EQ(url->rfind(base + "/dir/a%20b.bin?X-Amz-Algorithm=", 0), 0u) << *url;
+  auto secrets = [](std::string_view key) -> std::optional<std::string> {
+    if (key == "AKPRESIGN") return std::string("secret/presign");
+    return std::nullopt;
+  };
+  const std::string target = url->substr(base.size());  // RequestView keeps a view of it
+  objdirect::sigv4::RequestView req;
+  req.method = "GET";
+  req.target = target;
+  req.headers = {{"host", "bkt.localhost:9"}};
+  auto ok = objdirect::sigv4::verify(req, secrets, "us-east-1", t0);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  req.headers = {{"host", "localhost:9"}};  // signed for the bucket's host, not the endpoint's
+  EXPECT_EQ(objdirect::sigv4::verify(req, secrets, "us-east-1", t0).code(),
+            objdirect::Errc::signature_does_not_match);
+  auto path_style = (*c)->presign("GET", "Not_A_Label", "k", std::chrono::seconds(60));
+  ASSERT_TRUE(path_style.ok());
+  EXPECT_EQ(path_style->rfind("http://localhost:9/Not_A_Label/k?", 0), 0u) << *path_style;
+}

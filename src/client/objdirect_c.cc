@@ -1,11 +1,13 @@
 // The C API (include/objdirect/objdirect.h) over objdirect::Client. Status -> OD_E* happens here
 // and nowhere else.
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <new>
 #include <string>
 
+#include "common/limits.hpp"
 #include "objdirect/client.hpp"
 #include "objdirect/objdirect.h"
 
@@ -66,9 +68,9 @@ int fail(const objdirect::Status& st) {
   return g_last_code;
 }
 
-int fail(int code, const char* message) {
+int fail(int code, std::string message) {
   g_last_code = code;
-  g_last_message = message;
+  g_last_message = std::move(message);
   return code;
 }
 
@@ -159,6 +161,53 @@ int od_put(od_client* client, const char* bucket, const char* key, const void* b
   auto r = client->client->put(bucket, key, std::span(static_cast<const std::byte*>(buf), len));
   if (!r.ok()) return fail(r.status());
   fill(result, *r);
+  return ok();
+}
+
+int od_put_with_options(od_client* client, const char* bucket, const char* key, const void* buf,
+                        size_t len, const od_put_options* options, od_result* result) {
+  if (!client || !bucket || !key || (!buf && len)) {
+    return fail(OD_EINVAL, "od_put_with_options: NULL argument");
+  }
+  objdirect::PutOptions o;
+  if (options) {
+    if (options->metadata_count > 0 && !options->metadata) {
+      return fail(OD_EINVAL, "od_put_with_options: metadata is NULL with metadata_count > 0");
+    }
+    if (options->content_type) o.content_type = options->content_type;
+    for (size_t i = 0; i < options->metadata_count; ++i) {
+      const od_metadata& m = options->metadata[i];
+      if (!m.name || !m.value) {
+        return fail(OD_EINVAL, "od_put_with_options: metadata entry " + std::to_string(i) +
+                                   " has a NULL name or value");
+      }
+      o.metadata.emplace_back(m.name, m.value);
+    }
+  }
+  auto r = client->client->put(bucket, key, std::span(static_cast<const std::byte*>(buf), len), o);
+  if (!r.ok()) return fail(r.status());
+  fill(result, *r);
+  return ok();
+}
+
+int od_presign(od_client* client, const char* method, const char* bucket, const char* key,
+               uint64_t expires_s, char* url, size_t url_size, size_t* url_len) {
+  if (!client || !method || !bucket || !key || (!url && url_size)) {
+    return fail(OD_EINVAL, "od_presign: NULL argument");
+  }
+  if (expires_s > static_cast<uint64_t>(objdirect::limits::presign_expires_max_s)) {
+    return fail(OD_EINVAL, "od_presign: expires_s must be 1.." +
+                               std::to_string(objdirect::limits::presign_expires_max_s));
+  }
+  auto r = client->client->presign(method, bucket, key,
+                                   std::chrono::seconds(static_cast<std::int64_t>(expires_s)));
+  if (!r.ok()) return fail(r.status());
+  if (url_len) *url_len = r->size();
+  if (url_size <= r->size()) {
+    return fail(OD_EINVAL, "od_presign: the URL needs " + std::to_string(r->size() + 1) +
+                               " bytes, url_size is " + std::to_string(url_size));
+  }
+  std::memcpy(url, r->c_str(), r->size() + 1);
   return ok();
 }
 

@@ -665,6 +665,60 @@ def test_metadata_and_content_type_visible_via_head(server, bucket, tmp_path):
     assert run(server, "stat", f"s3://{bucket}/bad", check=False).returncode == 3
 
 
+def test_content_type_guessed_and_metadata_as_json(server, bucket, tmp_path):
+    """As aws s3 cp: without --content-type the type comes from the file's extension (upper
+    case too, and on the multipart path); --content-type overrides it; an unknown extension
+    leaves the server's default. --metadata also takes aws-cli's JSON form."""
+    files = {"page.HTML": b"<p>", "data.json": b"{}", "notes.txt": b"n", "blob.unknownext": b"u",
+             "noext": b"x"}
+    write_files(tmp_path / "g", files)
+    big = tmp_path / "big.csv"
+    big.write_bytes(os.urandom(6 * MIB))
+    for name in files:
+        run(server, "cp", str(tmp_path / "g" / name), f"s3://{bucket}/g/{name}")
+    run(server, "cp", "--part-size", "5MiB", str(big), f"s3://{bucket}/g/big.csv")  # multipart
+    run(server, "cp", "--content-type", "text/x-mine", str(tmp_path / "g" / "data.json"),
+        f"s3://{bucket}/g/forced.json")
+    run(server, "cp", "-r", str(tmp_path / "g"), f"s3://{bucket}/r")  # the tree path too
+    run(server, "cp", "--metadata", '{"Owner": "alice", "tag": "a=b,c", "q": "say \\"hi\\""}',
+        str(tmp_path / "g" / "notes.txt"), f"s3://{bucket}/g/json-meta")
+    s3 = s3_client(server)
+    want = {"g/page.HTML": "text/html", "g/data.json": "application/json",
+            "g/notes.txt": "text/plain", "g/big.csv": "text/csv", "g/forced.json": "text/x-mine",
+            "r/data.json": "application/json", "r/page.HTML": "text/html",
+            "g/blob.unknownext": "binary/octet-stream", "g/noext": "binary/octet-stream"}
+    got = {k: s3.head_object(Bucket=bucket, Key=k)["ContentType"] for k in want}
+    assert got == want
+    h = s3.head_object(Bucket=bucket, Key="g/json-meta")
+    assert h["Metadata"] == {"owner": "alice", "tag": "a=b,c", "q": 'say "hi"'}, h
+    for bad in ('{"k": 1}', '{"k": "v"', "[1]", '{"": "v"}'):
+        p = run(server, "cp", "--metadata", bad, str(tmp_path / "g" / "noext"),
+                f"s3://{bucket}/bad", check=False)
+        assert p.returncode == 2 and "--metadata" in p.stderr, (bad, p.stderr)
+
+
+def test_multipart_threshold_decides_the_part_plan(server, bucket, tmp_path):
+    """--multipart-threshold (ClientConfig::multipart_threshold_bytes) decides whether the CLI
+    uploads a file in parts: a 12 MiB file with 5 MiB parts is one PutObject under a 16 MiB
+    threshold (a plain MD5 ETag) and three parts without it; sync's ETag comparison follows the
+    same plan (a second sync --checksum uploads nothing)."""
+    f = tmp_path / "t" / "twelve.bin"
+    f.parent.mkdir()
+    f.write_bytes(os.urandom(12 * MIB))
+    run(server, "cp", "--part-size", "5MiB", "--multipart-threshold", "16MiB", str(f),
+        f"s3://{bucket}/single")
+    run(server, "cp", "--part-size", "5MiB", str(f), f"s3://{bucket}/parts")
+    s3 = s3_client(server)
+    assert "-" not in s3.head_object(Bucket=bucket, Key="single")["ETag"]
+    assert s3.head_object(Bucket=bucket, Key="parts")["ETag"].strip('"').endswith("-3")
+    args = ["sync", "--part-size", "5MiB", "--multipart-threshold", "16MiB", str(f.parent),
+            f"s3://{bucket}/sync"]
+    run(server, *args)
+    assert "-" not in s3.head_object(Bucket=bucket, Key="sync/twelve.bin")["ETag"]
+    p = run(server, *args, "--checksum")
+    assert "upload:" not in p.stdout, p.stdout
+
+
 def test_ls_human_readable_summarize(server, bucket, tmp_path):
     sizes = {"one": 1, "hundred": 100, "kib": 1536, "mib": 3 * MIB}
     for name, size in sizes.items():

@@ -1,9 +1,12 @@
 // libobjdirect and the objdirect CLI against a real objdirect-server on a loopback port, each in
 // its own process. Every transferred byte is compared.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -879,6 +883,33 @@ TEST_F(ClientIT, CliInterruptedDownloadLeavesNothing) {
   for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
 }
 
+// One HTTP/1.1 request to an http://HOST:PORT/... URL on a connection of its own (a presigned
+// URL, fetched as any HTTP client would); returns the whole reply (status line, headers, body).
+std::string fetch_url(const std::string& method, const std::string& url) {
+  const std::string rest = url.substr(url.find("://") + 3);
+  const std::string hostport = rest.substr(0, rest.find('/'));
+  const std::string target = rest.substr(hostport.size());
+  const std::string host = hostport.substr(0, hostport.rfind(':'));
+  const int port = std::stoi(hostport.substr(hostport.rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return {};
+  }
+  const std::string req =
+      method + " " + target + " HTTP/1.1\r\nHost: " + hostport + "\r\nConnection: close\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
 TEST_F(ClientIT, CApiProgram) {
   std::string cmd =
       "env -u AWS_PROFILE HOME=/nonexistent AWS_ACCESS_KEY_ID=" + std::string(kAccessKey) +
@@ -893,6 +924,25 @@ TEST_F(ClientIT, CApiProgram) {
   int st = pclose(f);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
   EXPECT_NE(out.find("c api ok"), std::string::npos) << out;
+  // od_put_with_options stored the type and metadata; od_presign's URLs work from anywhere.
+  auto info = client_->head(bucket_, "c/typed");
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  EXPECT_EQ(info->content_type, "text/x-c-api");
+  EXPECT_EQ(info->metadata,
+            (std::map<std::string, std::string>{{"owner", "alice"}, {"tag", "a=b"}}));
+  EXPECT_EQ(client_->head(bucket_, "c/plain")->content_type, "binary/octet-stream");
+  for (const std::string method : {"GET", "HEAD"}) {
+    const std::string tag = "presigned-" + std::string(method == "GET" ? "get" : "head") + " ";
+    const auto at = out.find(tag);
+    ASSERT_NE(at, std::string::npos) << out;
+    const std::string url = out.substr(at + tag.size(), out.find('\n', at) - at - tag.size());
+    const std::string reply = fetch_url(method, url);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << method << " " << url << "\n" << reply;
+    if (method == "GET") {
+      EXPECT_EQ(reply.size() >= 10 ? reply.substr(reply.size() - 10) : "",
+                std::string("\x07\x8a\x0d\x90\x13\x96\x19\x9c\x1f\xa2", 10));
+    }
+  }
 }
 
 }  // namespace

@@ -11,11 +11,16 @@ through or answered with one fault:
   cut_mid_body  forwarded; the reply's header and half its body are sent, then the connection
                 is closed (a reply without a body: the connection is closed instead of sending
                 the header, "lost_answer": the server did the work, the answer never came)
-  truncated_xml forwarded; a 2xx XML reply's body is cut in half and Content-Length made to
-                match (a well-framed reply whose XML does not parse); other replies pass
+  truncated_xml forwarded; a 2xx XML reply's body (Content-Type application/xml) is cut in half
+                and Content-Length made to match (a well-framed reply whose XML does not
+                parse); other replies pass
+  short_range   forwarded; a 206 reply's body is cut in half and Content-Length made to match,
+                so that the body is shorter than its Content-Range says (a well-framed reply
+                that is not the range it claims); other replies pass
 
-force() makes the next matching request take a given fault (also "lost_answer": forwarded, and
-the connection closed without any reply byte), whatever the rates.
+force() makes the next matching request (method, a substring of the target and, optionally, of
+the Range header) take a given fault (also "lost_answer": forwarded, and the connection closed
+without any reply byte), whatever the rates.
 
 A request identity (method, target and Range) is never faulted more than `consecutive_max` times in a
 row, so that a client with that many retries always gets through: the test then asserts that
@@ -29,7 +34,7 @@ import random
 import socket
 import threading
 
-FAULTS = ("slowdown", "internal", "cut_before", "cut_mid_body", "truncated_xml")
+FAULTS = ("slowdown", "internal", "cut_before", "cut_mid_body", "truncated_xml", "short_range")
 
 SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
                  b'<Message>Please reduce your request rate (injected by fault_proxy).</Message>'
@@ -117,14 +122,15 @@ class FaultProxy:
     def __init__(self, upstream_host, upstream_port, rates=None, seed=1, consecutive_max=2):
         self.upstream = (upstream_host, upstream_port)
         self.rates = dict(rates or {"slowdown": 0.10, "internal": 0.03, "cut_before": 0.03,
-                                    "cut_mid_body": 0.03, "truncated_xml": 0.10})
+                                    "cut_mid_body": 0.03, "truncated_xml": 0.10,
+                                    "short_range": 0.03})
         self.rng = random.Random(seed)
         self.consecutive_max = consecutive_max
         self.lock = threading.Lock()
         self.counts = {k: 0 for k in FAULTS + ("lost_answer",)}
         self.requests = 0
         self.streak = {}  # (method, target) -> faults in a row
-        self.forced = []  # [method, target substring, kind, retry_after], one-shot
+        self.forced = []  # [method, target substring, kind, retry_after, range substring]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -153,16 +159,19 @@ class FaultProxy:
         with self.lock:
             self.rates = dict(rates)
 
-    def force(self, method, target_part, kind, retry_after=None):
+    def force(self, method, target_part, kind, retry_after=None, range_part=None):
+        """One-shot: the next request of `method` whose target contains target_part (and whose
+        Range header contains range_part, when given) takes fault `kind`."""
         with self.lock:
-            self.forced.append([method, target_part, kind, retry_after])
+            self.forced.append([method, target_part, kind, retry_after, range_part])
 
     def _draw(self, ident):
         """(fault, retry_after) for this request (None: pass), honouring consecutive_max."""
         with self.lock:
             self.requests += 1
             for f in self.forced:
-                if f[0] == ident[0] and f[1] in ident[1]:
+                if (f[0] == ident[0] and f[1] in ident[1]
+                        and (f[4] is None or f[4] in (ident[2] or ""))):
                     self.forced.remove(f)
                     return f[2], f[3]
             if self.streak.get(ident, 0) >= self.consecutive_max:
@@ -260,8 +269,18 @@ class FaultProxy:
                     else:
                         self._record(ident, "lost_answer")
                     return
+                ctype = (_header(rheaders, "content-type") or "").lower()
+                if kind == "short_range" and status == 206 and not chunked and len(rbody) >= 2:
+                    self._record(ident, kind)
+                    cut = rbody[: len(rbody) // 2]
+                    rheaders = [(k, str(len(cut)) if k.lower() == "content-length" else v)
+                                for k, v in rheaders]
+                    client.sendall(_build_head(rfirst, rheaders) + cut)
+                    continue
+                # only XML replies: an object body that happens to start with "<" is not one
                 if (kind == "truncated_xml" and 200 <= status < 300 and not chunked
-                        and rbody.lstrip().startswith(b"<") and len(rbody) >= 16):
+                        and "xml" in ctype and rbody.lstrip().startswith(b"<")
+                        and len(rbody) >= 16):
                     self._record(ident, kind)
                     cut = rbody[: len(rbody) // 2]
                     rheaders = [(k, str(len(cut)) if k.lower() == "content-length" else v)

@@ -1,7 +1,8 @@
 """The client's retries through a flaky path (docs/client.md, "Retries"): the Python client, the
 C++ API (tests/client/retry_driver.cc) and the objdirect CLI, over HTTP and over RDMA, against the
 real objdirect-server behind tests/integration/fault_proxy.py (503 SlowDown, 500 InternalError,
-connections cut before the request and mid-body, truncated XML). Every operation must succeed,
+connections cut before the request and mid-body, truncated XML, 206 bodies shorter than their
+Content-Range). Every operation must succeed,
 every byte is compared, and the client's retry counters must match what the proxy injected.
 A CompleteMultipartUpload whose answer is lost must neither fail nor make a second object.
 
@@ -73,7 +74,9 @@ def expected_reasons(counts):
         "SlowDown": counts["slowdown"],
         "InternalError": counts["internal"],
         "truncated_xml": counts["truncated_xml"],
-        "short_body": counts["cut_mid_body"],
+        # a body cut before its Content-Length, or a well-framed 206 shorter than its
+        # Content-Range
+        "short_body": counts["cut_mid_body"] + counts["short_range"],
         # no answer at all: a reset connection, or one the client took for a stale keep-alive
         # connection and re-sent at once on a new one
         "connection": counts["cut_before"] + counts["lost_answer"],
@@ -257,6 +260,46 @@ def test_lost_complete_answer_is_confirmed_not_repeated(server, proxy, fault, fa
     assert r.status == 200 and b"<Upload>" not in r.body, r.body
     r = objd.request(server, "GET", f"/{bucket}", query={"versions": ""})
     assert r.status == 200 and r.body.count(b"<Version>") == 1, r.body
+
+
+@pytest.mark.parametrize("where", ["range-first", "range-part", "whole-part"])
+def test_range_reply_cut_short_is_retried(server, proxy, where):
+    """Regression (seen once under load in the Python HTTP case): a 206 whose body is shorter
+    than its Content-Range (the proxy cuts it in half and fixes Content-Length, so the reply is
+    well framed) was reported as "reply carried 16459 bytes for a range of 32919" instead of
+    being retried. Now it is retried as short_body, on the first request of a ranged GET and on
+    the parallel parts of a ranged or whole-object GET."""
+    bucket = f"shortrange-{where}"
+    make_bucket(server, bucket)
+    proxy.set_rates({})
+    c = client(proxy.endpoint, "none")
+    data = payload(11, 12 * MIB)
+    c.put(bucket, "obj", data)
+    off, ln = 4 * MIB + 17, 7 * MIB
+    first_range = f"bytes={off}-"
+    cut = {"range-first": first_range, "range-part": f"bytes={off + 5 * MIB}-",
+           "whole-part": f"bytes={5 * MIB}-"}[where]
+    proxy.force("GET", f"/{bucket}/obj", "short_range", range_part=cut)
+    if where == "whole-part":
+        buf = np.zeros(12 * MIB, dtype=np.uint8)
+        got, _ = c.get_into(bucket, "obj", buf)
+        assert got == 12 * MIB and np.array_equal(buf, data)
+    else:
+        part = np.zeros(ln, dtype=np.uint8)
+        got, _ = c.get_into(bucket, "obj", part, offset=off, length=ln)
+        assert got == ln and np.array_equal(part, data[off:off + ln])
+    counts = proxy.snapshot()
+    assert counts["short_range"] == 1 and sum(counts.values()) == 1, counts
+    assert c.stats()["retry_reasons"] == {"short_body": 1}
+    # the small-object case as it was seen: a ~32 KiB range of a small object
+    small = payload(12, 98757)
+    c.put(bucket, "small", small)
+    proxy.force("GET", f"/{bucket}/small", "short_range")
+    part = np.zeros(32919, dtype=np.uint8)
+    got, _ = c.get_into(bucket, "small", part, offset=32919, length=32919)
+    assert got == 32919 and np.array_equal(part, small[32919:65838])
+    assert c.stats()["retry_reasons"] == {"short_body": 2}
+    c.close()
 
 
 def test_retry_settings_from_the_environment(server, proxy, monkeypatch):

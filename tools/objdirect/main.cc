@@ -41,6 +41,7 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "objdirect/client.hpp"
+#include "upload_options.hpp"
 
 namespace objdirect::limits {
 // How long a command killed by SIGINT/SIGTERM/SIGHUP waits for the AbortMultipartUpload of its
@@ -245,6 +246,7 @@ struct Options {
   std::string fabric;
   std::string rdma;
   std::uint64_t part_size = 0;
+  std::uint64_t multipart_threshold = 0;  // --multipart-threshold; 0: the config's
   std::uint32_t concurrency = 0;
   bool json = false;
   bool no_progress = false;
@@ -286,6 +288,7 @@ Result<std::unique_ptr<Client>> make_client(const Options& o) {
   if (!o.fabric.empty()) cfg->fabric = o.fabric;
   if (!o.rdma.empty()) cfg->rdma = o.rdma;
   if (o.part_size) cfg->part_size_bytes = o.part_size;
+  if (o.multipart_threshold) cfg->multipart_threshold_bytes = o.multipart_threshold;
   if (o.concurrency) cfg->concurrency = o.concurrency;
   return Client::create(std::move(*cfg));
 }
@@ -532,10 +535,21 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
     if (!reg.ok()) return report(reg.status());
     h = std::move(*reg);
   }
-  auto plan = client::plan_upload(m.len, c.config().part_size_bytes);
+  auto plan =
+      client::plan_upload(m.len, c.config().part_size_bytes, c.config().multipart_threshold_bytes);
   if (!plan.ok()) return report(plan.status());
+  // No --content-type: guessed from the file's extension, as aws s3 cp does.
+  PutOptions guessed;
+  const PutOptions* opts = &put;
+  if (put.content_type.empty()) {
+    if (auto type = cli::guess_content_type(src); !type.empty()) {
+      guessed = put;
+      guessed.content_type = std::move(type);
+      opts = &guessed;
+    }
+  }
   if (!plan->multipart) {
-    auto r = c.put(dst.bucket, dst.key, data, put);
+    auto r = c.put(dst.bucket, dst.key, data, *opts);
     if (!r.ok()) return report(r.status());
     prog.add(m.len);
     sum.add(*r, true);
@@ -543,7 +557,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
     sum.etag = r->etag;
     return kOk;
   }
-  auto uid = c.create_multipart_upload(dst.bucket, dst.key, put);
+  auto uid = c.create_multipart_upload(dst.bucket, dst.key, *opts);
   if (!uid.ok()) return report(uid.status());
   UploadGuard guard(c, dst.bucket, dst.key, *uid);
   std::vector<Client::CompletedPart> parts(plan->parts.size());
@@ -1413,7 +1427,8 @@ Result<std::string> local_etag(Client& c, const fs::path& path, std::uint64_t si
     return Status(Errc::io_error, "cannot open " + path.string() + ": " + strerror(errno));
   std::vector<std::uint64_t> part_ends{size};
   if (const auto dash = like.find('-'); dash != std::string_view::npos) {
-    auto plan = client::plan_upload(size, c.config().part_size_bytes);
+    auto plan =
+        client::plan_upload(size, c.config().part_size_bytes, c.config().multipart_threshold_bytes);
     if (!plan.ok() || !plan->multipart ||
         std::to_string(plan->parts.size()) != like.substr(dash + 1)) {
       close(fd);
@@ -1703,6 +1718,12 @@ int main(int argc, char** argv) {
         ->check(kUnsigned)
         ->transform(CLI::AsSizeValue(false))
         ->check(kPositive);
+    sub->add_option("--multipart-threshold", o.multipart_threshold,
+                    "Upload files larger than this as multipart uploads (s3transfer's "
+                    "multipart_threshold; default: larger than the part size)")
+        ->check(kUnsigned)
+        ->transform(CLI::AsSizeValue(false))
+        ->check(kPositive);
     sub->add_option("--concurrency", o.concurrency, "Parts (or files) in flight (default 8)")
         ->check(kPositive);
     sub->add_flag("--json", o.json, "Print one JSON object");
@@ -1727,9 +1748,12 @@ int main(int argc, char** argv) {
                     "match wins (as aws-cli)")
         ->allow_extra_args(false);
     if (!uploads) return;
-    sub->add_option("--content-type", o.put.content_type, "Content-Type of uploaded objects");
+    sub->add_option("--content-type", o.put.content_type,
+                    "Content-Type of uploaded objects (default: guessed from the file's "
+                    "extension)");
     sub->add_option("--metadata", metadata,
-                    "User metadata of uploaded objects: KEY=VALUE[,KEY=VALUE...] (x-amz-meta-KEY)");
+                    "User metadata of uploaded objects (x-amz-meta-KEY): KEY=VALUE[,KEY=VALUE...] "
+                    "or a JSON object {\"KEY\":\"VALUE\",...}");
   };
 
   auto* cp = app.add_subcommand(
@@ -1832,20 +1856,8 @@ int main(int argc, char** argv) {
     return fail_msg(kBadArgs, std::string(e.what()) + " (objdirect --help lists the commands)");
   }
   if (!metadata.empty()) {
-    // KEY=VALUE[,KEY=VALUE...]: split on ',' then on the first '='.
-    std::string_view m = metadata;
-    while (!m.empty()) {
-      const auto comma = m.find(',');
-      const std::string_view item = m.substr(0, comma);
-      const auto eq = item.find('=');
-      if (eq == std::string_view::npos || eq == 0) {
-        return fail_msg(kBadArgs, "--metadata expects KEY=VALUE[,KEY=VALUE...], got '" +
-                                      std::string(item) + "'");
-      }
-      o.put.metadata.emplace_back(std::string(item.substr(0, eq)),
-                                  std::string(item.substr(eq + 1)));
-      if (comma == std::string_view::npos) break;
-      m.remove_prefix(comma + 1);
+    if (Status st = cli::parse_metadata(metadata, o.put); !st.ok()) {
+      return fail_msg(kBadArgs, st.message());
     }
   }
   if (cp->parsed()) return cmd_cp(o, a, b);
