@@ -298,6 +298,17 @@ class ObjectStore {
     (void)bucket, (void)name, (void)document;
     return Status(Errc::not_implemented, "This backend does not store bucket configuration");
   }
+  // One of the bucket's configuration documents (BucketInfo::config[name]); nullopt when unset.
+  // no_such_bucket. The default reads head_bucket; a backend whose head_bucket leaves documents
+  // out (the gateway, where each is one more upstream request) answers it directly.
+  virtual Result<std::optional<std::string>> bucket_config(std::string_view bucket,
+                                                           std::string_view name) {
+    auto b = head_bucket(bucket);
+    if (!b.ok()) return b.status();
+    auto it = b->config.find(std::string(name));
+    if (it == b->config.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second);
+  }
   // Deleting an absent key succeeds (S3 semantics); no_such_bucket if the bucket is absent.
   // In a versioned bucket (backends with supports_versioning()) it writes a delete marker, as
   // delete_object_version with an empty version id does.

@@ -21,8 +21,26 @@ import objd
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
 
+def gateway_upstream():
+    """The upstream kind when the server under test is the gateway (--backend s3, started by
+    scripts/with-upstream.sh), else None."""
+    if "--backend s3" not in os.environ.get("OBJDIRECT_SERVER_ARGS", ""):
+        return None
+    return os.environ.get("OBJDIRECT_UPSTREAM_KIND", "objdirect")
+
+
+# Upstreams whose version ids are opaque to them: a malformed id is answered 404 NoSuchVersion (not
+# 400 InvalidArgument), DeleteObjects of one deletes nothing without an error, and objects written
+# before versioning was enabled carry no version id at all (not "null").
+OPAQUE_IDS = ("radosgw", "moto")
+
+
 def backend_keeps_versions():
-    return objd.keeps_versions()
+    # The local and RADOS backends keep versions (objd.keeps_versions); the gateway passes
+    # versioning through, and every verified upstream (a second ObjDirect, radosgw, moto) keeps
+    # them (docs/scale-out.md); the read-through cache does not.
+    args = os.environ.get("OBJDIRECT_SERVER_ARGS", "")
+    return objd.keeps_versions() or (gateway_upstream() is not None and "--cache-dir" not in args)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +186,10 @@ def test_versions_get_head_delete(vsrv, vs3, vb):
     assert code_of(e) == "NoSuchVersion" and status_of(e) == 404
     with pytest.raises(botocore.exceptions.ClientError) as e:
         vs3.get_object(Bucket=vb, Key="k", VersionId="not-a-version")
-    assert code_of(e) == "InvalidArgument" and status_of(e) == 400
+    if gateway_upstream() in OPAQUE_IDS:
+        assert code_of(e) == "NoSuchVersion" and status_of(e) == 404
+    else:
+        assert code_of(e) == "InvalidArgument" and status_of(e) == 400
     r = objd.request(vsrv, "GET", f"/{vb}/k", query={"versionId": ""})
     objd.assert_error(r, 400, "InvalidArgument")
     with pytest.raises(botocore.exceptions.ClientError) as e:
@@ -184,9 +205,10 @@ def test_versions_get_head_delete(vsrv, vs3, vb):
     # Deleting an unknown well-formed id succeeds and removes nothing (204, as AWS).
     d = vs3.delete_object(Bucket=vb, Key="k", VersionId="0123456789abcdef0123456789abcdef")
     assert d["ResponseMetadata"]["HTTPStatusCode"] == 204
-    with pytest.raises(botocore.exceptions.ClientError) as e:
-        vs3.delete_object(Bucket=vb, Key="k", VersionId="bad id")
-    assert code_of(e) == "InvalidArgument"
+    if gateway_upstream() not in OPAQUE_IDS:
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            vs3.delete_object(Bucket=vb, Key="k", VersionId="bad id")
+        assert code_of(e) == "InvalidArgument"
     _, entries = all_versions(vs3, vb)
     assert entries == [("v", "k", ids[1], True), ("v", "k", ids[0], False)]
 
@@ -219,18 +241,25 @@ def test_delete_markers(vsrv, vs3, vb):
     assert "Contents" not in vs3.list_objects(Bucket=vb)
     _, entries = raw_versions(vsrv, vb)
     assert entries == [("DeleteMarker", "k", marker, "true"), ("Version", "k", v1, "false")]
-    # A second delete writes a second marker (AWS does).
-    marker2 = vs3.delete_object(Bucket=vb, Key="k")["VersionId"]
-    assert marker2 != marker
+    # A second delete writes a second marker (AWS does; radosgw 16 writes none and names none).
+    d2 = vs3.delete_object(Bucket=vb, Key="k")
+    markers = [marker]
+    if gateway_upstream() == "radosgw":
+        assert "VersionId" not in d2
+    else:
+        assert d2["VersionId"] != marker
+        markers.insert(0, d2["VersionId"])
     # Removing the markers by id brings the object back.
-    for m in (marker2, marker):
+    for m in markers:
         d = vs3.delete_object(Bucket=vb, Key="k", VersionId=m)
-        assert d["DeleteMarker"] is True and d["VersionId"] == m
+        # moto 5.2 does not always say x-amz-delete-marker when a marker is removed by id.
+        assert d.get("DeleteMarker") in ((True, None) if gateway_upstream() == "moto" else (True,))
+        assert d["VersionId"] == m
     assert vs3.get_object(Bucket=vb, Key="k")["Body"].read() == b"one"
     assert [o["Key"] for o in vs3.list_objects_v2(Bucket=vb)["Contents"]] == ["k"]
     # A marker for a key that never existed (AWS writes one too).
     d = vs3.delete_object(Bucket=vb, Key="never")
-    assert d["DeleteMarker"] is True
+    assert d.get("DeleteMarker") in ((True, None) if gateway_upstream() == "moto" else (True,))
     # If-None-Match: * sees a key whose latest is a marker as absent.
     r = objd.request(vsrv, "PUT", f"/{vb}/never", headers={"If-None-Match": "*"}, body=b"now")
     assert r.status == 200, r
@@ -246,12 +275,23 @@ def test_null_versions_and_suspension(vsrv, vs3):
     assert "VersionId" not in r  # never versioned: no version ids at all
     vs3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
     # The object written before versioning is the null version.
-    assert vs3.head_object(Bucket=b, Key="k")["VersionId"] == "null"
+    if gateway_upstream() in OPAQUE_IDS:
+        assert vs3.head_object(Bucket=b, Key="k").get("VersionId") in (None, "null")
+    else:
+        assert vs3.head_object(Bucket=b, Key="k")["VersionId"] == "null"
     v1 = vs3.put_object(Bucket=b, Key="k", Body=b"v1")["VersionId"]
     assert vs3.get_object(Bucket=b, Key="k", VersionId="null")["Body"].read() == b"before"
     vs3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Suspended"})
     # Suspended: a PUT writes the null version, replacing the old null one; v1 stays.
     r = vs3.put_object(Bucket=b, Key="k", Body=b"suspended")
+    if gateway_upstream() in OPAQUE_IDS:
+        # Neither names the null version, nor serves versionId=null alike (moto: 400): the rest of
+        # the null-version rules are the upstream's own, passed through unchecked here.
+        assert r.get("VersionId") in (None, "null")
+        assert vs3.get_object(Bucket=b, Key="k")["Body"].read() == b"suspended"
+        if gateway_upstream() == "radosgw":  # moto 5.2 answers HEAD of v1 here with 400
+            assert vs3.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read() == b"v1"
+        return
     assert r["VersionId"] == "null"
     assert vs3.get_object(Bucket=b, Key="k", VersionId="null")["Body"].read() == b"suspended"
     assert vs3.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read() == b"v1"
@@ -324,12 +364,16 @@ def test_delete_objects_with_versions(vs3, vb):
     assert ("a", a2) in deleted and "DeleteMarker" not in deleted[("a", a2)]
     assert deleted[("b", None)]["DeleteMarker"] is True
     assert deleted[("b", None)]["DeleteMarkerVersionId"]
-    assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("a", "InvalidArgument")]
+    if gateway_upstream() in OPAQUE_IDS:
+        assert "Errors" not in r and ("a", "bad") in deleted
+    else:
+        assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("a", "InvalidArgument")]
     _, entries = all_versions(vs3, vb)
     assert ("v", "a", a1, True) in entries and ("v", "a", a2, True) not in entries
     marker = deleted[("b", None)]["DeleteMarkerVersionId"]
     r = vs3.delete_objects(Bucket=vb, Delete={"Objects": [{"Key": "b", "VersionId": marker}]})
-    assert r["Deleted"][0]["DeleteMarker"] is True and r["Deleted"][0]["VersionId"] == marker
+    assert r["Deleted"][0]["VersionId"] == marker
+    assert r["Deleted"][0].get("DeleteMarker") in ((True, None) if gateway_upstream() == "moto" else (True,))
 
 
 def test_list_object_versions_order_prefix_delimiter(vsrv, vs3, vb):

@@ -523,6 +523,106 @@ TEST_F(S3StoreTest, UploadTemplatesAreBounded) {
   EXPECT_EQ(open_s3_store(o).code(), Errc::invalid_argument);
 }
 
+// kept_parts bounds the part checksums the gateway keeps: past it, an UploadPart with a checksum
+// is refused with 503 SlowDown naming the bound, before anything goes upstream; a part kept
+// already may be sent again, a part without checksums needs no slot, and a completed or aborted
+// upload frees its slots. Past s3_limits::kept_parts_max the option is refused.
+TEST_F(S3StoreTest, KeptPartsAreBounded) {
+  S3StoreOptions o = upstream_.options();
+  o.kept_parts = 2;
+  auto s = open_with_bucket(o);
+  ASSERT_TRUE(s);
+  UploadInfo u;
+  u.key = "kp";
+  u.checksum_algorithm = "CRC32";
+  auto id = s->create_upload(kBucket, u);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  auto part = [&](const std::string& upload, std::uint32_t n, bool with_sum) {
+    const std::string data = random_bytes(1000, n);
+    Checksummer ck(ChecksumAlgo::crc32);
+    ck.update(data.data(), data.size());
+    auto w = s->begin_write_for(kBucket, "kp");
+    EXPECT_TRUE(w.ok());
+    EXPECT_TRUE((*w)->append(bytes_of(data)).ok());
+    PartInfo pi;
+    pi.part_number = n;
+    pi.size = data.size();
+    if (with_sum) pi.checksums = {{"CRC32", ck.digest_base64()}};
+    return s->commit_part(kBucket, "kp", upload, pi, std::move(*w));
+  };
+  ASSERT_TRUE(part(*id, 1, true).ok());
+  ASSERT_TRUE(part(*id, 2, true).ok());
+  const auto requests = s3_store_stats(*s).requests;
+  auto refused = part(*id, 3, true);
+  EXPECT_EQ(refused.code(), Errc::slow_down) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("at most 2 parts"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(s3_store_stats(*s).requests, requests + 1)
+      << "only begin_write's HeadBucket went upstream, no UploadPart";
+  EXPECT_TRUE(part(*id, 2, true).ok()) << "a kept part may be replaced";
+  EXPECT_TRUE(part(*id, 3, false).ok()) << "a part without checksums needs no slot";
+  ASSERT_TRUE(s->abort_upload(kBucket, "kp", *id).ok());
+  auto next = s->create_upload(kBucket, u);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(part(*next, 1, true).ok()) << "the aborted upload's slots are free again";
+  ASSERT_TRUE(s->abort_upload(kBucket, "kp", *next).ok());
+  o.kept_parts = s3_limits::kept_parts_max + 1;
+  EXPECT_EQ(open_s3_store(o).code(), Errc::invalid_argument);
+  o.kept_parts = 0;
+  EXPECT_EQ(open_s3_store(o).code(), Errc::invalid_argument);
+}
+
+// An upstream without versioning (it answers PutBucketVersioning with 501 NotImplemented): the
+// gateway says not_implemented for versioning alone, and once it knows, without asking again;
+// plain object calls still go upstream.
+TEST_F(S3StoreTest, UpstreamWithoutVersioningIsNotImplementedForVersioningAlone) {
+  std::atomic<int> puts{0}, others{0};
+  FakeUpstream fake([&](const std::string& method) -> std::string {
+    if (method == "PUT") {
+      ++puts;
+      const std::string body =
+          "<Error><Code>NotImplemented</Code><Message>no versions here</Message>"
+          "<RequestId>FAKE-1</RequestId></Error>";
+      return "HTTP/1.1 501 Not Implemented\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\nConnection: close\r\n\r\n" + body;
+    }
+    ++others;
+    return "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n";
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = fake.url();
+  o.probe = false;
+  o.retry.max_attempts = 1;
+  auto opened = open_s3_store(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  ObjectStore& s = **opened;
+  EXPECT_TRUE(s.supports_versioning()) << "asked of the upstream, not assumed";
+  Status st = s.set_bucket_config(kBucket, versioning_config_name, "Enabled");
+  EXPECT_EQ(st.code(), Errc::not_implemented) << st.to_string();
+  EXPECT_NE(st.message().find("FAKE-1"), std::string::npos) << st.message();
+  EXPECT_EQ(puts.load(), 1);
+  const auto requests = s3_store_stats(s).requests;
+  EXPECT_EQ(s.list_object_versions(kBucket, {}).code(), Errc::not_implemented);
+  EXPECT_EQ(s.head_object_version(kBucket, "k", "v1").code(), Errc::not_implemented);
+  EXPECT_EQ(s.open_object_version(kBucket, "k", "v1").code(), Errc::not_implemented);
+  EXPECT_EQ(s.delete_object_version(kBucket, "k", "v1").code(), Errc::not_implemented);
+  EXPECT_EQ(s.bucket_config(kBucket, versioning_config_name).code(), Errc::not_implemented);
+  EXPECT_EQ(s.set_bucket_config(kBucket, versioning_config_name, "Suspended").code(),
+            Errc::not_implemented);
+  EXPECT_EQ(s3_store_stats(s).requests, requests) << "known: not asked again";
+  // The rest still goes upstream: a plain DELETE, and a versionless delete_object_version.
+  EXPECT_TRUE(s.delete_object(kBucket, "k").ok());
+  auto d = s.delete_object_version(kBucket, "k", "");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_FALSE(d->delete_marker);
+  EXPECT_EQ(others.load(), 2);
+  // Documents the gateway does not pass through: not_implemented, nothing sent.
+  EXPECT_EQ(s.set_bucket_config(kBucket, "policy", "{}").code(), Errc::not_implemented);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "cors", "<CORSConfiguration/>").code(),
+            Errc::not_implemented);
+  EXPECT_EQ(puts.load(), 1);
+}
+
 TEST_F(S3StoreTest, StalledUpstreamTimesOut) {
   // A listener that accepts connections and never answers.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -146,12 +146,11 @@ Task<void> S3Service::Impl::get_bucket_location(Ctx& c) {
 
 Task<void> S3Service::Impl::get_bucket_versioning(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
-  auto b = store->head_bucket(c.bucket);
-  if (!b.ok()) co_return co_await send_error(c, b.status());
+  auto doc = store->bucket_config(c.bucket, storage::versioning_config_name);
+  if (!doc.ok()) co_return co_await send_error(c, doc.status());
   // A bucket never versioned answers an empty configuration, as AWS does.
   VersioningConfiguration v;
-  if (auto it = b->config.find(std::string(storage::versioning_config_name)); it != b->config.end())
-    v.status = it->second;
+  if (*doc) v.status = **doc;
   co_await send_xml(c, bhttp::status::ok, encode_versioning(v));
 }
 

@@ -79,7 +79,7 @@ inline constexpr std::size_t xml_reply_bytes_max = 16ull << 20;
 // Upload templates remembered between create_upload and complete (oldest dropped first).
 inline constexpr std::size_t upload_templates_max = 1'000'000;
 // Part checksums the gateway keeps for upstreams whose ListParts does not return them (all uploads
-// together; past it, further parts are not kept and their Complete checks no checksum).
+// together): the bound of S3StoreOptions::kept_parts.
 inline constexpr std::size_t kept_parts_max = 1'000'000;
 }  // namespace s3_limits
 
@@ -106,6 +106,10 @@ struct S3StoreOptions {
   std::uint32_t parallel_gets = 4;                    // <= s3_limits::parallel_gets_max
   // Upload templates remembered (create_upload -> get_upload / list_uploads), oldest dropped.
   std::size_t upload_templates = 100'000;  // <= s3_limits::upload_templates_max
+  // Part checksums kept (all in-progress uploads together, 1..s3_limits::kept_parts_max). Once
+  // they are all in use, an UploadPart that carries a checksum of an upload this gateway created
+  // answers 503 SlowDown naming the bound, before anything is sent upstream.
+  std::size_t kept_parts = s3_limits::kept_parts_max;
   // Probe the upstream at open (ListBuckets): unreachable -> unavailable, bad credentials ->
   // the upstream's error. Tests that start without an upstream turn it off.
   bool probe = true;

@@ -1,0 +1,145 @@
+// The gateway's buckets (s3_internal.hpp): CreateBucket, DeleteBucket, HeadBucket, ListBuckets.
+#include <algorithm>
+
+#include "common/checksum.hpp"
+#include "storage/s3/s3_internal.hpp"
+#include "storage/s3/s3_spool.hpp"
+
+namespace objdirect::storage::s3gw {
+
+Status S3Store::create_bucket(const BucketInfo& info) {
+  if (core_->opts.region.empty() || core_->opts.region == "us-east-1") {
+    // S3 answers a re-create of one's own bucket in us-east-1 with 200; the store contract
+    // says bucket_already_owned_by_you, so ask first (another's bucket answers HEAD 403 and
+    // the PUT then says BucketAlreadyExists).
+    if (head_bucket(info.name).ok()) {
+      return Status(Errc::bucket_already_owned_by_you,
+                    "Your previous request to create the named bucket succeeded and you "
+                    "already own it.");
+    }
+  }
+  Request r;
+  r.method = "PUT";
+  r.bucket = info.name;
+  std::string body;
+  if (!core_->opts.region.empty() && core_->opts.region != "us-east-1") {
+    body =
+        "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        "<LocationConstraint>" +
+        core_->opts.region + "</LocationConstraint></CreateBucketConfiguration>";
+    r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+  }
+  return core_->call(std::move(r)).status();
+}
+
+Status S3Store::delete_bucket(std::string_view bucket) {
+  Request r;
+  r.method = "DELETE";
+  r.bucket = std::string(bucket);
+  auto resp = core_->call(r);
+  if (resp.code() != Errc::bucket_not_empty) return resp.status();
+  // In-progress uploads do not keep a bucket alive (ObjectStore contract): abort them, retry.
+  bool aborted = false;
+  ListUploadsQuery q;
+  for (int guard = 0; guard < 10000; ++guard) {
+    auto l = list_uploads(bucket, q);
+    if (!l.ok()) return l.status();
+    for (const auto& u : l->uploads) {
+      OBJDIRECT_RETURN_IF_ERROR(abort_upload(bucket, u.key, u.upload_id));
+      aborted = true;
+    }
+    if (!l->truncated) break;
+    q.key_marker = l->next_key_marker;
+    q.upload_id_marker = l->next_upload_id_marker;
+  }
+  if (!aborted) return resp.status();
+  return core_->call(std::move(r)).status();
+}
+
+Result<BucketInfo> S3Store::head_bucket(std::string_view bucket) {
+  Request r;
+  r.method = "HEAD";
+  r.bucket = std::string(bucket);
+  auto resp = core_->call(std::move(r));
+  if (!resp.ok()) {
+    if (resp.code() == Errc::no_such_key)
+      return Status(Errc::no_such_bucket, "The specified bucket does not exist (upstream)");
+    return resp.status();
+  }
+  BucketInfo b;
+  b.name = std::string(bucket);
+  b.region = resp->header("x-amz-bucket-region").value_or(core_->opts.region);
+  return b;
+}
+
+Result<std::vector<BucketInfo>> S3Store::list_buckets() {
+  auto doc = call_xml(Request{}, "ListBuckets", objdirect::s3::decode_list_buckets);
+  if (!doc.ok()) return doc.status();
+  std::vector<BucketInfo> out;
+  for (auto& b : doc->buckets) {
+    BucketInfo info;
+    info.name = std::move(b.name);
+    if (auto t = parse_iso8601(b.creation_date)) info.ctime_ns = ns_of(*t);
+    info.region = core_->opts.region;
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const BucketInfo& a, const BucketInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<std::unique_ptr<BlobWriter>> S3Store::begin_write(std::string_view bucket) {
+  auto b = head_bucket(bucket);
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<BlobWriter>(new SpoolWriter(core_));
+}
+
+Status S3Store::set_bucket_config(std::string_view bucket, std::string_view name,
+                                  std::string document) {
+  if (name != versioning_config_name) {
+    // CORS and lifecycle are evaluated by the S3 layer from the bucket's documents, a policy
+    // names the gateway's own principals: none can be handed to the upstream as they are
+    // (docs/scale-out.md, "What the gateway passes through").
+    return Status(Errc::not_implemented, "The gateway does not pass the bucket's " +
+                                             std::string(name) +
+                                             " configuration through to its upstream");
+  }
+  OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
+  if (document.empty())
+    return Status(Errc::invalid_argument, "A bucket cannot return to never versioned");
+  objdirect::s3::VersioningConfiguration v;
+  v.status = std::move(document);
+  const std::string body = objdirect::s3::encode_versioning(v);
+  Request r;
+  r.method = "PUT";
+  r.bucket = std::string(bucket);
+  r.query = {{"versioning", ""}};
+  r.headers.emplace_back("content-type", "application/xml");
+  EvpDigest md5(EvpDigest::Kind::md5);
+  md5.update(body.data(), body.size());
+  r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
+  r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+  return note_versioning(core_->call(std::move(r)).status());
+}
+
+Result<std::optional<std::string>> S3Store::bucket_config(std::string_view bucket,
+                                                          std::string_view name) {
+  if (name != versioning_config_name) return ObjectStore::bucket_config(bucket, name);
+  OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
+  Request r;
+  r.bucket = std::string(bucket);
+  r.query = {{"versioning", ""}};
+  r.xml_reply = true;
+  auto resp = core_->call(std::move(r));
+  if (!resp.ok()) return note_versioning(resp.status());
+  // moto 5.2 names the root <GetBucketVersioningResponse>; the document is the same.
+  constexpr std::string_view kMotoRoot = "GetBucketVersioningResponse";
+  for (std::size_t at; (at = resp->body.find(kMotoRoot)) != std::string::npos;)
+    resp->body.replace(at, kMotoRoot.size(), "VersioningConfiguration");
+  auto doc = decode_reply(*resp, "GetBucketVersioning", objdirect::s3::decode_versioning);
+  if (!doc.ok()) return doc.status();
+  if (doc->status.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(doc->status));
+}
+
+}  // namespace objdirect::storage::s3gw
