@@ -985,6 +985,12 @@ TEST_P(Conformance, KillBetweenDataAndCommit) {
 // inside a key and rolls up common prefixes.
 TEST_P(Conformance, Versions) {
   if (!store_->supports_versioning()) GTEST_SKIP() << "this backend keeps no versions";
+  if (GetParam()->name == "gateway") {
+    // The gateway passes versioning through to its upstream, which keeps the versions; the
+    // bookkeeping checked here (noncurrent_since, tags on a version) is the keeper's, and the
+    // gateway's pass-through is tested by gateway*.integration_s3_versioning on each upstream.
+    GTEST_SKIP() << "the gateway keeps no versions itself (it passes them through)";
+  }
   make_bucket(std::string(kBucket));
   ASSERT_TRUE(put(*store_, kBucket, "k", "plain").ok());  // before versioning: the null version
   auto m0 = store_->head_object(kBucket, "k");

@@ -41,6 +41,7 @@
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "objdirect/client.hpp"
+#include "transport/transport.hpp"
 #include "upload_options.hpp"
 
 namespace objdirect::limits {
@@ -1700,14 +1701,20 @@ int main(int argc, char** argv) {
                                                           : std::string("must be a plain size");
       },
       "");
-  auto add_common = [&o, &kPositive, &kUnsigned](CLI::App* sub) {
+  // The --fabric choices: auto, every fabric this build knows (transport::fabric_table), none.
+  std::vector<std::string> fabric_choices{"auto"};
+  std::string fabric_help = "auto";
+  for (const auto& f : transport::fabric_table()) {
+    fabric_choices.emplace_back(f.name);
+    fabric_help += " | ";
+    fabric_help += f.name;
+  }
+  fabric_choices.emplace_back("none");
+  fabric_help += " | none (auto's order: OBJDIRECT_FABRIC_ORDER)";
+  auto add_common = [&o, &kPositive, &kUnsigned, &fabric_choices, &fabric_help](CLI::App* sub) {
     sub->add_option("--endpoint-url", o.endpoint, "S3 endpoint (default: AWS_ENDPOINT_URL)");
     sub->add_option("--profile", o.profile, "AWS profile (default: AWS_PROFILE or default)");
-    sub->add_option("--fabric", o.fabric,
-                    "auto | libfabric:tcp | libfabric:shm | libfabric:verbs | libfabric:efa | "
-                    "ucx | none (auto's order: OBJDIRECT_FABRIC_ORDER)")
-        ->check(CLI::IsMember({"auto", "libfabric:tcp", "libfabric:shm", "libfabric:verbs",
-                               "libfabric:efa", "ucx", "none"}));
+    sub->add_option("--fabric", o.fabric, fabric_help)->check(CLI::IsMember(fabric_choices));
     sub->add_option("--rdma", o.rdma,
                     "auto (RDMA from OBJDIRECT_RDMA_MIN_BYTES up, else HTTP; fall back to HTTP) "
                     "| required (fail instead of falling back) | off")

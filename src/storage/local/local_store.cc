@@ -22,6 +22,7 @@
 #include "common/limits.hpp"
 #include "storage/local/meta_codec.hpp"
 #include "storage/local/meta_db.hpp"
+#include "storage/upload_paging.hpp"
 
 namespace objdirect::storage {
 namespace local {
@@ -1655,60 +1656,7 @@ Result<ListUploadsResult> LocalStore::list_uploads(std::string_view bucket,
       if (u->key.starts_with(q.prefix)) all.push_back(std::move(*u));
     }
   }
-  auto order = [](const UploadInfo& u) { return std::tie(u.key, u.initiated_ns, u.upload_id); };
-  std::sort(all.begin(), all.end(),
-            [&](const UploadInfo& a, const UploadInfo& b) { return order(a) < order(b); });
-
-  // The marker upload's initiation time places upload_id_marker within its key.
-  std::int64_t marker_ns = 0;
-  for (const UploadInfo& u : all) {
-    if (u.key == q.key_marker && u.upload_id == q.upload_id_marker) marker_ns = u.initiated_ns;
-  }
-  auto after_marker = [&](const UploadInfo& u) {
-    if (q.key_marker.empty()) return true;
-    if (u.key != q.key_marker) return u.key > q.key_marker;
-    if (q.upload_id_marker.empty()) return false;
-    return std::tie(u.initiated_ns, u.upload_id) > std::tie(marker_ns, q.upload_id_marker);
-  };
-
-  ListUploadsResult out;
-  const std::uint32_t max = std::min(q.max_uploads, limits::list_keys_max);
-  if (max == 0) return out;
-  std::uint32_t count = 0;
-  for (const UploadInfo& u : all) {
-    std::size_t cut = std::string::npos;
-    if (!q.delimiter.empty()) cut = u.key.find(q.delimiter, q.prefix.size());
-    if (cut != std::string::npos) {
-      std::string cp = u.key.substr(0, cut + q.delimiter.size());
-      if (cp <= q.key_marker ||
-          (!out.common_prefixes.empty() && out.common_prefixes.back() == cp)) {
-        continue;
-      }
-      if (count == max) {
-        out.truncated = true;
-        break;
-      }
-      out.next_key_marker = cp;
-      out.next_upload_id_marker.clear();
-      out.common_prefixes.push_back(std::move(cp));
-      ++count;
-      continue;
-    }
-    if (!after_marker(u)) continue;
-    if (count == max) {
-      out.truncated = true;
-      break;
-    }
-    out.next_key_marker = u.key;
-    out.next_upload_id_marker = u.upload_id;
-    out.uploads.push_back(u);
-    ++count;
-  }
-  if (!out.truncated) {
-    out.next_key_marker.clear();
-    out.next_upload_id_marker.clear();
-  }
-  return out;
+  return page_uploads(std::move(all), q);
 }
 
 }  // namespace local

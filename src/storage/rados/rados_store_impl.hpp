@@ -175,8 +175,6 @@ class RadosStore : public ObjectStore {
   Result<BucketRec> after_conflict(const BucketRec& b, const std::string& oid,
                                    const std::string& ikey, int attempt);
 
-  static ListUploadsResult page_uploads(std::vector<UploadInfo> all, const ListUploadsQuery& q);
-
   void gc_loop();
 
   std::shared_ptr<Conn> c_;

@@ -436,6 +436,10 @@ class S3Store final : public ObjectStore {
   bool supports_versioning() const override { return true; }
   Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
                                          std::string_view version_id) override;
+  // head_object_version's body; *latest_is_null is set when the upstream refused versionId=null
+  // and the latest version, which carries no version id, was returned as the null version.
+  Result<ObjectMeta> head_version(std::string_view bucket, std::string_view key,
+                                  std::string_view version_id, bool* latest_is_null);
   Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
                                                             std::string_view key,
                                                             std::string_view version_id) override;

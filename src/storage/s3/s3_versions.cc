@@ -23,6 +23,11 @@ Request version_request(std::string method, std::string_view bucket, std::string
 
 Result<ObjectMeta> S3Store::head_object_version(std::string_view bucket, std::string_view key,
                                                 std::string_view version_id) {
+  return head_version(bucket, key, version_id, nullptr);
+}
+
+Result<ObjectMeta> S3Store::head_version(std::string_view bucket, std::string_view key,
+                                         std::string_view version_id, bool* latest_is_null) {
   OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
   Request r = version_request("HEAD", bucket, key, version_id);
   r.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
@@ -65,6 +70,20 @@ Result<ObjectMeta> S3Store::head_object_version(std::string_view bucket, std::st
                     "The specified version does not exist (upstream: " + st.message() + ")");
     return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
   }
+  if (resp->status == 400 && version_id == "null") {
+    // moto 5.2 refuses versionId=null (400) on a key written while versioning was off, whose
+    // only version is the null one (clients such as rclone ask for it by that id after an
+    // upload). The latest version, when it carries no version id, is the null version.
+    auto latest = head_version(bucket, key, "", nullptr);
+    if (latest.ok() && !latest->delete_marker &&
+        (latest->version_id.empty() || latest->version_id == "null")) {
+      latest->version_id = "null";
+      if (latest_is_null != nullptr) *latest_is_null = true;
+      return latest;
+    }
+    return Status(Errc::no_such_version,
+                  "The specified version does not exist (upstream: " + st.message() + ")");
+  }
   if (resp->status == 400 && !version_id.empty())
     return Status(Errc::invalid_argument,
                   "Invalid version id specified (upstream: " + st.message() + ")");
@@ -75,11 +94,14 @@ Result<std::unique_ptr<ObjectReader>> S3Store::open_object_version(std::string_v
                                                                    std::string_view key,
                                                                    std::string_view version_id) {
   if (version_id.empty()) return open_object(bucket, key);
-  auto m = head_object_version(bucket, key, version_id);
+  bool latest_is_null = false;
+  auto m = head_version(bucket, key, version_id, &latest_is_null);
   if (!m.ok()) return m.status();
   if (m->delete_marker)
     return Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource (a delete marker)");
+  // The null version that the upstream will not name: read the latest, pinned to its ETag.
+  if (latest_is_null) return make_reader(core_, std::string(bucket), std::move(*m), "");
   return make_reader(core_, std::string(bucket), std::move(*m), std::string(version_id));
 }
 
