@@ -222,11 +222,16 @@ def test_delete_markers(vsrv, vs3, vb):
     with pytest.raises(botocore.exceptions.ClientError) as e:
         vs3.get_object(Bucket=vb, Key="k")
     assert code_of(e) == "NoSuchKey" and status_of(e) == 404
-    assert headers_of(e)["x-amz-delete-marker"] == "true"
-    assert headers_of(e)["x-amz-version-id"] == marker
+    # radosgw 16 does not say so, and the gateway answers as its upstream rather than list the
+    # key's versions on every missing-key GET (docs/scale-out.md).
+    says_marker = gateway_upstream() != "radosgw"
+    if says_marker:
+        assert headers_of(e)["x-amz-delete-marker"] == "true"
+        assert headers_of(e)["x-amz-version-id"] == marker
     with pytest.raises(botocore.exceptions.ClientError) as e:
         vs3.head_object(Bucket=vb, Key="k")
-    assert status_of(e) == 404 and headers_of(e)["x-amz-delete-marker"] == "true"
+    assert status_of(e) == 404
+    assert headers_of(e).get("x-amz-delete-marker") == ("true" if says_marker else None)
     # The marker by id: 405 MethodNotAllowed; the old version is still there.
     with pytest.raises(botocore.exceptions.ClientError) as e:
         vs3.get_object(Bucket=vb, Key="k", VersionId=marker)
