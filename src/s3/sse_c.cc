@@ -16,13 +16,17 @@ void wipe(std::string& s) {
   if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
 }
 
+}  // namespace
+
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');
-  OBJDIRECT_ASSERT(RAND_bytes(reinterpret_cast<unsigned char*>(out.data()),
-                              static_cast<int>(n)) == 1,
-                   "the CSPRNG failed");
+  OBJDIRECT_ASSERT(
+      RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) == 1,
+      "the CSPRNG failed");
   return out;
 }
+
+namespace {
 
 Status invalid(std::string_view message) {
   return Status(Errc::invalid_argument, std::string(message));
@@ -81,24 +85,22 @@ CustomerKey& CustomerKey::operator=(const CustomerKey& o) {
   return *this;
 }
 
-CustomerKey::~CustomerKey() { wipe(key_); }
-
-std::string random_iv() { return random_bytes(sse_c_iv_bytes); }
-
-storage::SseCustomer new_sse_params(const CustomerKey& key, bool with_iv) {
-  storage::SseCustomer s;
-  s.algorithm = std::string(sse_c_algorithm);
-  s.key_md5 = key.key_md5();
-  s.salt = random_bytes(sse_c_salt_bytes);
-  s.key_hmac = hmac_sha256(s.salt, key.raw());
-  if (with_iv) s.iv = random_iv();
-  return s;
+CustomerKey::~CustomerKey() {
+  wipe(key_);
 }
 
-bool key_matches(const storage::SseCustomer& sse, const CustomerKey& key) {
-  const std::string mac = hmac_sha256(sse.salt, key.raw());
-  return mac.size() == sse.key_hmac.size() &&
-         CRYPTO_memcmp(mac.data(), sse.key_hmac.data(), mac.size()) == 0;
+std::string random_iv() {
+  return random_bytes(sse_c_iv_bytes);
+}
+
+std::string key_verifier(std::string_view salt, const CustomerKey& key) {
+  return hmac_sha256(salt, key.raw());
+}
+
+bool key_matches(std::string_view salt, std::string_view verifier, const CustomerKey& key) {
+  const std::string mac = key_verifier(salt, key);
+  return mac.size() == verifier.size() &&
+         CRYPTO_memcmp(mac.data(), verifier.data(), mac.size()) == 0;
 }
 
 std::string sse_c_etag(const CustomerKey& key, std::string_view md5_raw) {
@@ -112,12 +114,13 @@ AesCtr::AesCtr(std::string_view key, std::string_view iv) {
   ctx_ = EVP_CIPHER_CTX_new();
   OBJDIRECT_ASSERT(ctx_ != nullptr, "EVP_CIPHER_CTX_new failed");
   OBJDIRECT_ASSERT(EVP_EncryptInit_ex(ctx_, EVP_aes_256_ctr(), nullptr,
-                                      reinterpret_cast<const unsigned char*>(key.data()),
-                                      iv_) == 1,
+                                      reinterpret_cast<const unsigned char*>(key.data()), iv_) == 1,
                    "EVP_EncryptInit_ex(aes-256-ctr) failed");
 }
 
-AesCtr::~AesCtr() { EVP_CIPHER_CTX_free(ctx_); }  // the context wipes the key schedule
+AesCtr::~AesCtr() {
+  EVP_CIPHER_CTX_free(ctx_);
+}  // the context wipes the key schedule
 
 void AesCtr::seek(std::uint64_t offset) {
   // counter = iv + offset / 16, 128-bit big-endian with carry.
@@ -144,16 +147,15 @@ void AesCtr::seek(std::uint64_t offset) {
 }
 
 void AesCtr::apply(const std::byte* in, std::byte* out, std::size_t n) {
-  constexpr std::size_t step_max = std::size_t{1} << 30;  // EVP lengths are ints
+  constexpr std::size_t evp_step_bytes = std::size_t{1} << 30;  // EVP lengths are ints
   while (n > 0) {
-    const std::size_t step = n < step_max ? n : step_max;
+    const std::size_t step = n < evp_step_bytes ? n : evp_step_bytes;
     int got = 0;
-    OBJDIRECT_ASSERT(
-        EVP_EncryptUpdate(ctx_, reinterpret_cast<unsigned char*>(out), &got,
-                          reinterpret_cast<const unsigned char*>(in), static_cast<int>(step)) ==
-                1 &&
-            static_cast<std::size_t>(got) == step,
-        "EVP_EncryptUpdate failed");
+    OBJDIRECT_ASSERT(EVP_EncryptUpdate(ctx_, reinterpret_cast<unsigned char*>(out), &got,
+                                       reinterpret_cast<const unsigned char*>(in),
+                                       static_cast<int>(step)) == 1 &&
+                         static_cast<std::size_t>(got) == step,
+                     "EVP_EncryptUpdate failed");
     in += step;
     out += step;
     n -= step;

@@ -1,7 +1,7 @@
 // SSE-C (server-side encryption with customer-provided keys, docs/sse-c.md): the customer key
-// from a request's three headers, the per-object parameters a store persists
-// (storage::SseCustomer: never the key), and AES-256-CTR positioned at any byte offset, so that a
-// ranged GET decrypts from where it starts.
+// from a request's three headers, the salted HMAC that verifies a later key (what a store
+// persists instead of the key), and AES-256-CTR positioned at any byte offset, so that a ranged
+// GET decrypts from where it starts. No store types: server/s3 fills storage::SseCustomer.
 //
 // Errors are AWS's (400 InvalidArgument, each with AWS's message): an algorithm other than
 // AES256 or none, a missing key, a key that is not base64 of 32 bytes, a missing key MD5, or a
@@ -19,7 +19,6 @@
 #include <string_view>
 
 #include "common/status.hpp"
-#include "storage/object_store.hpp"
 
 namespace objdirect::s3 {
 
@@ -60,14 +59,13 @@ class CustomerKey {
   std::string key_md5_;
 };
 
-// Fresh parameters for an object or an upload written with `key`: algorithm, key MD5, a random
-// salt and the salted HMAC of the key; a random IV when `with_iv` (single-part objects).
-storage::SseCustomer new_sse_params(const CustomerKey& key, bool with_iv);
-// 16 bytes from OpenSSL's CSPRNG (an object's or a part's IV).
+// n bytes from OpenSSL's CSPRNG (salts); random_iv(): 16 of them (an object's or a part's IV).
+std::string random_bytes(std::size_t n);
 std::string random_iv();
-// Whether `key` is the key `sse` was written with: HMAC-SHA256(salt, key) compared in constant
-// time with the stored one.
-bool key_matches(const storage::SseCustomer& sse, const CustomerKey& key);
+// HMAC-SHA256(salt, key): what is stored to recognise the key later (32 bytes).
+std::string key_verifier(std::string_view salt, const CustomerKey& key);
+// Whether `key` is the key whose verifier under `salt` is `verifier`, compared in constant time.
+bool key_matches(std::string_view salt, std::string_view verifier, const CustomerKey& key);
 // The ETag of SSE-C data whose plaintext MD5 is `md5_raw`: the hex of the first 16 bytes of
 // HMAC-SHA256(key, md5_raw). Like AWS's, it is not the MD5 of the plaintext (which would let
 // anyone who reads the ETag confirm a guessed plaintext); it is stable for the same key and bytes.

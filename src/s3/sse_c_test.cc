@@ -28,8 +28,7 @@ std::string crypt(AesCtr& c, std::uint64_t offset, std::string_view in) {
 // NIST SP 800-38A, F.5.5 CTR-AES256.Encrypt: four blocks from the counter f0f1...feff, whose
 // second block carries into the next byte (...fdff00).
 TEST(AesCtr, NistSp800_38aVector) {
-  const std::string key =
-      unhex("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4");
+  const std::string key = unhex("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4");
   const std::string iv = unhex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
   const std::string plain = unhex(
       "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
@@ -52,8 +51,8 @@ TEST(AesCtr, SeekEqualsSliceOfWholeStream) {
   std::string key(32, '\0'), plain(70000, '\0');
   for (auto& ch : key) ch = static_cast<char>(rng());
   for (auto& ch : plain) ch = static_cast<char>(rng());
-  for (const std::string& iv :
-       {std::string(16, '\xff'), std::string(16, '\0'), unhex("0000000000000000fffffffffffffff0")}) {
+  for (const std::string& iv : {std::string(16, '\xff'), std::string(16, '\0'),
+                                unhex("0000000000000000fffffffffffffff0")}) {
     AesCtr c(key, iv);
     const std::string whole = crypt(c, 0, plain);
     ASSERT_NE(whole.substr(0, 64), plain.substr(0, 64));
@@ -125,26 +124,22 @@ TEST(CustomerKey, ParsesAndRejectsAsAws) {
   expect_invalid(h, "The calculated MD5 hash of the key did not match the hash that was provided.");
 }
 
-TEST(CustomerKey, ParamsVerifyOnlyTheirKeyAndNeverHoldIt) {
+TEST(CustomerKey, VerifierRecognisesOnlyItsKey) {
   const CustomerKey a = CustomerKey::from_raw(std::string(32, 'a'));
   const CustomerKey b = CustomerKey::from_raw(std::string(32, 'b'));
-  const storage::SseCustomer p = new_sse_params(a, true);
-  EXPECT_EQ(p.algorithm, "AES256");
-  EXPECT_EQ(p.key_md5, a.key_md5());
-  EXPECT_EQ(p.salt.size(), 16u);
-  EXPECT_EQ(p.key_hmac.size(), 32u);
-  EXPECT_EQ(p.iv.size(), 16u);
-  EXPECT_TRUE(key_matches(p, a));
-  EXPECT_FALSE(key_matches(p, b));
-  for (const std::string* f : {&p.key_md5, &p.salt, &p.key_hmac, &p.iv}) {
-    EXPECT_EQ(f->find(a.raw()), std::string::npos);
-  }
-  // Fresh salt and IV each time; no IV for an upload's template.
-  const storage::SseCustomer q = new_sse_params(a, false);
-  EXPECT_NE(q.salt, p.salt);
-  EXPECT_NE(q.key_hmac, p.key_hmac);
-  EXPECT_TRUE(q.iv.empty());
-  EXPECT_TRUE(key_matches(q, a));
+  const std::string salt = random_bytes(sse_c_salt_bytes);
+  const std::string v = key_verifier(salt, a);
+  EXPECT_EQ(v.size(), 32u);
+  EXPECT_NE(v, a.raw());
+  EXPECT_TRUE(key_matches(salt, v, a));
+  EXPECT_FALSE(key_matches(salt, v, b));
+  EXPECT_FALSE(key_matches(salt, v.substr(0, 31), a));
+  // Another salt, another verifier for the same key.
+  const std::string salt2 = random_bytes(sse_c_salt_bytes);
+  EXPECT_NE(salt, salt2);
+  EXPECT_NE(key_verifier(salt2, a), v);
+  EXPECT_FALSE(key_matches(salt2, v, a));
+  EXPECT_EQ(random_iv().size(), 16u);
   EXPECT_NE(random_iv(), random_iv());
 }
 

@@ -200,9 +200,9 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
     part.sse_iv = random_iv();
     enc.emplace(**writer, **key, part.sse_iv, opts.io_buffer_bytes);
   }
-  auto data = copy_data(**reader, offset, length,
-                        enc ? static_cast<storage::BlobWriter&>(*enc) : **writer, algos,
-                        opts.io_buffer_bytes);
+  auto data =
+      copy_data(**reader, offset, length, enc ? static_cast<storage::BlobWriter&>(*enc) : **writer,
+                algos, opts.io_buffer_bytes);
   enc.reset();
   if (!data.ok()) {
     writer->reset();  // unlink the temporary file (and free its space) before answering

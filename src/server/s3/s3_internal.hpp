@@ -334,6 +334,13 @@ class EncryptingWriter final : public storage::BlobWriter {
 // A reader of `inner` (an SSE-C object) that decrypts what pread returns and offers no extents.
 std::unique_ptr<storage::ObjectReader> decrypting_reader(
     std::unique_ptr<storage::ObjectReader> inner, const CustomerKey& key);
+// Fresh SSE-C parameters for an object or upload written with `key`: algorithm, key MD5, a random
+// salt and the salted HMAC of the key; a random IV when `with_iv` (single-part objects).
+storage::SseCustomer new_sse_params(const CustomerKey& key, bool with_iv);
+// Whether `key` is the one `sse` was written with (constant-time HMAC comparison).
+inline bool key_matches(const storage::SseCustomer& sse, const CustomerKey& key) {
+  return key_matches(sse.salt, sse.key_hmac, key);
+}
 // x-amz-server-side-encryption-customer-algorithm and -key-MD5 of an SSE-C object (none else).
 void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse);
 

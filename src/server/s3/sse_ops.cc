@@ -55,8 +55,8 @@ class DecryptingReader final : public storage::ObjectReader {
       const std::size_t len =
           static_cast<std::size_t>(std::min<std::uint64_t>(*n - done, end - pos));
       if (ivs_[part].size() != sse_c_iv_bytes) {
-        return Status(Errc::corrupt, "SSE-C object without the IV of its part " +
-                                         std::to_string(part + 1));
+        return Status(Errc::corrupt,
+                      "SSE-C object without the IV of its part " + std::to_string(part + 1));
       }
       if (!ctr_ || ctr_part_ != part) {
         ctr_ = std::make_unique<AesCtr>(key_.raw(), ivs_[part]);
@@ -105,6 +105,16 @@ Status EncryptingWriter::append(std::span<const std::byte> data) {
 std::unique_ptr<storage::ObjectReader> decrypting_reader(
     std::unique_ptr<storage::ObjectReader> inner, const CustomerKey& key) {
   return std::make_unique<DecryptingReader>(std::move(inner), key);
+}
+
+storage::SseCustomer new_sse_params(const CustomerKey& key, bool with_iv) {
+  storage::SseCustomer s;
+  s.algorithm = std::string(sse_c_algorithm);
+  s.key_md5 = key.key_md5();
+  s.salt = random_bytes(sse_c_salt_bytes);
+  s.key_hmac = key_verifier(s.salt, key);
+  if (with_iv) s.iv = random_iv();
+  return s;
 }
 
 void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse) {

@@ -273,8 +273,8 @@ class Decoder {
         version_ == 1 ||
         (version_ == 2 && (kind == RecordKind::object || kind == RecordKind::upload ||
                            kind == RecordKind::bucket)) ||
-        (version_ == 3 && (kind == RecordKind::object || kind == RecordKind::upload ||
-                           kind == RecordKind::part));
+        (version_ == 3 &&
+         (kind == RecordKind::object || kind == RecordKind::upload || kind == RecordKind::part));
     if (!allowed || version_ > meta_format_version) return fail("unsupported format version");
     if (u8() != static_cast<std::uint8_t>(kind)) return fail("unexpected record kind");
     if (u32() != remaining()) return fail("body length does not match record size");

@@ -101,7 +101,9 @@ UploadInfo sse_upload() {
   return u;
 }
 
-PartRecord sse_part() { return PartRecord{{3, 9, "e", 1, {}, std::string(16, 'i')}, fixed_id(6)}; }
+PartRecord sse_part() {
+  return PartRecord{{3, 9, "e", 1, {}, std::string(16, 'i')}, fixed_id(6)};
+}
 
 TEST(MetaCodec, SseRecordsAreVersion3AndRoundTrip) {
   for (const ObjectRecord& rec : {sse_object(), sse_multipart_object()}) {
@@ -133,14 +135,14 @@ TEST(MetaCodec, SseRecordsAreVersion3AndRoundTrip) {
   ASSERT_TRUE(vd.ok()) << vd.status().to_string();
   EXPECT_EQ(vd->front().rec.meta.sse, sse_object().meta.sse);
   // The customer's key is never a field: the record holds only what SseCustomer names.
-  EXPECT_EQ(encode_object(sse_object()).size(),
-            encode_object([] {
-              ObjectRecord r = sse_object();
-              r.meta.sse = {};
-              return r;
-            }())
-                    .size() +
-                4 + 4 * 5 + 6 + 24 + 16 + 32 + 16);  // tag count + five strings
+  EXPECT_EQ(encode_object(sse_object()).size(), encode_object([] {
+                                                  ObjectRecord r = sse_object();
+                                                  r.meta.sse = {};
+                                                  return r;
+                                                }())
+                                                        .size() +
+                                                    4 + 4 * 5 + 6 + 24 + 16 + 32 +
+                                                    16);  // tag count + five strings
 }
 
 TEST(MetaCodec, Version3RulesAreEnforced) {
