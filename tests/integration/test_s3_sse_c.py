@@ -313,10 +313,12 @@ def test_awscli_s3_cp_sse_c(ssrv, es3, eb, tmp_path):
     aws = objd.which("aws")
     if not aws:
         pytest.skip("aws CLI not installed")
+    if backend() != "local":
+        pytest.skip("the CLI's requests are the boto3 ones above; once, in the local entry (5 s)")
     keyfile = tmp_path / "key.bin"
     keyfile.write_bytes(KEY_A)
     src = tmp_path / "in.bin"
-    src.write_bytes(os.urandom(3 << 20))
+    src.write_bytes(os.urandom(1 << 20))
     env = aws_env(ssrv, tmp_path)
     base = [aws, "--endpoint-url", ssrv.endpoint, "s3", "cp", "--sse-c", "AES256",
             "--sse-c-key", f"fileb://{keyfile}"]
