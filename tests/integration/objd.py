@@ -50,10 +50,11 @@ def gateway_mode():
 
 def keeps_versions():
     """True when the suite's backend keeps object versions (docs/versioning.md): the local and
-    RADOS backends; not the gateway (--backend s3) nor the read-through cache (--cache-dir)."""
+    RADOS backends, with or without the read-through cache (--cache-dir, which forwards the
+    version calls); not the gateway (--backend s3), which passes them through."""
     args = os.environ.get("OBJDIRECT_SERVER_ARGS", "").split()
     backend = args[args.index("--backend") + 1] if "--backend" in args[:-1] else "local"
-    return backend in ("local", "rados") and "--cache-dir" not in args
+    return backend in ("local", "rados")
 
 
 def server_binary():

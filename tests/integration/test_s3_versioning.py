@@ -38,9 +38,8 @@ OPAQUE_IDS = ("radosgw", "moto")
 def backend_keeps_versions():
     # The local and RADOS backends keep versions (objd.keeps_versions); the gateway passes
     # versioning through, and every verified upstream (a second ObjDirect, radosgw, moto) keeps
-    # them (docs/scale-out.md); the read-through cache does not.
-    args = os.environ.get("OBJDIRECT_SERVER_ARGS", "")
-    return objd.keeps_versions() or (gateway_upstream() is not None and "--cache-dir" not in args)
+    # them (docs/scale-out.md); the read-through cache forwards the version calls.
+    return objd.keeps_versions() or gateway_upstream() is not None
 
 
 @pytest.fixture(scope="module")

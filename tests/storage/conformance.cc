@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -491,6 +492,24 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
   constexpr int kThreads = 6, kRounds = 6;
   std::atomic<bool> done{false};
   std::atomic<int> failures{0}, reads{0};
+  std::mutex first_mu;
+  std::string first_failure;  // the first failure's reason, for the message
+  // moto 5.2 answers some PUTs and GETs of a key being replaced concurrently with a bare 500
+  // (its own "ValueError: I/O operation on closed file", also with boto3 alone), and radosgw 16
+  // sometimes a GET of such a key with 500 UnknownError (seen once in four runs); the gateway
+  // retries what it may and then answers unavailable. Counted apart: never mixed bytes.
+  std::atomic<int> upstream_500s{0};
+  auto fail = [&](const std::string& why) {
+    if (!GetParam()->upstream_kind.empty() && why.find("unavailable") != std::string::npos &&
+        why.find("HTTP 500") != std::string::npos) {
+      upstream_500s++;
+      return;
+    }
+    if (failures++ == 0) {
+      std::lock_guard lock(first_mu);
+      first_failure = why;
+    }
+  };
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t) {
     ts.emplace_back([&, t] {
@@ -498,7 +517,9 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
         const std::uint32_t v = std::uint32_t(t * 1000 + r + 1);
         // Sizes differ per writer so a mixed version would also show as a size mismatch.
         const std::string data = pattern(v, 8 * (4096 + 977 * std::size_t(t) + 13 * r) * 8);
-        if (!put(*store_, kBucket, "hot", data).ok()) failures++;
+        if (auto p = put(*store_, kBucket, "hot", data); !p.ok()) {
+          fail("put: " + p.status().to_string());
+        }
       }
     });
   }
@@ -509,7 +530,7 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
     while (!done || (reads == 0 && failures == 0)) {
       auto r = store_->open_object(kBucket, "hot");
       if (!r.ok()) {
-        if (r.code() != Errc::no_such_key) failures++;
+        if (r.code() != Errc::no_such_key) fail("open: " + r.status().to_string());
         continue;
       }
       auto all = read_all(**r);
@@ -518,15 +539,20 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
           (all.code() == Errc::precondition_failed || all.code() == Errc::no_such_key)) {
         continue;
       }
-      if (!all.ok() || pattern_version(*all) < 0 || want_etag(*all) != (*r)->meta().etag)
-        failures++;
+      if (!all.ok()) {
+        fail("read: " + all.status().to_string());
+      } else if (pattern_version(*all) < 0) {
+        fail("read: a torn or mixed version of " + std::to_string(all->size()) + " bytes");
+      } else if (want_etag(*all) != (*r)->meta().etag) {
+        fail("read: ETag " + (*r)->meta().etag + " for the bytes of " + want_etag(*all));
+      }
       reads++;
     }
   });
   for (auto& t : ts) t.join();
   done = true;
   reader.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << "first: " << first_failure;
   EXPECT_GT(reads.load(), 0);
   auto h = store_->head_object(kBucket, "hot");
   ASSERT_TRUE(h.ok());
@@ -534,7 +560,10 @@ TEST_P(Conformance, ConcurrentOverwritersOfOneKey) {
   ASSERT_TRUE(all.ok());
   const auto v = pattern_version(*all);
   ASSERT_GE(v, 0);
-  EXPECT_EQ(v % 1000, kRounds) << "the winner is some writer's last version";
+  // A writer whose last PUT failed upstream (moto's 500s) may leave an earlier version last.
+  if (upstream_500s == 0) {
+    EXPECT_EQ(v % 1000, kRounds) << "the winner is some writer's last version";
+  }
   EXPECT_EQ(h->etag, want_etag(*all));
   auto l = store_->list_objects(kBucket, {});
   ASSERT_TRUE(l.ok());
@@ -658,17 +687,31 @@ TEST_P(Conformance, Multipart) {
   EXPECT_TRUE(store_->get_upload(kBucket, "big", *up).ok());
 
   // Complete with 1, 2, 3 (5 unused).
-  auto m = complete(*store_, "big", *up,
-                    {{parts[1], data[1]}, {parts[2], data[2]}, {parts[3], data[3]}});
+  std::vector<std::pair<PartInfo, std::string>> used = {
+      {parts[1], data[1]}, {parts[2], data[2]}, {parts[3], data[3]}};
+  if (GetParam()->upstream_kind == "radosgw") {
+    // radosgw 16 refuses a Complete that leaves an uploaded part out (InvalidPart), where S3
+    // drops the unused part; S3 has no call to delete one part, so the gateway cannot hide it.
+    // The upload is kept: completed with part 5 too.
+    EXPECT_EQ(complete(*store_, "big", *up, used).code(), Errc::invalid_part);
+    used.emplace_back(parts[5], data[5]);
+  }
+  std::string whole;
+  std::vector<std::string> used_data;
+  for (const auto& [p, d] : used) {
+    whole += d;
+    used_data.push_back(d);
+  }
+  auto m = complete(*store_, "big", *up, used);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
-  EXPECT_EQ(m->size, data[1].size() + data[2].size() + data[3].size());
+  EXPECT_EQ(m->size, whole.size());
   EXPECT_EQ(store_->get_upload(kBucket, "big", *up).code(), Errc::no_such_upload);
   EXPECT_EQ(store_->list_parts(kBucket, "big", *up, 0, 10).code(), Errc::no_such_upload);
   auto h = store_->head_object(kBucket, "big");
   ASSERT_TRUE(h.ok());
-  EXPECT_EQ(h->etag, want_multipart_etag({data[1], data[2], data[3]}));
+  EXPECT_EQ(h->etag, want_multipart_etag(used_data));
   EXPECT_EQ(m->etag, h->etag);
-  ASSERT_EQ(m->parts.size(), 3u);
+  ASSERT_EQ(m->parts.size(), used.size());
   EXPECT_EQ(m->parts[1].etag, want_etag(data[2]));
   if (GetParam()->owners_and_parts) {
     ASSERT_EQ(h->parts.size(), 3u);
@@ -676,7 +719,7 @@ TEST_P(Conformance, Multipart) {
   }
   auto all = get(*store_, kBucket, "big");
   ASSERT_TRUE(all.ok()) << all.status().to_string();
-  EXPECT_TRUE(*all == data[1] + data[2] + data[3]);
+  EXPECT_TRUE(*all == whole);
   // Reads across part boundaries.
   auto r = store_->open_object(kBucket, "big");
   ASSERT_TRUE(r.ok());
@@ -810,6 +853,14 @@ TEST_P(Conformance, ListingPrefixDelimiterContinuation) {
     if (rng() % 3 == 0) q.start_after = keys[rng() % keys.size()];
     auto got = store_->list_objects(kBucket, q);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
+    if (GetParam()->upstream_kind == "moto" && GetParam()->utf8_keys_only &&
+        q.prefix == high.substr(0, 1)) {
+      // A prefix that is not UTF-8 (the first byte of U+10FFFF): moto 5.2 decodes the query
+      // string as UTF-8 with replacement characters and lists nothing, where a byte-wise
+      // backend lists the high key. The gateway sends the prefix byte-exact (%F4).
+      EXPECT_TRUE(got->objects.empty() && got->common_prefixes.empty()) << "moto changed";
+      continue;
+    }
     const auto want = model.list(q);
     EXPECT_EQ(keys_of(*got), keys_of(want)) << "prefix '" << q.prefix << "' delim '" << q.delimiter
                                             << "' max " << q.max_keys << " after " << q.start_after;
@@ -985,7 +1036,7 @@ TEST_P(Conformance, KillBetweenDataAndCommit) {
 // inside a key and rolls up common prefixes.
 TEST_P(Conformance, Versions) {
   if (!store_->supports_versioning()) GTEST_SKIP() << "this backend keeps no versions";
-  if (GetParam()->name == "gateway") {
+  if (GetParam()->name.starts_with("gateway")) {
     // The gateway passes versioning through to its upstream, which keeps the versions; the
     // bookkeeping checked here (noncurrent_since, tags on a version) is the keeper's, and the
     // gateway's pass-through is tested by gateway*.integration_s3_versioning on each upstream.
@@ -1188,7 +1239,12 @@ TEST_P(Conformance, ListObjectVersionsPagesInsideKeys) {
   ListVersionsQuery bad;
   bad.key_marker = "a";
   bad.version_id_marker = "zz";
-  EXPECT_EQ(store_->list_object_versions(kBucket, bad).code(), Errc::invalid_argument);
+  // radosgw and moto treat version ids as opaque: a malformed marker is simply not found (the
+  // listing starts after the key), where ObjDirect's ids have a form to check.
+  const bool opaque_ids =
+      GetParam()->upstream_kind == "radosgw" || GetParam()->upstream_kind == "moto";
+  EXPECT_EQ(store_->list_object_versions(kBucket, bad).code(),
+            opaque_ids ? Errc::ok : Errc::invalid_argument);
   // ListObjects hides "c", whose latest version is a delete marker.
   auto listed = store_->list_objects(kBucket, ListQuery{});
   ASSERT_TRUE(listed.ok());
@@ -1205,7 +1261,11 @@ TEST_P(Conformance, ListObjectVersionsPagesInsideKeys) {
   auto rolled = store_->list_objects(kBucket, lq);
   ASSERT_TRUE(rolled.ok());
   EXPECT_EQ(keys_of(*rolled), (std::vector<std::string>{"0plain", "a", "ab"}));
-  EXPECT_EQ(rolled->common_prefixes, (std::vector<std::string>{"b/", "e/"}));
+  // moto 5.2 rolls a prefix up whatever its keys' latest versions are, as ListObjectVersions
+  // does ("d/" too); hiding it in the gateway would cost a listing per common prefix.
+  const bool moto = GetParam()->upstream_kind == "moto";
+  EXPECT_EQ(rolled->common_prefixes, moto ? (std::vector<std::string>{"b/", "d/", "e/"})
+                                          : (std::vector<std::string>{"b/", "e/"}));
   lq.max_keys = 4;
   auto first = store_->list_objects(kBucket, lq);
   ASSERT_TRUE(first.ok());
@@ -1216,7 +1276,8 @@ TEST_P(Conformance, ListObjectVersionsPagesInsideKeys) {
   ASSERT_TRUE(rest.ok());
   EXPECT_FALSE(rest->truncated);
   EXPECT_TRUE(rest->objects.empty());
-  EXPECT_EQ(rest->common_prefixes, std::vector<std::string>{"e/"});
+  EXPECT_EQ(rest->common_prefixes,
+            moto ? (std::vector<std::string>{"d/", "e/"}) : (std::vector<std::string>{"e/"}));
   // ListObjectVersions still rolls "d/" up: its markers are versions.
   ListVersionsQuery vq;
   vq.delimiter = "/";

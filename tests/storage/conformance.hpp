@@ -70,6 +70,10 @@ struct BackendFactory {
   //  - tags false: set_object_tags / set_bucket_tags answer not_implemented (the gateway does not
   //    pass tags through yet); the Tags test then checks only that.
   bool tags = true;
+  // The S3 service behind a gateway backend other than ObjDirect ("radosgw", "moto"; empty
+  // otherwise): where that upstream answers otherwise than S3 and the gateway cannot hide it,
+  // the tests check that upstream's answer and say why.
+  std::string upstream_kind;
 };
 
 class Conformance : public ::testing::TestWithParam<const BackendFactory*> {

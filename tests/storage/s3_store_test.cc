@@ -11,8 +11,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -396,10 +398,17 @@ TEST_F(S3StoreTest, UnreachableUpstreamIsUnavailableQuickly) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
-// A misbehaving upstream: answers every request with reply(method) on a fresh connection.
+// A misbehaving upstream: answers every request with reply(method) (or reply(method, request
+// head)) on a fresh connection.
 class FakeUpstream {
  public:
   explicit FakeUpstream(std::function<std::string(const std::string& method)> reply)
+      : FakeUpstream(std::function<std::string(const std::string&, const std::string&)>(
+            [reply = std::move(reply)](const std::string& m, const std::string&) {
+              return reply(m);
+            })) {}
+  explicit FakeUpstream(
+      std::function<std::string(const std::string& method, const std::string& head)> reply)
       : reply_(std::move(reply)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -424,7 +433,7 @@ class FakeUpstream {
           if (n <= 0) break;
           req.append(buf, static_cast<std::size_t>(n));
         }
-        const std::string out = reply_(req.substr(0, req.find(' ')));
+        const std::string out = reply_(req.substr(0, req.find(' ')), req);
         for (std::size_t at = 0; at < out.size();) {
           const ssize_t n = ::send(c, out.data() + at, out.size() - at, MSG_NOSIGNAL);
           if (n <= 0) break;
@@ -451,7 +460,7 @@ class FakeUpstream {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
  private:
-  std::function<std::string(const std::string&)> reply_;
+  std::function<std::string(const std::string&, const std::string&)> reply_;
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -715,6 +724,132 @@ TEST_F(S3StoreTest, TransientUpstreamFailuresAreRetriedWithBackoff) {
   o.retry.max_attempts = 0;
   EXPECT_EQ(open_s3_store(o).code(), Errc::invalid_argument);
   // (The back-off itself is the shared policy's, tested in retry_test.)
+}
+
+// An upstream serving one object whose GET streams (ranges over 1 MiB) are cut after 40 % of
+// their body (or, with `bare`, right after the headers), `cuts` times; ranged GETs must carry
+// If-Match with the current ETag (412 otherwise). `etag` may change between requests (an overwrite
+// upstream).
+std::string object_reply(const std::string& method, const std::string& head,
+                         const std::string& data, const std::string& etag, std::atomic<int>& cuts,
+                         std::atomic<int>& gets, bool bare) {
+  const std::string common = "ETag: \"" + etag +
+                             "\"\r\nLast-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
+                             "Connection: close\r\n";
+  if (method == "HEAD") {
+    return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(data.size()) + "\r\n" + common +
+           "\r\n";
+  }
+  gets++;
+  std::string lower(head);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("if-match: \"" + etag + "\"") == std::string::npos) {
+    return "HTTP/1.1 412 Precondition Failed\r\nContent-Length: 0\r\n" + common + "\r\n";
+  }
+  const auto at = lower.find("range: bytes=");
+  std::uint64_t first = 0, last = data.size() - 1;
+  if (at != std::string::npos) {
+    std::sscanf(lower.c_str() + at + 13, "%lu-%lu", &first, &last);
+  }
+  last = std::min<std::uint64_t>(last, data.size() - 1);
+  const std::uint64_t n = last - first + 1;
+  std::string out = "HTTP/1.1 206 Partial Content\r\nContent-Length: " + std::to_string(n) +
+                    "\r\nContent-Range: bytes " + std::to_string(first) + "-" +
+                    std::to_string(last) + "/" + std::to_string(data.size()) + "\r\n" + common +
+                    "\r\n";
+  if (n > (1u << 20) && cuts > 0) {
+    cuts--;
+    return out + data.substr(first, bare ? 0 : n * 2 / 5);  // the connection closes mid-body
+  }
+  return out + data.substr(first, n);
+}
+
+TEST_F(S3StoreTest, GetStreamResumesMidBodyUnderTheRetryPolicy) {
+  const std::string data = random_bytes((3 << 20) + 4096, 5);
+  std::string etag = "0123456789abcdef0123456789abcdef";
+  std::mutex mu;
+  std::atomic<int> cuts{2}, gets{0};
+  std::atomic<bool> bare{false};
+  FakeUpstream up([&](const std::string& m, const std::string& h) {
+    std::lock_guard lock(mu);
+    return object_reply(m, h, data, etag, cuts, gets, bare);
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = up.url();
+  o.probe = false;
+  o.parallel_get_min_bytes = 64 << 20;  // no splitting: one stream
+  o.retry.base_delay = std::chrono::milliseconds(5);
+  auto read = [&](ObjectStore& s, std::size_t chunk) -> Result<std::string> {
+    auto r = s.open_object(kBucket, "k");
+    if (!r.ok()) return r.status();
+    std::string got(data.size(), '\0');
+    for (std::size_t at = 0; at < got.size();) {
+      const std::size_t n = std::min(chunk, got.size() - at);
+      auto k = (*r)->pread(std::as_writable_bytes(std::span<char>(got.data() + at, n)), at);
+      if (!k.ok()) return k.status();
+      at += *k;
+    }
+    return got;
+  };
+  // Two cuts, three attempts: every byte, from two resumed ranges.
+  auto s = open_s3_store(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = read(**s, 256 << 10);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(*got == data) << "resumed bytes differ";
+  EXPECT_EQ(cuts.load(), 0);
+  EXPECT_EQ(s3_store_stats(**s).stream_resumes, 2u);
+  EXPECT_EQ(s3_store_stats(**s).retries, 2u);
+
+  // One attempt only (max_attempts 1): the cut is the reader's error, nothing resumed.
+  o.retry.max_attempts = 1;
+  cuts = 1;
+  auto one = open_s3_store(o);
+  ASSERT_TRUE(one.ok());
+  auto cut = read(**one, 256 << 10);
+  EXPECT_FALSE(cut.ok());
+  EXPECT_EQ(s3_store_stats(**one).stream_resumes, 0u);
+
+  // Attempts are counted per pread: cuts that each deliver bytes keep resuming (bounded by the
+  // object), cuts that deliver nothing end the pread after max_attempts, naming them.
+  o.retry.max_attempts = 2;
+  cuts = 100;
+  bare = true;
+  auto two = open_s3_store(o);
+  ASSERT_TRUE(two.ok());
+  auto many = read(**two, 1 << 20);
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.status().message().find("after 2 attempts"), std::string::npos)
+      << many.status().to_string();
+  EXPECT_EQ(s3_store_stats(**two).stream_resumes, 1u);
+  bare = false;
+
+  // Overwritten upstream between the cut and the resume: the resume's If-Match answers 412,
+  // which is not retried: precondition_failed, never bytes of two versions.
+  o.retry.max_attempts = 3;
+  cuts = 0;
+  auto three = open_s3_store(o);
+  ASSERT_TRUE(three.ok());
+  auto r = (*three)->open_object(kBucket, "k");
+  ASSERT_TRUE(r.ok());
+  std::string buf(256 << 10, '\0');
+  auto span = std::as_writable_bytes(std::span<char>(buf));
+  ASSERT_TRUE((*r)->pread(span, 0).ok());  // exact GET
+  {
+    std::lock_guard lock(mu);
+    cuts = 1;
+  }
+  ASSERT_TRUE((*r)->pread(span, buf.size()).ok());  // opens the stream, which is cut later
+  {
+    std::lock_guard lock(mu);
+    etag = "fedcba9876543210fedcba9876543210";
+  }
+  Status last = Status::Ok();
+  for (std::uint64_t at = 2 * buf.size(); at < data.size() && last.ok(); at += buf.size()) {
+    auto k = (*r)->pread(span, at);
+    if (!k.ok()) last = k.status();
+  }
+  EXPECT_EQ(last.code(), Errc::precondition_failed) << last.to_string();
 }
 
 TEST_F(S3StoreTest, WriteConditionsProbedOrCheckedByTheGateway) {

@@ -285,6 +285,23 @@ struct CachingStore::Core {
     ++gen;
   }
 
+  // Forgets the metadata of every key of the bucket (its blocks stay: the bytes did not change)
+  // and the bucket's head_bucket answer: a change of the bucket's versioning state changes what
+  // every key's metadata says (the version id of an object written before it, "" -> "null").
+  void forget_bucket_metas(std::string_view bucket) {
+    std::string lo(bucket);
+    lo.push_back('\0');
+    std::string hi(bucket);
+    hi.push_back('\1');
+    std::lock_guard lock(mu);
+    for (auto it = metas.lower_bound(lo); it != metas.end() && it->first < hi;) {
+      meta_lru.erase(it->second.lru);
+      it = metas.erase(it);
+    }
+    buckets.erase(std::string(bucket));
+    ++gen;
+  }
+
   // Records meta as validated now, unless an invalidation happened since `seen_gen` (then the
   // meta may predate a write through this cache).
   void remember(std::string_view bucket, std::string_view key, const ObjectMeta& m,
@@ -880,6 +897,10 @@ Status CachingStore::set_bucket_config(std::string_view bucket, std::string_view
                                        std::string document) {
   core_->c.inner_requests++;
   Status st = core_->inner->set_bucket_config(bucket, name, std::move(document));
+  if (name == versioning_config_name) {
+    core_->forget_bucket_metas(bucket);
+    return st;
+  }
   std::lock_guard lock(core_->mu);
   core_->buckets.erase(std::string(bucket));
   return st;
@@ -934,6 +955,44 @@ Status CachingStore::delete_object(std::string_view bucket, std::string_view key
   Status st = core_->inner->delete_object(bucket, key);
   if (st.ok()) core_->invalidate(bucket, key);
   return st;
+}
+
+Result<std::optional<std::string>> CachingStore::bucket_config(std::string_view bucket,
+                                                               std::string_view name) {
+  core_->c.inner_requests++;
+  return core_->inner->bucket_config(bucket, name);
+}
+
+bool CachingStore::supports_versioning() const {
+  return core_->inner->supports_versioning();
+}
+
+Result<ObjectMeta> CachingStore::head_object_version(std::string_view bucket, std::string_view key,
+                                                     std::string_view version_id) {
+  core_->c.inner_requests++;
+  return core_->inner->head_object_version(bucket, key, version_id);
+}
+
+Result<std::unique_ptr<ObjectReader>> CachingStore::open_object_version(
+    std::string_view bucket, std::string_view key, std::string_view version_id) {
+  core_->c.inner_requests++;
+  return core_->inner->open_object_version(bucket, key, version_id);
+}
+
+Result<DeleteOutcome> CachingStore::delete_object_version(std::string_view bucket,
+                                                          std::string_view key,
+                                                          std::string_view version_id) {
+  core_->c.inner_requests++;
+  auto r = core_->inner->delete_object_version(bucket, key, version_id);
+  // Also on failure: the inner store may have removed the version before failing to answer.
+  core_->invalidate(bucket, key);
+  return r;
+}
+
+Result<ListVersionsResult> CachingStore::list_object_versions(std::string_view bucket,
+                                                              const ListVersionsQuery& q) {
+  core_->c.inner_requests++;
+  return core_->inner->list_object_versions(bucket, q);
 }
 
 Result<ListResult> CachingStore::list_objects(std::string_view bucket, const ListQuery& q) {

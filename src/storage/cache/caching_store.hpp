@@ -45,6 +45,18 @@
 // otherwise match them). Listing, buckets and multipart pass through. One process owns a cache
 // directory (flock on <dir>/LOCK).
 //
+// Versions: the cache keeps versions only as far as its inner store does (supports_versioning()
+// and bucket_config are the inner store's, read past the cached head_bucket, whose answer may
+// leave the documents out). Only the latest version is cached, as above; a version named by its
+// id (head_object_version / open_object_version with a non-empty id) is always read from the
+// inner store, never from blocks, so a version deleted there is never served from here (caching
+// them would cost a HEAD per read all the same). A read of the latest version through the
+// version calls ("" id) goes to the inner store too (it may answer a delete marker).
+// delete_object_version invalidates the key (the latest version may change), as a write does.
+// What the TTL allows for the latest version still holds: an overwrite made behind the cache is
+// seen within ttl_s; one with the same ETag (the same bytes) keeps the cached metadata, version
+// id included, until a write through the cache or the metadata's eviction.
+//
 // Thread safety: fully thread-safe (one mutex guards the index, the metadata and the fills; file
 // I/O runs outside it). Readers are used by one thread at a time and may outlive the store.
 #pragma once
@@ -139,6 +151,19 @@ class CachingStore : public ObjectStore {
   Result<std::optional<ObjectMeta>> revalidate(std::string_view bucket, std::string_view key,
                                                std::string_view etag) override;
   Status delete_object(std::string_view bucket, std::string_view key) override;
+  // Versioning is the inner store's (see "Versions" above).
+  Result<std::optional<std::string>> bucket_config(std::string_view bucket,
+                                                   std::string_view name) override;
+  bool supports_versioning() const override;
+  Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
+                                         std::string_view version_id) override;
+  Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
+                                                            std::string_view key,
+                                                            std::string_view version_id) override;
+  Result<DeleteOutcome> delete_object_version(std::string_view bucket, std::string_view key,
+                                              std::string_view version_id) override;
+  Result<ListVersionsResult> list_object_versions(std::string_view bucket,
+                                                  const ListVersionsQuery& q) override;
   Result<ListResult> list_objects(std::string_view bucket, const ListQuery& q) override;
   Result<std::string> create_upload(std::string_view bucket, const UploadInfo& info) override;
   Result<UploadInfo> get_upload(std::string_view bucket, std::string_view key,

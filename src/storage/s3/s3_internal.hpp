@@ -88,7 +88,7 @@ struct Counters {
   std::atomic<std::uint64_t> requests{0}, get_requests{0}, connections_created{0},
       connections_in_use{0}, connections_peak{0}, pool_waits_timed_out{0}, spooled_to_file{0},
       multipart_commits{0}, retries{0}, capability_probes{0}, gateway_checked_conditions{0},
-      kept_part_checksums_used{0};
+      kept_part_checksums_used{0}, stream_resumes{0};
 };
 
 // --- connection pool ---------------------------------------------------------------------------

@@ -134,7 +134,18 @@ Result<PartInfo> S3Store::commit_part(std::string_view bucket, std::string_view 
   r.body = w->body(0, w->size());
   add_checksum_headers(r.headers, info.checksums);
   auto resp = core_->call(std::move(r));
-  if (!resp.ok()) return resp.status();
+  if (!resp.ok()) {
+    // moto 5.2 answers an UploadPart to an aborted or completed upload with a bare 500 (retried,
+    // then unavailable here) where S3 says 404 NoSuchUpload: on that error path only, ask
+    // ListParts whether the upload still exists (docs/scale-out.md, "Verified upstreams").
+    const Errc e = resp.code();
+    if (e == Errc::internal || e == Errc::unavailable) {
+      if (auto u = get_upload(bucket, key, upload_id); u.code() == Errc::no_such_upload) {
+        return u.status();
+      }
+    }
+    return resp.status();
+  }
   info.size = w->size();
   info.etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
   if (info.etag.empty()) return Status(Errc::io_error, "upstream UploadPart: no ETag");

@@ -29,6 +29,12 @@ Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta me
   std::string version_id;
   Result<std::string> etag = large ? multipart_put(bucket, meta, *w, cond, &version_id)
                                    : single_put(bucket, meta, *w, cond, &version_id);
+  if (etag.code() == Errc::precondition_failed &&
+      cond.kind == WriteCondition::Kind::etag_must_match) {
+    // S3 answers If-Match on a missing key 404 NoSuchKey; radosgw 16 answers 412. On that error
+    // path only, a HEAD tells the two apart (docs/scale-out.md, "Verified upstreams").
+    if (auto h = head_object(bucket, meta.key); h.code() == Errc::no_such_key) return h.status();
+  }
   if (!etag.ok()) return etag.status();
   meta.version_id = std::move(version_id);
   meta.delete_marker = false;

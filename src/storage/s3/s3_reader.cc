@@ -98,6 +98,11 @@ class S3Reader final : public ObjectReader {
   //    or single reads never open more than they need, and the connection stays reusable), and
   //    a read that follows the previous one opens a stream over a window past it (8 MiB, then
   //    doubling up to 1 GiB per stream) that the next sequential reads continue.
+  // A stream that fails mid-body in a way the shared retry policy retries (a reset or cut
+  // connection, a 5xx or throttling answer to the reopened range) resumes where it stopped:
+  // the bytes that arrived stay (they are of the pinned ETag), and a new ranged GET with
+  // If-Match starts at the first missing byte after the policy's back-off, within its
+  // max_attempts per pread. An object changed meanwhile answers 412 there: never mixed bytes.
   Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) override {
     if (offset >= meta_.size || dst.empty()) return std::size_t{0};
     const std::size_t len =
@@ -114,6 +119,8 @@ class S3Reader final : public ObjectReader {
       }
     }
     std::size_t total = 0;
+    std::uint32_t attempt = 1;
+    std::string reasons;
     while (total < len) {
       if (!stream_ || stream_next_ != offset + total) {
         close_stream();
@@ -121,8 +128,23 @@ class S3Reader final : public ObjectReader {
         window_ = std::min<std::uint64_t>(window_ * 2, stream_window_bytes_max);
       }
       auto got = continue_stream(dst.subspan(total));
-      if (!got.ok()) return got;
-      total += *got;
+      if (got.ok()) {
+        total += *got;
+        continue;
+      }
+      total += failed_got_;  // delivered before the failure: of the pinned ETag, kept
+      retry::Retrier& retrier = core_->retrier();
+      retrier.after_attempt(failed_reason_);
+      if (!failed_reason_ || !retrier.may_retry(attempt)) {
+        if (attempt == 1) return got.status();
+        if (failed_reason_) reasons += ", " + *failed_reason_;
+        return Status(got.code(), got.status().message() + retry::attempts_note(attempt, reasons));
+      }
+      reasons += (reasons.empty() ? "" : ", ") + *failed_reason_;
+      core_->ctr.retries++;
+      core_->ctr.stream_resumes++;
+      retrier.sleep_before(attempt, std::nullopt);
+      ++attempt;
     }
     last_end_ = offset + len;
     return len;
@@ -153,6 +175,7 @@ class S3Reader final : public ObjectReader {
   }
 
   Status open_stream(std::uint64_t offset, std::uint64_t window) {
+    core_->retrier().before_attempt();  // adaptive mode may wait for a token
     auto conn = core_->pool->acquire(true);
     if (!conn.ok()) return conn.status();
     stream_ = std::make_unique<Stream>();
@@ -220,20 +243,42 @@ class S3Reader final : public ObjectReader {
     const std::size_t got = k.filled;
     k.dst = nullptr;
     k.cap = k.filled = 0;
+    failed_got_ = 0;
+    failed_reason_.reset();
     if (s.done && (s.rc != CURLE_OK || !k.failure.ok() || k.is_error || !s.t.started)) {
       Status st = stream_failure(s);
+      failed_reason_ = stream_retry_reason(s);
+      // Bytes copied out before the failure passed the sink's checks (range start, pinned
+      // ETag) and are kept by the caller's resume; a sink failure keeps none.
+      failed_got_ = k.failure.ok() && !k.is_error ? got : 0;
+      stream_next_ += failed_got_;
       close_stream();
       return st;
     }
     stream_next_ += got;
     if (got < dst.size() && stream_next_ != s.end) {  // short before the end of its range
       close_stream();
+      failed_got_ = got;
+      failed_reason_ = "short_body";
       return Status(Errc::io_error, "upstream object data ended early at byte " +
                                         std::to_string(stream_next_) + " of " +
                                         std::to_string(meta_.size));
     }
     if (s.done && k.carry.empty()) close_stream();  // the tail may still be in carry
     return got;
+  }
+
+  // Why a failed stream may be resumed (common/retry.hpp's reasons), or nullopt: an error
+  // answer the policy retries (5xx, throttling; never 412, the object changed), a transport
+  // failure it retries (reset, cut body, timeout). Not a sink failure (wrong range or ETag).
+  std::optional<std::string> stream_retry_reason(const Stream& s) const {
+    if (!s.sink.failure.ok()) return std::nullopt;
+    if (s.sink.is_error) {
+      auto [code, message, request_id] = objdirect::s3::parse_error_xml(s.sink.head.body);
+      return retry::classify_status(static_cast<int>(s.sink.head.status), code);
+    }
+    if (s.rc != CURLE_OK) return Core::curl_retry_reason(s.rc);
+    return std::nullopt;
   }
 
   Status stream_failure(Stream& s) {
@@ -338,6 +383,9 @@ class S3Reader final : public ObjectReader {
   std::string version_query_;  // the versionId of every GET ("": the latest)
   std::unique_ptr<Stream> stream_;
   std::uint64_t stream_next_ = 0;
+  // Of the last failed continue_stream: bytes it delivered, and why it may be resumed.
+  std::size_t failed_got_ = 0;
+  std::optional<std::string> failed_reason_;
   std::uint64_t last_end_ = ~std::uint64_t{0};      // where the previous pread ended
   std::uint64_t window_ = stream_window_bytes_min;  // range of the next stream
 };

@@ -102,6 +102,7 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   s.spooled_to_file = c.spooled_to_file;
   s.multipart_commits = c.multipart_commits;
   s.retries = c.retries;
+  s.stream_resumes = c.stream_resumes;
   s.capability_probes = c.capability_probes;
   s.gateway_checked_conditions = c.gateway_checked_conditions;
   s.kept_part_checksums_used = c.kept_part_checksums_used;

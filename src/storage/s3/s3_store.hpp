@@ -136,6 +136,7 @@ struct S3StoreStats {
   std::uint64_t spooled_to_file = 0;    // writers that spilled to a temporary file
   std::uint64_t multipart_commits = 0;  // commit_object calls that used a multipart upload
   std::uint64_t retries = 0;            // upstream requests sent again after a transient failure
+  std::uint64_t stream_resumes = 0;     // GET streams resumed mid-body (also counted in retries)
   std::uint64_t capability_probes = 0;  // probes of the upstream's conditional writes
   std::uint64_t gateway_checked_conditions = 0;  // write conditions checked by the gateway itself
   std::uint64_t kept_part_checksums_used = 0;    // ListParts entries completed from kept checksums
