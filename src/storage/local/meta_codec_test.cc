@@ -199,7 +199,7 @@ TEST(MetaCodec, RejectsWrongKindVersionAndFraming) {
 TEST(MetaCodec, RejectsSegmentsNotMatchingSize) {
   ObjectRecord rec = sample_object();
   rec.meta.size = 13;
-  auto r = decode_object(encode_object(rec));
+  auto r = decode_object(encode_object_unchecked(rec));
   EXPECT_EQ(r.code(), Errc::corrupt);
 }
 
@@ -273,20 +273,20 @@ TEST(MetaCodec, VersionsRoundTrip) {
 }
 
 TEST(MetaCodec, VersionsRulesAreEnforced) {
-  EXPECT_EQ(decode_versions(encode_versions({})).code(), Errc::corrupt);  // no version
+  EXPECT_EQ(decode_versions(encode_versions_unchecked({})).code(), Errc::corrupt);  // no version
   auto vs = sample_versions();
   vs[1].version_id = "null";  // two null versions
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   vs = sample_versions();
   vs[1].version_id = "FFEEDDCCBBAA99887766554433221100";  // uppercase: not an id of ours
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   vs = sample_versions();
   vs[0].rec.meta.size = 3;  // a marker with bytes
   vs[0].rec.segments = {{fixed_id(9), 3}};
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   vs = sample_versions();
   vs[2].rec.meta.key = "other";  // versions of two keys
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   std::string flags = encode_versions(sample_versions());
   flags[6 + 4 + 4 + 32] = 2;  // the first entry's flags byte
   EXPECT_EQ(decode_versions(flags).code(), Errc::corrupt);
@@ -297,6 +297,27 @@ TEST(MetaCodec, VersionsRulesAreEnforced) {
   EXPECT_FALSE(valid_version_id("Null"));
   EXPECT_FALSE(valid_version_id(""));
   EXPECT_FALSE(valid_version_id(std::string(31, 'a')));
+}
+
+// The checked encoders refuse, in every build, a record the decoder would refuse.
+TEST(MetaCodecDeathTest, EncodersAssertTheirPreconditions) {
+  ObjectRecord rec = sample_object();
+  rec.meta.size = 13;
+  EXPECT_DEATH((void)encode_object(rec), "segments add up to its size");
+  EXPECT_DEATH((void)encode_versions({}), "at least one version");
+  auto vs = sample_versions();
+  vs[1].version_id = "null";
+  EXPECT_DEATH((void)encode_versions(vs), "ids are valid and distinct");
+  vs = sample_versions();
+  vs[2].rec.meta.key = "other";
+  EXPECT_DEATH((void)encode_versions(vs), "versions of one key");
+  vs = sample_versions();
+  vs[0].rec.meta.size = 3;
+  vs[0].rec.segments = {{fixed_id(9), 3}};
+  EXPECT_DEATH((void)encode_versions(vs), "a delete marker has no bytes");
+  // Valid records pass, the nested ones included (their version ids come from the entries).
+  EXPECT_EQ(encode_versions(sample_versions()), encode_versions_unchecked(sample_versions()));
+  EXPECT_EQ(encode_object(sample_object()), encode_object_unchecked(sample_object()));
 }
 
 // The records behind the checked-in seed corpus (src/storage/local/fuzz_corpus/).
