@@ -8,7 +8,7 @@ ACCESS_KEY ?= objdirect
 SECRET_KEY ?= objdirect-secret
 CTEST_ARGS ?=
 
-.PHONY: bootstrap build run test test-asan test-tsan ci-sanitize fuzz format clean
+.PHONY: bootstrap build run test test-asan test-asan-rados test-tsan ci-sanitize fuzz format clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -37,7 +37,8 @@ test: build
 	@$(call seed_costs,$(BUILD_DIR),release)
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# ASan+UBSan and TSan builds of the whole suite, each in its own build folder.
+# ASan+UBSan and TSan builds of the whole suite, each in its own build folder. The ASan+UBSan one
+# (clang-14, -O1, with libFuzzer coverage) is also the fuzz build: scripts/configure-asan.
 # Sanitizer options and the checked-in suppression files (each entry explained in the file and in
 # docs/RELIABILITY.md, "Sanitizers"). The UCX memory hooks are off under every sanitizer: libucm
 # patches malloc/mmap, which collides with the sanitizers' own interceptors.
@@ -72,23 +73,31 @@ CI_SAN_EXCLUDE := -LE 'python|tls|ceph|moto' \
   -E '^(gateway\.)?integration_(client_|crash|concurrency|workloads)|^integration_(cross_host|netns|rdma_binding_netns)$$|^rdma\.cli_scale|^ListTest\.HundredThousandKeysWithDelimiter$$|^Rados/Conformance|^RadosStoreTest'
 
 test-asan: bootstrap
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=address
+	scripts/configure-asan build-asan
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) $(SAN_EXCLUDE) $(CTEST_ARGS)
+
+# The in-process RADOS tests under GCC's ASan+UBSan (the clang build above has no RADOS backend:
+# scripts/configure-asan says why).
+test-asan-rados: bootstrap
+	cmake -S . -B build-asan-gcc -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=address
+	cmake --build build-asan-gcc -j $(JOBS) --target rados_store_test rados_conformance_test
+	cd build-asan-gcc && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -R '^Rados/Conformance|^RadosStoreTest' $(CTEST_ARGS)
 
 test-tsan: bootstrap
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS) $(TSAN_EXCLUDE) $(CTEST_ARGS)
 
-# CI: ASan+UBSan over the subset above (same build folder as test-asan).
+# CI: ASan+UBSan over the subset above (same build folder as test-asan; it also holds the fuzz
+# targets, so the fuzz smoke after it compiles nothing).
 ci-sanitize: bootstrap
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOBJDIRECT_SANITIZE=address
+	scripts/configure-asan build-asan
 	cmake --build build-asan -j $(JOBS)
 	@$(call seed_costs,build-asan,asan)
 	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) $(CI_SAN_EXCLUDE) $(CTEST_ARGS)
 
-# Every libFuzzer target for FUZZ_SECONDS each (default 30).
+# Every libFuzzer target for FUZZ_SECONDS each (default 30), from the build-asan folder.
 FUZZ_SECONDS ?= 30
 fuzz: bootstrap
 	scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -1,20 +1,14 @@
 #!/usr/bin/env bash
-# Builds every libFuzzer target (clang-14, -DOBJDIRECT_FUZZ=ON) and runs each for FUZZ_SECONDS
-# (default 30) starting from its checked-in seeds. Crash inputs land in build-fuzz/crashes/.
+# Builds every libFuzzer target (clang-14, -DOBJDIRECT_FUZZ=ON, in build-asan: scripts/configure-asan)
+# and runs each for FUZZ_SECONDS (default 30) starting from its checked-in seeds. Crash inputs land in build-asan/crashes/.
 # Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER=${1:-${FUZZ_SECONDS:-30}}
-B=${FUZZ_BUILD_DIR:-build-fuzz}
-if [ ! -f "$B/build.ninja" ]; then
-  # -O1 with line tables only: the optimisation libFuzzer recommends, symbolised stacks, and a
-  # build of the in-process HTTP target (Beast, Asio coroutines, the S3 service) that is several
-  # times cheaper than -O2 -g.
-  CC=clang-14 CXX=clang++-14 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DOBJDIRECT_FUZZ=ON -DOBJDIRECT_WERROR=OFF > /dev/null
-fi
+B=${FUZZ_BUILD_DIR:-build-asan}
+# The build the ASan+UBSan tests use (scripts/configure-asan): when make ci-sanitize has built it,
+# the targets are already there.
+scripts/configure-asan "$B"
 mapfile -t targets < <(ninja -C "$B" -t targets all | grep -oE '(^|/)[a-z0-9_]+_fuzz: ' |
                        sed 's#.*/##; s#: ##' | grep -v '^cmake_' | sort -u)
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz: no *_fuzz targets found"; exit 1; }

@@ -35,7 +35,13 @@ std::string one_key(const std::string& escaped) {
 // so their time is scaled down instead of dropping the linearity bounds.
 template <class F>
 double elapsed_ms(F&& f) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)  // clang
+#define OBJDIRECT_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(OBJDIRECT_TEST_SANITIZED)
   constexpr double kSanitizerSlowdown = 10.0;
 #else
   constexpr double kSanitizerSlowdown = 1.0;

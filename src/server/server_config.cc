@@ -254,6 +254,10 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                "GET over libfabric tcp/shm copies through staging buffers instead of writing "
                "from a mapping of the object's files")
       ->envname("OBJDIRECT_RDMA_STAGED_GET");
+  app.add_flag("--sse-c-over-http", c.s3.sse_c_over_http,
+               "Accept SSE-C (customer-key) requests over plain HTTP; by default they must come "
+               "over TLS, as AWS requires (docs/sse-c.md)")
+      ->envname("OBJDIRECT_SSE_C_OVER_HTTP");
   app.add_option("--rdma-inflight-bytes-max", c.rdma.inflight_bytes_max,
                  "Staging bytes all RDMA transfers may hold at once")
       ->envname("OBJDIRECT_RDMA_INFLIGHT_BYTES_MAX")

@@ -46,6 +46,7 @@ TEST(ServerConfig, DefaultsAreTheOptionStructsOwn) {
   EXPECT_EQ(c.rdma.fabrics, "auto");
   EXPECT_EQ(c.rdma.local_host, "127.0.0.1");
   EXPECT_TRUE(c.rdma.zero_copy_get);
+  EXPECT_FALSE(c.s3.sse_c_over_http);
   EXPECT_EQ(c.rdma.op_timeout, rdma::RdmaOptions{}.op_timeout);
   EXPECT_EQ(c.rdma.admission_wait_max, rdma::RdmaOptions{}.admission_wait_max);
   EXPECT_EQ(c.s3.region, "us-east-1");
@@ -136,6 +137,7 @@ TEST(ServerConfig, EachFlagFillsItsField) {
                   "--rdma-chunk-bytes",
                   "100000",
                   "--rdma-staged-get",
+                  "--sse-c-over-http",
                   "--rdma-inflight-bytes-max",
                   "24",
                   "--rdma-client-inflight-bytes-max",
@@ -210,6 +212,7 @@ TEST(ServerConfig, EachFlagFillsItsField) {
   EXPECT_EQ(c.rdma.buffer_pool_bytes, 1'000'000u);
   EXPECT_EQ(c.rdma.chunk_bytes, 100'000u);
   EXPECT_FALSE(c.rdma.zero_copy_get);
+  EXPECT_TRUE(c.s3.sse_c_over_http);
   EXPECT_EQ(c.rdma.inflight_bytes_max, 24u);
   EXPECT_EQ(c.rdma.per_client_inflight_bytes_max, 25u);
   EXPECT_EQ(c.rdma.op_timeout.count(), 26);

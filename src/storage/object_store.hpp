@@ -50,8 +50,27 @@ struct PartInfo {
   std::string etag;  // hex MD5, unquoted
   std::int64_t mtime_ns = 0;
   ChecksumMap checksums;
+  // SSE-C (docs/sse-c.md): the part's 16-byte random AES-CTR IV when its upload is encrypted
+  // with a customer key; empty otherwise. Never the key.
+  std::string sse_iv;
 
   bool operator==(const PartInfo&) const = default;
+};
+
+// SSE-C parameters of an object or upload (docs/sse-c.md). The S3 layer encrypts and decrypts;
+// a store only persists these fields. They never hold the customer's key: only the MD5 the
+// client sent (returned as AWS returns it) and a salted HMAC-SHA256 that verifies later keys.
+struct SseCustomer {
+  std::string algorithm;  // "AES256"; empty: the object is not SSE-C encrypted
+  std::string key_md5;    // base64 of the key's MD5, as the client sent it
+  std::string salt;       // 16 random bytes
+  std::string key_hmac;   // HMAC-SHA256(salt, key): 32 bytes
+  // 16-byte AES-CTR IV of a single-part object; empty for an upload's template and for a
+  // multipart object, whose parts carry their own (PartInfo::sse_iv).
+  std::string iv;
+
+  bool enabled() const { return !algorithm.empty(); }
+  bool operator==(const SseCustomer&) const = default;
 };
 
 // Everything S3 returns about an object besides its bytes.
@@ -74,6 +93,7 @@ struct ObjectMeta {
   std::vector<PartInfo> parts;
   std::string owner;  // access key of the writer
   TagSet tags;        // object tags; an upload's meta_template carries those of x-amz-tagging
+  SseCustomer sse;    // SSE-C parameters (docs/sse-c.md); an upload's meta_template has them too
   // Versioning (docs/versioning.md), filled in by the store, never stored in meta_fields: the
   // version's id ("null" for the null version of a versioned bucket; empty in a bucket that was
   // never versioned and from backends without versioning), and whether it is a delete marker
@@ -334,6 +354,10 @@ class ObjectStore {
   // marker (no_such_key), and list_objects skips keys whose latest version is a marker. Backends
   // without it answer not_implemented to the calls below.
   virtual bool supports_versioning() const { return false; }
+  // Whether this backend persists ObjectMeta::sse and PartInfo::sse_iv (docs/sse-c.md). The S3
+  // layer refuses SSE-C requests (NotImplemented) on a backend that does not: the gateway, whose
+  // upstream would have to do the encryption itself.
+  virtual bool stores_sse_c() const { return false; }
   // One version ("" = the latest), a delete marker included (meta.delete_marker). no_such_key when
   // the key has no version, no_such_version for an unknown id, invalid_argument for a malformed
   // one.

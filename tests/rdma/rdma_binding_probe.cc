@@ -16,6 +16,11 @@
 //                                  endpoint: binds and reads the victim's object over RDMA.
 //   dcv1     URL AK SK             cuObject DC_V1 token: GET and Range GET answer 501 with the
 //                                  body, PUT answers 501 and stores nothing.
+//   ssec     URL FABRIC AK SK      SSE-C over RDMA (docs/sse-c.md; the server runs with
+//                                  --sse-c-over-http): an RDMA PUT with a customer key, RDMA GET
+//                                  and Range GET with it land the plaintext, an HTTP GET with it
+//                                  matches, and an RDMA GET without the key or with another one
+//                                  is refused and leaves the buffer untouched.
 // Exit status 0 when every expectation held; each check prints one line (PASS/FAIL ...).
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -36,6 +41,7 @@
 
 #include "auth/sigv4.hpp"
 #include "client/http_client.hpp"
+#include "common/checksum.hpp"
 #include "common/time.hpp"
 #include "token/binding.hpp"
 #include "token/token.hpp"
@@ -497,11 +503,81 @@ int dcv1(Server& s) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> sse_c_headers(std::uint8_t seed,
+                                                               std::string token = {}) {
+  std::string key(32, '\0');
+  for (std::size_t i = 0; i < key.size(); ++i) key[i] = static_cast<char>(seed + i);
+  Md5 md5;
+  md5.update(key.data(), key.size());
+  std::vector<std::pair<std::string, std::string>> h = {
+      {"x-amz-server-side-encryption-customer-algorithm", "AES256"},
+      {"x-amz-server-side-encryption-customer-key", base64_encode(key)},
+      {"x-amz-server-side-encryption-customer-key-MD5", base64_encode(md5.raw())}};
+  if (!token.empty()) h.emplace_back("x-amz-rdma-token", std::move(token));
+  return h;
+}
+
+int ssec(Server& s, const std::string& fabric) {
+  auto e = Endpoint::open(fabric, kBytes, s);
+  const std::string bucket = "ssec-" + std::to_string(getpid());
+  const std::string obj = "/" + bucket + "/enc";
+  check(s.request("PUT", "/" + bucket).status == 200, "bucket");
+  check(e->bind(s), "binds its endpoint (" + fabric + ")");
+  const auto v = pattern(kBytes, 5);
+  std::copy(v.begin(), v.end(), e->buf.begin());
+  e->mr->synchronize();
+  auto r = s.request("PUT", obj, sse_c_headers(1, e->token(kBytes)));
+  check(r.status == 200 && header(r, "x-amz-rdma-reply") == "200" &&
+            header(r, "x-amz-server-side-encryption-customer-algorithm") == "AES256",
+        "RDMA PUT with a customer key: " + std::to_string(r.status) + " " + r.body);
+  // RDMA GET with the key: the plaintext lands.
+  std::fill(e->buf.begin(), e->buf.end(), std::byte{0});
+  e->mr->synchronize();
+  r = s.request("GET", obj, sse_c_headers(1, e->token(kBytes)));
+  e->mr->synchronize();
+  check(r.status == 200 && header(r, "x-amz-rdma-reply") == "200" &&
+            std::equal(v.begin(), v.end(), e->buf.begin()),
+        "RDMA GET with the key lands the plaintext");
+  // A Range GET from inside a 16-byte block.
+  std::fill(e->buf.begin(), e->buf.end(), std::byte{0});
+  e->mr->synchronize();
+  auto h = sse_c_headers(1, e->token(1000));
+  h.emplace_back("range", "bytes=4103-5102");
+  r = s.request("GET", obj, h);
+  e->mr->synchronize();
+  check(r.status == 206 && header(r, "x-amz-rdma-reply") == "206" &&
+            std::equal(v.begin() + 4103, v.begin() + 5103, e->buf.begin()),
+        "RDMA Range GET with the key lands the plaintext slice");
+  // Over HTTP with the key: the same bytes.
+  std::vector<std::byte> back(kBytes);
+  r = s.request("GET", obj, sse_c_headers(1), {}, std::span(back));
+  check(r.status == 200 && back == v, "HTTP GET with the key matches");
+  // Without the key and with another: refused, nothing written into the buffer.
+  const auto f = pattern(kBytes, 6);
+  std::copy(f.begin(), f.end(), e->buf.begin());
+  e->mr->synchronize();
+  r = s.request("GET", obj, {{"x-amz-rdma-token", e->token(kBytes)}});
+  check(r.status == 400 && s3_code(r.body) == "InvalidRequest" &&
+            header(r, "x-amz-rdma-reply").empty(),
+        "RDMA GET without the key refused: " + std::to_string(r.status));
+  r = s.request("GET", obj, sse_c_headers(2, e->token(kBytes)));
+  check(
+      r.status == 403 && s3_code(r.body) == "AccessDenied" && header(r, "x-amz-rdma-reply").empty(),
+      "RDMA GET with another key refused: " + std::to_string(r.status));
+  e->mr->synchronize();
+  check(std::equal(f.begin(), f.end(), e->buf.begin()), "the refused GETs wrote nothing");
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> a(argv + 1, argv + argc);
   if (a.size() == 4 && a[0] == "dcv1") {
     Server s(a[1], a[2], a[3]);
     return dcv1(s);
+  }
+  if (a.size() == 5 && a[0] == "ssec") {
+    Server s(a[1], a[3], a[4]);
+    return ssec(s, a[2]);
   }
   if (a.size() != 6) {
     std::fprintf(stderr,

@@ -9,6 +9,7 @@
 # Across three network-namespace hosts: tests/integration/test_rdma_binding_netns.py.
 # Usage: rdma_binding_test.sh BIN_DIR PROBE FABRIC   FABRIC: libfabric:tcp | libfabric:shm | ucx
 #        rdma_binding_test.sh BIN_DIR PROBE dcv1     cuObject DC_V1 tokens are declined
+#        rdma_binding_test.sh BIN_DIR PROBE ssec     SSE-C over RDMA (libfabric tcp, docs/sse-c.md)
 # Exit 77: the fabric is unavailable.
 set -uo pipefail
 BIN=$1 PROBE=$2 MODE=$3
@@ -27,10 +28,12 @@ bad() { FAIL=$((FAIL+1)); echo "FAIL $1"; }
 
 printf 'alice alice-secret-key\nmallory mallory-secret-key\n' > "$W/creds"
 SFAB=$FABRIC
+EXTRA=
 [ "$MODE" = dcv1 ] && SFAB=libfabric:tcp
+[ "$MODE" = ssec ] && { SFAB=libfabric:tcp FABRIC=libfabric:tcp EXTRA=--sse-c-over-http; }
 
 "$BIN/objdirect-server" --listen 127.0.0.1:0 --data "$W/data" --credentials "$W/creds" \
-  --no-fsync --fabric "$SFAB" --rdma-op-timeout-ms 5000 \
+  --no-fsync --fabric "$SFAB" --rdma-op-timeout-ms 5000 $EXTRA \
   > "$W/server.log" 2>&1 &
 SPID=$!
 URL=
@@ -49,6 +52,13 @@ fi
 metric() {
   curl -s "$URL/metrics" | grep -F "$1 " | awk '{print $2}' | head -1
 }
+
+if [ "$MODE" = ssec ]; then
+  "$PROBE" ssec "$URL" "$FABRIC" alice alice-secret-key && ok "SSE-C over RDMA" || bad "SSE-C over RDMA"
+  echo "rdma_binding_test $MODE: $PASS passed, $FAIL failed"
+  [ $FAIL -eq 0 ]
+  exit
+fi
 
 if [ "$MODE" = dcv1 ]; then
   "$PROBE" dcv1 "$URL" alice alice-secret-key && ok "DC_V1 tokens declined" || bad "DC_V1"

@@ -861,7 +861,7 @@ TEST_P(Conformance, KillWriterChild) {
   const int fd = std::atoi(std::getenv(kChildFdEnv));
   std::uint32_t v = 0;
   if (auto cur = get(*store_, kBucket, "obj"); cur.ok()) v = std::uint32_t(pattern_version(*cur));
-  std::mt19937 rng(std::uint32_t(::getpid()));
+  std::mt19937 rng(static_cast<std::uint32_t>(::getpid()));
   for (;;) {
     ++v;
     const std::size_t size = 8 * ((1 << 17) + rng() % (1 << 18));

@@ -80,6 +80,10 @@ Task<void> S3Service::Impl::create_upload(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
   auto meta = meta_from_headers(c);
   if (!meta.ok()) co_return co_await send_error(c, meta.status());
+  // SSE-C is declared here; each part then presents the same key (docs/sse-c.md).
+  auto key = request_customer_key(c, false);
+  if (!key.ok()) co_return co_await send_error(c, key.status());
+  if (*key) meta->sse = new_sse_params(**key, false);
   storage::UploadInfo info;
   info.key = c.key;
   info.initiated_ns = now_ns();
@@ -98,6 +102,7 @@ Task<void> S3Service::Impl::create_upload(Ctx& c) {
     f.set("x-amz-checksum-algorithm", info.checksum_algorithm);
     f.set("x-amz-checksum-type", "COMPOSITE");
   }
+  add_sse_c_headers(f, info.meta_template.sse);
   // The document is built before the co_await: GCC 12 destroys a braced temporary inside a
   // co_await expression twice.
   std::string xml = encode_initiate_multipart({c.bucket, c.key, *id});
@@ -114,17 +119,28 @@ Task<void> S3Service::Impl::upload_part(Ctx& c) {
   std::optional<ChecksumAlgo> algo;
   if (!upload->checksum_algorithm.empty()) algo = checksum_from_name(upload->checksum_algorithm);
 
+  auto key = key_for_part(c, *upload);
+  if (!key.ok()) co_return co_await send_error(c, key.status());
+
   auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
-  auto payload = co_await receive(c, **writer, limits::part_bytes_max, algo);
+  // SSE-C: each part has its own random IV, its keystream counting from the part's first byte.
+  storage::PartInfo part;
+  std::optional<EncryptingWriter> enc;
+  if (*key) {
+    part.sse_iv = random_iv();
+    enc.emplace(**writer, **key, part.sse_iv, opts.io_buffer_bytes);
+  }
+  auto payload = co_await receive(c, enc ? static_cast<storage::BlobWriter&>(*enc) : **writer,
+                                  limits::part_bytes_max, algo);
+  enc.reset();
   if (!payload.ok()) {
     writer->reset();  // unlink the temporary file (and free its space) before answering
     co_return co_await send_put_error(c, payload.status());
   }
-  storage::PartInfo part;
   part.part_number = *pn;
   part.size = payload->size;
-  part.etag = payload->md5_hex;
+  part.etag = *key ? sse_c_etag(**key, payload->md5_raw) : payload->md5_hex;
   part.mtime_ns = now_ns();
   part.checksums = payload->checksums;
   auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
@@ -132,6 +148,7 @@ Task<void> S3Service::Impl::upload_part(Ctx& c) {
   http::Fields f;
   f.set(bhttp::field::etag, quote_etag(committed->etag));
   add_part_checksum_headers(f, committed->checksums);
+  add_sse_c_headers(f, upload->meta_template.sse);
   co_await send_empty(c, bhttp::status::ok, std::move(f));
 }
 
@@ -152,6 +169,13 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
   auto reader = open_version(src_ctx, src->first, src->second, *src_version);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());
+  // SSE-C: the source's key (x-amz-copy-source-server-side-encryption-customer-*) and the
+  // upload's (x-amz-server-side-encryption-customer-*) are independent.
+  auto src_key = key_for_read(c, (*reader)->meta(), true);
+  if (!src_key.ok()) co_return co_await send_error(c, src_key.status());
+  if (*src_key) *reader = decrypting_reader(std::move(*reader), **src_key);
+  auto key = key_for_part(c, *upload);
+  if (!key.ok()) co_return co_await send_error(c, key.status());
   const auto& sm = (*reader)->meta();
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
   std::uint64_t offset = 0, length = sm.size;
@@ -170,15 +194,23 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   }
   auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
-  auto data = copy_data(**reader, offset, length, **writer, algos, opts.io_buffer_bytes);
+  storage::PartInfo part;
+  std::optional<EncryptingWriter> enc;
+  if (*key) {
+    part.sse_iv = random_iv();
+    enc.emplace(**writer, **key, part.sse_iv, opts.io_buffer_bytes);
+  }
+  auto data =
+      copy_data(**reader, offset, length, enc ? static_cast<storage::BlobWriter&>(*enc) : **writer,
+                algos, opts.io_buffer_bytes);
+  enc.reset();
   if (!data.ok()) {
     writer->reset();  // unlink the temporary file (and free its space) before answering
     co_return co_await send_error(c, data.status());
   }
-  storage::PartInfo part;
   part.part_number = *pn;
   part.size = data->size;
-  part.etag = data->md5_hex;
+  part.etag = *key ? sse_c_etag(**key, data->md5_raw) : data->md5_hex;
   part.mtime_ns = now_ns();
   part.checksums = data->checksums;
   auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
@@ -306,6 +338,7 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
   http::Fields f;
   if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);
+  add_sse_c_headers(f, committed->sse);
   co_await send_xml(c, bhttp::status::ok, encode_complete_result(complete_result(c, *committed)),
                     std::move(f));
 }

@@ -201,17 +201,26 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
   if (!cond.ok()) co_return co_await send_error(c, cond.status());
   auto meta = meta_from_headers(c);
   if (!meta.ok()) co_return co_await send_error(c, meta.status());
+  auto key = request_customer_key(c, false);
+  if (!key.ok()) co_return co_await send_error(c, key.status());
+  if (*key) meta->sse = new_sse_params(**key, true);
 
   auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
-  auto payload = co_await receive(c, **writer, limits::put_bytes_max, std::nullopt);
+  // SSE-C: the body (HTTP or RDMA) is hashed as plaintext and stored encrypted.
+  std::optional<EncryptingWriter> enc;
+  if (*key) enc.emplace(**writer, **key, meta->sse.iv, opts.io_buffer_bytes);
+  auto payload = co_await receive(c, enc ? static_cast<storage::BlobWriter&>(*enc) : **writer,
+                                  limits::put_bytes_max, std::nullopt);
   if (!payload.ok()) {
+    enc.reset();
     writer->reset();  // unlink the temporary file (and free its space) before answering
     co_return co_await send_put_error(c, payload.status());
   }
+  enc.reset();
 
   meta->size = payload->size;
-  meta->etag = payload->md5_hex;
+  meta->etag = *key ? sse_c_etag(**key, payload->md5_raw) : payload->md5_hex;
   meta->checksums = payload->checksums;
   auto committed =
       store->commit_object(c.bucket, std::move(*meta), std::move(*writer), to_storage(*cond));
@@ -223,6 +232,7 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
     if (a) f.set(checksum_header(*a), v);
   }
   if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);
+  add_sse_c_headers(f, committed->sse);
   co_await send_empty(c, bhttp::status::ok, std::move(f));
 }
 
@@ -234,6 +244,11 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
   auto reader = open_version(c, c.bucket, c.key, *version_id);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());
+  // SSE-C: GET and HEAD need the object's key (docs/sse-c.md); the bytes are then decrypted on
+  // their way out, over HTTP and RDMA alike.
+  auto key = key_for_read(c, (*reader)->meta(), false);
+  if (!key.ok()) co_return co_await send_error(c, key.status());
+  if (*key) *reader = decrypting_reader(std::move(*reader), **key);
   const storage::ObjectMeta& m = (*reader)->meta();
 
   // Conditionals come before Range: an If-Match mismatch is 412 even when the range is bad.
@@ -305,6 +320,7 @@ Task<void> S3Service::Impl::get_object(Ctx& c) {
 
   http::Fields f = base_headers(c);
   add_object_headers(f, m);
+  add_sse_c_headers(f, m.sse);
   // GetObject's response-* query parameters override the stored headers (presigned downloads).
   static const std::pair<std::string_view, bhttp::field> kOverrides[] = {
       {"response-content-type", bhttp::field::content_type},
@@ -474,7 +490,16 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
     }
     co_return co_await send_error(c, reader.status());
   }
+  // SSE-C: the source needs its key in x-amz-copy-source-server-side-encryption-customer-*; the
+  // copy may use another key, or none (x-amz-server-side-encryption-customer-*): decrypted and
+  // encrypted again.
+  auto src_key = key_for_read(c, (*reader)->meta(), true);
+  if (!src_key.ok()) co_return co_await send_error(c, src_key.status());
+  if (*src_key) *reader = decrypting_reader(std::move(*reader), **src_key);
+  auto dst_key = request_customer_key(c, false);
+  if (!dst_key.ok()) co_return co_await send_error(c, dst_key.status());
   const storage::ObjectMeta& sm = (*reader)->meta();
+  const bool sse_involved = sm.sse.enabled() || dst_key->has_value();
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
   auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
   if (!cond.ok()) co_return co_await send_error(c, cond.status());
@@ -493,7 +518,7 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
     auto latest = store->head_object(c.bucket, c.key);
     same = latest.ok() && latest->version_id == sm.version_id;
   }
-  if (same && directive == "COPY") {
+  if (same && directive == "COPY" && !sse_involved) {
     co_return co_await send_error(
         c, Status(Errc::invalid_request,
                   "This copy request is illegal because it is trying to copy an object to itself "
@@ -522,9 +547,10 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
     meta.tags.clear();
   }
   meta.size = sm.size;
+  meta.sse = *dst_key ? new_sse_params(**dst_key, true) : storage::SseCustomer{};
 
   Result<storage::ObjectMeta> committed = Status(Errc::internal, "unset");
-  if (same && cond->kind == WriteConditionSpec::Kind::none) {
+  if (same && cond->kind == WriteConditionSpec::Kind::none && !sse_involved) {
     // Metadata-only change: no data moves.
     meta.etag = sm.etag;
     meta.checksums = sm.checksums;
@@ -544,13 +570,19 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
             c, Status(Errc::invalid_request, "Unsupported checksum algorithm"));
       algos = {*algo};
     }
-    auto data = copy_data(**reader, 0, sm.size, **writer, algos, opts.io_buffer_bytes);
+    std::optional<EncryptingWriter> enc;
+    if (*dst_key) enc.emplace(**writer, **dst_key, meta.sse.iv, opts.io_buffer_bytes);
+    auto data =
+        copy_data(**reader, 0, sm.size, enc ? static_cast<storage::BlobWriter&>(*enc) : **writer,
+                  algos, opts.io_buffer_bytes);
+    enc.reset();
     if (!data.ok()) {
       writer->reset();  // unlink the temporary file (and free its space) before answering
       co_return co_await send_error(c, data.status());
     }
-    // A copy is a single-part object: its ETag is the MD5 of the bytes, its checksums full-object.
-    meta.etag = data->md5_hex;
+    // A copy is a single-part object: its ETag is the MD5 of the bytes (keyed under SSE-C), its
+    // checksums full-object.
+    meta.etag = *dst_key ? sse_c_etag(**dst_key, data->md5_raw) : data->md5_hex;
     meta.checksums = data->checksums;
     meta.parts.clear();
     committed =
@@ -560,6 +592,7 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   http::Fields f;
   if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);
   if (!sm.version_id.empty()) f.set("x-amz-copy-source-version-id", sm.version_id);
+  add_sse_c_headers(f, committed->sse);
   // Built before the co_await (GCC 12 destroys braced temporaries in a co_await twice).
   const CopyResult copied{false,
                           iso8601_ms(from_ns(committed->mtime_ns)),

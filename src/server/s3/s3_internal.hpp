@@ -18,8 +18,10 @@
 
 #include "auth/sigv4.hpp"
 #include "common/checksum.hpp"
+#include "common/scratch_buffer.hpp"
 #include "s3/conditional.hpp"
 #include "s3/documents.hpp"
+#include "s3/sse_c.hpp"
 #include "s3/xml.hpp"
 #include "server/http/http_server.hpp"
 #include "server/s3/s3_service.hpp"
@@ -202,6 +204,22 @@ struct S3Service::Impl {
   std::map<std::string, std::string> lc_cursor;  // bucket '\n' rule index -> listing position
   std::atomic<std::uint64_t> lc_expired{0}, lc_aborted{0}, lc_passes{0};
 
+  // --- SSE-C (sse_ops.cc, docs/sse-c.md) ---
+  // The customer key of x-amz-server-side-encryption-customer-* (x-amz-copy-source-... when
+  // copy_source), nullopt when the request names none. Refused: over plain HTTP unless
+  // opts.sse_c_over_http (400 InvalidRequest, as AWS), on a backend that does not store SSE-C
+  // parameters (NotImplemented), and malformed headers (CustomerKey::parse).
+  Result<std::optional<CustomerKey>> request_customer_key(const Ctx& c, bool copy_source);
+  // The key to decrypt object `m` with (nullopt when it is not SSE-C), checked as AWS checks a
+  // GET, HEAD or copy source: 400 InvalidRequest when the object needs a key and none came, or a
+  // key came for an object without SSE-C; 403 AccessDenied for another key.
+  Result<std::optional<CustomerKey>> key_for_read(const Ctx& c, const storage::ObjectMeta& m,
+                                                  bool copy_source);
+  // The key of an UploadPart / UploadPartCopy into upload `u`: the one CreateMultipartUpload
+  // declared (400 InvalidRequest when missing, 400 InvalidArgument when another), or nullopt for
+  // an upload without SSE-C (a key for one: 400 InvalidRequest).
+  Result<std::optional<CustomerKey>> key_for_part(const Ctx& c, const storage::UploadInfo& u);
+
   // --- GetObjectAttributes (attributes_ops.cc) ---
   Task<void> get_object_attributes(Ctx& c);
 
@@ -313,6 +331,35 @@ Task<Result<PayloadResult>> receive_payload(Ctx& c, std::size_t io_buffer_bytes,
 // Sends [offset, offset+length) of reader as the response body (sendfile where possible).
 Task<Status> send_object_body(Ctx& c, storage::ObjectReader& reader, std::uint64_t offset,
                               std::uint64_t length, std::size_t buf_bytes);
+
+// --- SSE-C data path (sse_ops.cc) ---
+// Encrypts what is appended with AES-256-CTR (key, iv) from byte 0 and appends the ciphertext to
+// `inner`, through a bounded buffer of buf_bytes; `data` itself is never modified (a digest may
+// read it meanwhile). size() is inner's. Not a store's writer: commit `inner`.
+class EncryptingWriter final : public storage::BlobWriter {
+ public:
+  EncryptingWriter(storage::BlobWriter& inner, const CustomerKey& key, std::string_view iv,
+                   std::size_t buf_bytes);
+  Status append(std::span<const std::byte> data) override;
+  std::uint64_t size() const override { return inner_.size(); }
+
+ private:
+  storage::BlobWriter& inner_;
+  AesCtr ctr_;
+  ScratchBuffer buf_;
+};
+// A reader of `inner` (an SSE-C object) that decrypts what pread returns and offers no extents.
+std::unique_ptr<storage::ObjectReader> decrypting_reader(
+    std::unique_ptr<storage::ObjectReader> inner, const CustomerKey& key);
+// Fresh SSE-C parameters for an object or upload written with `key`: algorithm, key MD5, a random
+// salt and the salted HMAC of the key; a random IV when `with_iv` (single-part objects).
+storage::SseCustomer new_sse_params(const CustomerKey& key, bool with_iv);
+// Whether `key` is the one `sse` was written with (constant-time HMAC comparison).
+inline bool key_matches(const storage::SseCustomer& sse, const CustomerKey& key) {
+  return key_matches(sse.salt, sse.key_hmac, key);
+}
+// x-amz-server-side-encryption-customer-algorithm and -key-MD5 of an SSE-C object (none else).
+void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse);
 
 // --- object headers (object_ops.cc) ---
 // Builds ObjectMeta's user-controlled fields from request headers (Content-Type, x-amz-meta-*,

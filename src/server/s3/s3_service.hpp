@@ -38,6 +38,10 @@ struct S3Options {
   std::map<std::string, User> users;
   // Requests arrive over TLS (the aws:SecureTransport condition of bucket policies).
   bool secure_transport = false;
+  // SSE-C requests (customer keys in headers) are refused unless they arrive over TLS, as AWS
+  // refuses them (400 InvalidRequest); true accepts them over plain HTTP too (radosgw's
+  // rgw_crypt_require_ssl=false; tests on loopback). docs/sse-c.md.
+  bool sse_c_over_http = false;
   // Buffer size for streaming bodies between the socket and the store.
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).

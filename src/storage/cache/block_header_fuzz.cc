@@ -1,5 +1,5 @@
 // libFuzzer target for the cache block header decoder. Built by scripts/fuzz.sh (`make fuzz`);
-// run by hand: build-fuzz/bin/block_header_fuzz src/storage/cache/block_header_corpus/
+// run by hand: build-asan/bin/block_header_fuzz src/storage/cache/block_header_corpus/
 #include <cstddef>
 #include <cstdint>
 

@@ -526,6 +526,7 @@ class LocalStore final : public ObjectStore {
                                          const ListUploadsQuery& q) override;
 
   bool supports_versioning() const override { return true; }
+  bool stores_sse_c() const override { return true; }
   Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
                                          std::string_view version_id) override;
   Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,

@@ -49,7 +49,8 @@ class Encoder {
     }
   }
   // Fields of ObjectMeta other than `parts`, shared by object and upload records. Version 2
-  // records (those with tags) append the tag set.
+  // records (those with tags) append the tag set; version 3 (SSE-C) the tag set and the SSE-C
+  // parameters.
   void meta_fields(const ObjectMeta& m, std::uint8_t version) {
     str(m.key);
     u64(m.size);
@@ -69,13 +70,21 @@ class Encoder {
     }
     checksums(m.checksums);
     if (version >= 2) tags(m.tags);
+    if (version >= 3) {
+      str(m.sse.algorithm);
+      str(m.sse.key_md5);
+      str(m.sse.salt);
+      str(m.sse.key_hmac);
+      str(m.sse.iv);
+    }
   }
-  void part_info(const PartInfo& p) {
+  void part_info(const PartInfo& p, std::uint8_t version) {
     u32(p.part_number);
     u64(p.size);
     str(p.etag);
     i64(p.mtime_ns);
     checksums(p.checksums);
+    if (version >= 3) str(p.sse_iv);
   }
 
   // Prepends the record header once the body is complete.
@@ -222,7 +231,25 @@ class Decoder {
       m.user_meta.emplace_back(std::move(k), std::move(v));
     }
     m.checksums = checksums();
-    if (version_ >= 2) m.tags = tags();
+    // Version 3 (SSE-C) may have an empty tag set: the version is chosen by the SSE-C fields.
+    if (version_ >= 2) m.tags = tags(version_ >= 3);
+    if (version_ >= 3) {
+      m.sse.algorithm = str();
+      m.sse.key_md5 = str();
+      m.sse.salt = str();
+      m.sse.key_hmac = str();
+      m.sse.iv = str();
+      if (!ok()) return;
+      if (m.sse.enabled()) {
+        if (m.sse.salt.size() != 16 || m.sse.key_hmac.size() != 32 ||
+            (!m.sse.iv.empty() && m.sse.iv.size() != 16)) {
+          fail("SSE-C field of the wrong size");
+        }
+      } else if (!m.sse.key_md5.empty() || !m.sse.salt.empty() || !m.sse.key_hmac.empty() ||
+                 !m.sse.iv.empty()) {
+        fail("SSE-C fields without an algorithm");
+      }
+    }
   }
   PartInfo part_info() {
     PartInfo p;
@@ -231,18 +258,26 @@ class Decoder {
     p.etag = str();
     p.mtime_ns = i64();
     p.checksums = checksums();
+    if (version_ >= 3) {
+      p.sse_iv = str();
+      if (ok() && !p.sse_iv.empty() && p.sse_iv.size() != 16) fail("SSE-C part IV not 16 bytes");
+    }
     return p;
   }
 
-  // Checks the header and narrows the decoder to the body. Part records exist only in
-  // version 1; the others in versions 1 and 2.
+  // Checks the header and narrows the decoder to the body. Versions records exist only in
+  // version 1, part records in versions 1 and 3 (an SSE-C IV), buckets in 1 and 2, objects and
+  // uploads in 1, 2 and 3 (SSE-C).
   void header(RecordKind kind) {
     if (in_.size() < header_bytes) return fail("shorter than the record header");
     version_ = u8();
-    if (version_ < 1 || version_ > meta_format_version ||
-        (version_ > 1 && (kind == RecordKind::part || kind == RecordKind::versions))) {
-      return fail("unsupported format version");
-    }
+    const bool allowed =
+        version_ == 1 ||
+        (version_ == 2 && (kind == RecordKind::object || kind == RecordKind::upload ||
+                           kind == RecordKind::bucket)) ||
+        (version_ == 3 &&
+         (kind == RecordKind::object || kind == RecordKind::upload || kind == RecordKind::part));
+    if (!allowed || version_ > meta_format_version) return fail("unsupported format version");
     if (u8() != static_cast<std::uint8_t>(kind)) return fail("unexpected record kind");
     if (u32() != remaining()) return fail("body length does not match record size");
   }
@@ -269,10 +304,15 @@ class Decoder {
   std::uint8_t version_ = 1;
 };
 
-// The version a record is written in: 2 when it carries tags (or, for a bucket, configuration),
-// else 1 (readable by older code).
-std::uint8_t version_for(const TagSet& tags) {
-  return tags.empty() ? 1 : 2;
+// The version a record is written in: 3 when it carries SSE-C parameters (or a part with an
+// SSE-C IV), 2 when it carries tags (or, for a bucket, configuration), else 1 (readable by older
+// code).
+std::uint8_t version_for(const ObjectMeta& m) {
+  if (m.sse.enabled()) return 3;
+  for (const PartInfo& p : m.parts) {
+    if (!p.sse_iv.empty()) return 3;
+  }
+  return m.tags.empty() ? 1 : 2;
 }
 std::uint8_t version_for(const BucketInfo& b) {
   return b.tags.empty() && b.config.empty() ? 1 : 2;
@@ -333,10 +373,10 @@ std::size_t BlobIdHash::operator()(const BlobId& id) const noexcept {
 
 std::string encode_object_unchecked(const ObjectRecord& rec) {
   Encoder e;
-  const std::uint8_t version = version_for(rec.meta.tags);
+  const std::uint8_t version = version_for(rec.meta);
   e.meta_fields(rec.meta, version);
   e.u32(static_cast<std::uint32_t>(rec.meta.parts.size()));
-  for (const PartInfo& p : rec.meta.parts) e.part_info(p);
+  for (const PartInfo& p : rec.meta.parts) e.part_info(p, version);
   e.u32(static_cast<std::uint32_t>(rec.segments.size()));
   for (const Segment& s : rec.segments) {
     e.raw(s.blob.bytes.data(), s.blob.bytes.size());
@@ -354,9 +394,14 @@ Result<ObjectRecord> decode_object_impl(std::string_view bytes, bool keep_parts)
   d.meta_fields(rec.meta);
   const std::uint32_t n_parts = d.count(part_record_bytes_min);
   if (keep_parts) rec.meta.parts.reserve(n_parts);
+  bool part_iv = false;
   for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) {
     PartInfo p = d.part_info();  // parsed (and validated) either way
+    part_iv = part_iv || !p.sse_iv.empty();
     if (keep_parts) rec.meta.parts.push_back(std::move(p));
+  }
+  if (d.ok() && d.version() == 3 && !rec.meta.sse.enabled() && !part_iv) {
+    d.fail("version 3 record without SSE-C fields (canonical form is version 1 or 2)");
   }
   const std::uint32_t n_segments = d.count(segment_bytes);
   rec.segments.resize(n_segments);
@@ -450,10 +495,10 @@ std::string encode_upload(const UploadInfo& info) {
   e.str(info.upload_id);
   e.i64(info.initiated_ns);
   e.str(info.checksum_algorithm);
-  const std::uint8_t version = version_for(info.meta_template.tags);
+  const std::uint8_t version = version_for(info.meta_template);
   e.meta_fields(info.meta_template, version);
   e.u32(static_cast<std::uint32_t>(info.meta_template.parts.size()));
-  for (const PartInfo& p : info.meta_template.parts) e.part_info(p);
+  for (const PartInfo& p : info.meta_template.parts) e.part_info(p, version);
   return e.finish(RecordKind::upload, version);
 }
 
@@ -468,8 +513,13 @@ Result<UploadInfo> decode_upload(std::string_view bytes) {
   d.meta_fields(info.meta_template);
   const std::uint32_t n_parts = d.count(part_record_bytes_min);
   info.meta_template.parts.reserve(n_parts);
+  bool part_iv = false;
   for (std::uint32_t i = 0; i < n_parts && d.ok(); ++i) {
     info.meta_template.parts.push_back(d.part_info());
+    part_iv = part_iv || !info.meta_template.parts.back().sse_iv.empty();
+  }
+  if (d.ok() && d.version() == 3 && !info.meta_template.sse.enabled() && !part_iv) {
+    d.fail("version 3 record without SSE-C fields (canonical form is version 1 or 2)");
   }
   d.end();
   if (!d.ok()) return d.status();
@@ -478,9 +528,10 @@ Result<UploadInfo> decode_upload(std::string_view bytes) {
 
 std::string encode_part(const PartRecord& rec) {
   Encoder e;
-  e.part_info(rec.info);
+  const std::uint8_t version = rec.info.sse_iv.empty() ? 1 : 3;
+  e.part_info(rec.info, version);
   e.raw(rec.blob.bytes.data(), rec.blob.bytes.size());
-  return e.finish(RecordKind::part);
+  return e.finish(RecordKind::part, version);
 }
 
 Result<PartRecord> decode_part(std::string_view bytes) {
@@ -488,6 +539,9 @@ Result<PartRecord> decode_part(std::string_view bytes) {
   d.header(RecordKind::part);
   PartRecord rec;
   rec.info = d.part_info();
+  if (d.ok() && d.version() == 3 && rec.info.sse_iv.empty()) {
+    d.fail("version 3 part record without an SSE-C IV (canonical form is version 1)");
+  }
   d.raw(rec.blob.bytes.data(), rec.blob.bytes.size());
   d.end();
   if (!d.ok()) return d.status();

@@ -83,10 +83,11 @@ bool valid_version_id(std::string_view id);
 // Record kinds (the second byte of every record).
 enum class RecordKind : std::uint8_t { object = 1, bucket = 2, upload = 3, part = 4, versions = 5 };
 
-// The newest record version: 1, or 2 for object and upload records that carry tags and bucket
-// records with tags or configuration documents (docs/metadata_format.md). Other records are
-// still written as version 1.
-inline constexpr std::uint8_t meta_format_version = 2;
+// The newest record version: 1, 2 for object and upload records that carry tags and bucket
+// records with tags or configuration documents, 3 for object, upload and part records that carry
+// SSE-C parameters (docs/metadata_format.md, docs/sse-c.md). Other records are still written as
+// version 1.
+inline constexpr std::uint8_t meta_format_version = 3;
 
 // The encoders check, in every build (OBJDIRECT_ASSERT: a failure is a programmer error), that
 // the record is one the decoder accepts and that the bytes decode back to themselves

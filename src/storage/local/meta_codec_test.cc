@@ -65,6 +65,123 @@ UploadInfo tagged_upload() {
   return u;
 }
 
+// SSE-C (docs/sse-c.md): a single-part object with its IV, a multipart one whose parts carry
+// theirs, an upload's template (no IV), and a part.
+SseCustomer sample_sse(bool with_iv) {
+  SseCustomer s;
+  s.algorithm = "AES256";
+  s.key_md5 = "bWQ1IG9mIHRoZSBrZXkgISE=";
+  s.salt = std::string(16, '\x01');
+  s.key_hmac = std::string("\x00hmac", 5) + std::string(27, '\xee');
+  if (with_iv) s.iv = std::string(15, '\xfe') + '\0';
+  return s;
+}
+
+ObjectRecord sse_object() {
+  ObjectRecord rec;
+  rec.meta.key = "enc";
+  rec.meta.size = 3;
+  rec.meta.etag = "e";
+  rec.meta.sse = sample_sse(true);
+  rec.segments = {{fixed_id(5), 3}};
+  return rec;
+}
+
+ObjectRecord sse_multipart_object() {
+  ObjectRecord rec = tagged_object();
+  rec.meta.sse = sample_sse(false);
+  rec.meta.parts[0].sse_iv = std::string(16, 'a');
+  rec.meta.parts[1].sse_iv = std::string(16, 'b');
+  return rec;
+}
+
+UploadInfo sse_upload() {
+  UploadInfo u = sample_upload();
+  u.meta_template.sse = sample_sse(false);
+  return u;
+}
+
+PartRecord sse_part() {
+  return PartRecord{{3, 9, "e", 1, {}, std::string(16, 'i')}, fixed_id(6)};
+}
+
+TEST(MetaCodec, SseRecordsAreVersion3AndRoundTrip) {
+  for (const ObjectRecord& rec : {sse_object(), sse_multipart_object()}) {
+    const std::string b = encode_object(rec);
+    EXPECT_EQ(b[0], 3);
+    auto o = decode_object(b);
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    EXPECT_EQ(*o, rec);
+    EXPECT_EQ(encode_object(*o), b);
+    auto lean = decode_object_without_parts(b);
+    ASSERT_TRUE(lean.ok()) << lean.status().to_string();
+    EXPECT_EQ(lean->meta.sse, rec.meta.sse);
+  }
+  const std::string ub = encode_upload(sse_upload());
+  EXPECT_EQ(ub[0], 3);
+  auto ud = decode_upload(ub);
+  ASSERT_TRUE(ud.ok()) << ud.status().to_string();
+  EXPECT_EQ(*ud, sse_upload());
+  EXPECT_EQ(encode_upload(*ud), ub);
+  const std::string pb = encode_part(sse_part());
+  EXPECT_EQ(pb[0], 3);
+  auto pd = decode_part(pb);
+  ASSERT_TRUE(pd.ok()) << pd.status().to_string();
+  EXPECT_EQ(*pd, sse_part());
+  // Inside a versions record too.
+  VersionEntry v{"null", false, sse_object()};
+  v.rec.meta.version_id = "null";
+  auto vd = decode_versions(encode_versions({v}));
+  ASSERT_TRUE(vd.ok()) << vd.status().to_string();
+  EXPECT_EQ(vd->front().rec.meta.sse, sse_object().meta.sse);
+  // The customer's key is never a field: the record holds only what SseCustomer names.
+  EXPECT_EQ(encode_object(sse_object()).size(), encode_object([] {
+                                                  ObjectRecord r = sse_object();
+                                                  r.meta.sse = {};
+                                                  return r;
+                                                }())
+                                                        .size() +
+                                                    4 + 4 * 5 + 6 + 24 + 16 + 32 +
+                                                    16);  // tag count + five strings
+}
+
+TEST(MetaCodec, Version3RulesAreEnforced) {
+  // Version 3 without any SSE-C field is not canonical (that record is version 1 or 2).
+  // The SSE-C block of a version-3 record replaced by five empty strings:
+  std::string fake = encode_object(sse_object());
+  const std::size_t at = fake.find(std::string("\x06\0\0\0AES256", 10));
+  ASSERT_NE(at, std::string::npos);
+  fake.replace(at, 4 * 5 + 6 + 24 + 16 + 32 + 16, std::string(20, '\0'));
+  fake[2] = static_cast<char>(fake.size() - 6);
+  EXPECT_EQ(decode_object(fake).code(), Errc::corrupt);
+  fake.replace(at, 20, std::string("\x06\0\0\0AES256", 10) + std::string(16, '\0'));
+  fake[2] = static_cast<char>(fake.size() - 6);
+  EXPECT_EQ(decode_object(fake).code(), Errc::corrupt);  // algorithm alone: no salt, no HMAC
+  // Wrong sizes of salt, HMAC or IV, and SSE-C fields without the algorithm.
+  for (int which = 0; which < 4; ++which) {
+    ObjectRecord r = sse_object();
+    if (which == 0) r.meta.sse.salt.pop_back();
+    if (which == 1) r.meta.sse.key_hmac += 'x';
+    if (which == 2) r.meta.sse.iv.pop_back();
+    if (which == 3) r.meta.parts = {PartInfo{1, 3, "p", 0, {}, "short"}};
+    EXPECT_EQ(decode_object(encode_object(r)).code(), Errc::corrupt) << which;
+  }
+  {
+    ObjectRecord r = sse_multipart_object();
+    r.meta.sse.algorithm.clear();  // parts keep IVs: version 3, but key_md5 without algorithm
+    EXPECT_EQ(decode_object(encode_object(r)).code(), Errc::corrupt);
+  }
+  // A version-3 part record without an IV; bucket and versions records have no version 3.
+  std::string part = encode_part(PartRecord{{3, 9, "e", 1, {}}, fixed_id(4)});
+  part[0] = 3;
+  part.insert(part.size() - 16, std::string(4, '\0'));
+  part[2] = static_cast<char>(part.size() - 6);
+  EXPECT_EQ(decode_part(part).code(), Errc::corrupt);
+  std::string bucket = encode_bucket(BucketInfo{"b", 1, "o", "r", {{"k", "v"}}});
+  bucket[0] = 3;
+  EXPECT_EQ(decode_bucket(bucket).code(), Errc::corrupt);
+}
+
 TEST(MetaCodec, TaggedRecordsAreVersion2AndRoundTrip) {
   const std::string obj = encode_object(tagged_object());
   EXPECT_EQ(obj[0], 2);
@@ -120,12 +237,15 @@ TEST(MetaCodec, Version2RulesAreEnforced) {
   std::string short_v2 = v1;
   short_v2[0] = 2;
   EXPECT_EQ(decode_bucket(short_v2).code(), Errc::corrupt);
-  // Parts exist only in version 1; version 3 is unknown.
+  // Parts have no version 2; a version-2 body read as version 3 lacks its SSE-C fields; version 4
+  // is unknown.
   std::string part = encode_part(PartRecord{{3, 9, "e", 1, {}}, fixed_id(4)});
   part[0] = 2;
   EXPECT_EQ(decode_part(part).code(), Errc::corrupt);
   std::string obj = encode_object(tagged_object());
   obj[0] = 3;
+  EXPECT_EQ(decode_object(obj).code(), Errc::corrupt);
+  obj[0] = 4;
   EXPECT_EQ(decode_object(obj).code(), Errc::corrupt);
   // A hostile tag count cannot drive an allocation beyond the record.
   std::string huge = encode_bucket(BucketInfo{"b", 1, "o", "r", {{"k", "v"}}});
@@ -341,6 +461,11 @@ std::vector<std::pair<std::string, std::string>> seed_records() {
       {"upload_tagged_v2", encode_upload(tagged_upload())},
       // A key's versions (kind 5; docs/versioning.md).
       {"versions", encode_versions(sample_versions())},
+      // Version 3: SSE-C parameters (docs/sse-c.md).
+      {"object_sse_v3", encode_object(sse_object())},
+      {"object_multipart_sse_v3", encode_object(sse_multipart_object())},
+      {"upload_sse_v3", encode_upload(sse_upload())},
+      {"part_sse_v3", encode_part(sse_part())},
   };
 }
 

@@ -64,6 +64,7 @@ class RadosStore : public ObjectStore {
 
   // --- versions (rados_versions.cc, rados_list.cc; docs/versioning.md) ---
   bool supports_versioning() const override { return true; }
+  bool stores_sse_c() const override { return true; }
   Result<ObjectMeta> head_object_version(std::string_view bucket, std::string_view key,
                                          std::string_view version_id) override;
   Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,

@@ -1,0 +1,380 @@
+"""SSE-C (server-side encryption with customer-provided keys, docs/sse-c.md) as AWS documents it:
+PutObject, GetObject with Range and partNumber, HeadObject, CopyObject (CopySourceSSECustomerKey,
+another key or none for the copy), multipart uploads (each part with the upload's key,
+UploadPartCopy), GetObjectAttributes; the errors for a missing, wrong, malformed or superfluous
+key; the refusal over plain HTTP without --sse-c-over-http; ciphertext on disk; tagging and
+versions of encrypted objects; `aws s3 cp --sse-c`; the objdirect CLI's RDMA GET of an encrypted
+object refused without the key; and the gateway's NotImplemented. With boto3, raw signed HTTP and
+Debian's AWS CLI v2. Runs on the local and the RADOS backend."""
+
+import base64
+import hashlib
+import os
+import subprocess
+
+import botocore.exceptions
+import pytest
+
+import objd
+
+KEY_A = bytes(range(32))
+KEY_B = bytes(range(100, 132))
+MARKER = b"SSE-C plaintext marker 7f3a9c "
+
+
+def key_headers(key, prefix="x-amz-server-side-encryption-customer-"):
+    return {prefix + "algorithm": "AES256", prefix + "key": base64.b64encode(key).decode(),
+            prefix + "key-MD5": base64.b64encode(hashlib.md5(key).digest()).decode()}
+
+
+def sse(key):
+    return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": key}
+
+
+def copy_sse(key):
+    return {"CopySourceSSECustomerAlgorithm": "AES256", "CopySourceSSECustomerKey": key}
+
+
+def err(excinfo):
+    r = excinfo.value.response
+    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"].get("Code"), r["Error"].get("Message", "")
+
+
+def backend():
+    args = os.environ.get("OBJDIRECT_SERVER_ARGS", "").split()
+    return args[args.index("--backend") + 1] if "--backend" in args[:-1] else "local"
+
+
+@pytest.fixture(scope="module")
+def ssrv(tmp_path_factory):
+    """A server that accepts SSE-C over plain HTTP (loopback), on the entry's backend, with RDMA
+    over libfabric tcp for the CLI case."""
+    root = tmp_path_factory.mktemp("ssec")
+    old = os.environ.get("FI_TCP_IFACE")
+    os.environ["FI_TCP_IFACE"] = "lo"
+    s = objd.Server(str(root / "data"), str(root / "server.log"),
+                    extra_args=os.environ.get("OBJDIRECT_SERVER_ARGS", "").split() +
+                    ["--sse-c-over-http", "--fabric", "libfabric:tcp"])
+    s.start()
+    yield s
+    crashed = not s.alive()
+    rc = s.stop()
+    if old is None:
+        os.environ.pop("FI_TCP_IFACE", None)
+    assert not crashed and rc == 0, f"server rc={rc}; log:\n{s.log_tail()}"
+
+
+@pytest.fixture(scope="module")
+def es3(ssrv):
+    return objd.boto3_client(ssrv)
+
+
+_n = [0]
+
+
+@pytest.fixture
+def eb(es3):
+    _n[0] += 1
+    name = f"ssec-{os.getpid()}-{_n[0]}"
+    es3.create_bucket(Bucket=name)
+    yield name
+    try:
+        for v in es3.list_object_versions(Bucket=name).get("Versions", []):
+            es3.delete_object(Bucket=name, Key=v["Key"], VersionId=v["VersionId"])
+        for v in es3.list_object_versions(Bucket=name).get("DeleteMarkers", []):
+            es3.delete_object(Bucket=name, Key=v["Key"], VersionId=v["VersionId"])
+        for u in es3.list_multipart_uploads(Bucket=name).get("Uploads", []):
+            es3.abort_multipart_upload(Bucket=name, Key=u["Key"], UploadId=u["UploadId"])
+        es3.delete_bucket(Bucket=name)
+    except botocore.exceptions.ClientError:
+        pass
+
+
+def test_put_get_head_and_ranges(es3, eb):
+    body = MARKER + os.urandom(100_000) + MARKER
+    r = es3.put_object(Bucket=eb, Key="k", Body=body, **sse(KEY_A))
+    md5_a = base64.b64encode(hashlib.md5(KEY_A).digest()).decode()
+    assert r["SSECustomerAlgorithm"] == "AES256" and r["SSECustomerKeyMD5"] == md5_a
+    # The ETag is not the MD5 of the plaintext (as with AWS), but 32 hex digits.
+    etag = r["ETag"].strip('"')
+    assert len(etag) == 32 and etag != hashlib.md5(body).hexdigest()
+    g = es3.get_object(Bucket=eb, Key="k", **sse(KEY_A))
+    assert g["Body"].read() == body
+    assert g["SSECustomerAlgorithm"] == "AES256" and g["SSECustomerKeyMD5"] == md5_a
+    assert g["ETag"] == r["ETag"]
+    h = es3.head_object(Bucket=eb, Key="k", **sse(KEY_A))
+    assert h["ContentLength"] == len(body) and h["SSECustomerKeyMD5"] == md5_a
+    # Ranges starting and ending anywhere in a 16-byte block, suffix and open-ended ones.
+    for first, last in [(0, 0), (1, 15), (15, 16), (16, 31), (17, 65_552), (99_999, len(body) - 1)]:
+        g = es3.get_object(Bucket=eb, Key="k", Range=f"bytes={first}-{last}", **sse(KEY_A))
+        assert g["Body"].read() == body[first:last + 1], (first, last)
+    g = es3.get_object(Bucket=eb, Key="k", Range="bytes=-7", **sse(KEY_A))
+    assert g["Body"].read() == body[-7:]
+    g = es3.get_object(Bucket=eb, Key="k", Range="bytes=50000-", **sse(KEY_A))
+    assert g["Body"].read() == body[50000:]
+    # Conditionals use the stored ETag.
+    g = es3.get_object(Bucket=eb, Key="k", IfMatch=r["ETag"], **sse(KEY_A))
+    assert g["Body"].read() == body
+    # Checksums are of the plaintext.
+    c = es3.put_object(Bucket=eb, Key="c", Body=b"hello", ChecksumAlgorithm="SHA256", **sse(KEY_A))
+    assert c["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(b"hello").digest()).decode()
+    # An empty object.
+    es3.put_object(Bucket=eb, Key="empty", Body=b"", **sse(KEY_A))
+    assert es3.get_object(Bucket=eb, Key="empty", **sse(KEY_A))["Body"].read() == b""
+
+
+def test_missing_wrong_and_superfluous_keys(es3, eb, ssrv):
+    es3.put_object(Bucket=eb, Key="k", Body=b"secret bytes", **sse(KEY_A))
+    es3.put_object(Bucket=eb, Key="plain", Body=b"plain bytes")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.get_object(Bucket=eb, Key="k")
+    status, code, msg = err(e)
+    assert (status, code) == (400, "InvalidRequest")
+    assert "stored using a form of Server Side Encryption" in msg
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.get_object(Bucket=eb, Key="k", **sse(KEY_B))
+    assert err(e)[:2] == (403, "AccessDenied")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.head_object(Bucket=eb, Key="k")
+    assert err(e)[0] == 400
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.head_object(Bucket=eb, Key="k", **sse(KEY_B))
+    assert err(e)[0] == 403
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.get_object(Bucket=eb, Key="plain", **sse(KEY_A))
+    assert err(e)[:2] == (400, "InvalidRequest")
+    # Malformed headers (raw signed HTTP: boto3 computes the MD5 itself).
+    path = objd.opath(eb, "k")
+    h = key_headers(KEY_A)
+    h["x-amz-server-side-encryption-customer-key-MD5"] = base64.b64encode(b"0" * 16).decode()
+    f = objd.assert_error(objd.request(ssrv, "GET", path, headers=h), 400, "InvalidArgument")
+    assert f["Message"] == "The calculated MD5 hash of the key did not match the hash that was provided."
+    h = key_headers(KEY_A)
+    h["x-amz-server-side-encryption-customer-algorithm"] = "AES128"
+    f = objd.assert_error(objd.request(ssrv, "PUT", objd.opath(eb, "x"), headers=h, body=b"x"),
+                          400, "InvalidArgument")
+    assert "valid encryption algorithm" in f["Message"]
+    h = key_headers(KEY_A)
+    h["x-amz-server-side-encryption-customer-key"] = base64.b64encode(b"short").decode()
+    f = objd.assert_error(objd.request(ssrv, "PUT", objd.opath(eb, "x"), headers=h, body=b"x"),
+                          400, "InvalidArgument")
+    assert f["Message"] == "The secret key was invalid for the specified algorithm."
+    h = key_headers(KEY_A)
+    del h["x-amz-server-side-encryption-customer-key-MD5"]
+    objd.assert_error(objd.request(ssrv, "PUT", objd.opath(eb, "x"), headers=h, body=b"x"),
+                      400, "InvalidArgument")
+    # Nothing was written by the refused PUTs.
+    with pytest.raises(botocore.exceptions.ClientError):
+        es3.head_object(Bucket=eb, Key="x")
+
+
+def test_ciphertext_on_disk(es3, eb, ssrv):
+    if backend() != "local":
+        pytest.skip("reads the local backend's data files")
+    body = MARKER * 4000
+    es3.put_object(Bucket=eb, Key="disk", Body=body, **sse(KEY_A))
+    es3.put_object(Bucket=eb, Key="disk-plain", Body=MARKER + b"unencrypted")
+    found_plain = found_marker = False
+    for path in objd.files_under(ssrv.data_dir):
+        with open(path, "rb") as f:
+            data = f.read()
+        found_marker = found_marker or MARKER in data
+        found_plain = found_plain or (MARKER + b"unencrypted") in data
+        assert KEY_A not in data, f"the key is in {path}"
+        assert MARKER * 2 not in data, f"plaintext of the SSE-C object in {path}"
+    assert found_plain and found_marker  # the check can find plaintext where there is some
+    assert es3.get_object(Bucket=eb, Key="disk", **sse(KEY_A))["Body"].read() == body
+
+
+def test_copy_object(es3, eb):
+    body = os.urandom(300_000)
+    es3.put_object(Bucket=eb, Key="src", Body=body, **sse(KEY_A))
+    src = {"Bucket": eb, "Key": "src"}
+    # Without the source key: refused.
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.copy_object(Bucket=eb, Key="d0", CopySource=src)
+    assert err(e)[:2] == (400, "InvalidRequest")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.copy_object(Bucket=eb, Key="d0", CopySource=src, **copy_sse(KEY_B))
+    assert err(e)[0] == 403
+    # To another key, to none, and from none to a key.
+    r = es3.copy_object(Bucket=eb, Key="d1", CopySource=src, **copy_sse(KEY_A), **sse(KEY_B))
+    assert r["SSECustomerKeyMD5"] == base64.b64encode(hashlib.md5(KEY_B).digest()).decode()
+    assert es3.get_object(Bucket=eb, Key="d1", **sse(KEY_B))["Body"].read() == body
+    with pytest.raises(botocore.exceptions.ClientError):
+        es3.get_object(Bucket=eb, Key="d1", **sse(KEY_A))
+    es3.copy_object(Bucket=eb, Key="d2", CopySource=src, **copy_sse(KEY_A))
+    g = es3.get_object(Bucket=eb, Key="d2")
+    assert g["Body"].read() == body and "SSECustomerAlgorithm" not in g
+    es3.copy_object(Bucket=eb, Key="d3", CopySource={"Bucket": eb, "Key": "d2"}, **sse(KEY_A))
+    assert es3.get_object(Bucket=eb, Key="d3", **sse(KEY_A))["Body"].read() == body
+    # Onto itself: re-encrypted with a new key (allowed, as AWS allows changing encryption).
+    es3.copy_object(Bucket=eb, Key="src", CopySource=src, **copy_sse(KEY_A), **sse(KEY_B))
+    assert es3.get_object(Bucket=eb, Key="src", **sse(KEY_B))["Body"].read() == body
+
+
+def test_multipart(es3, eb):
+    parts = [os.urandom(5 << 20), os.urandom(100_003)]
+    up = es3.create_multipart_upload(Bucket=eb, Key="mp", **sse(KEY_A))
+    assert up["SSECustomerAlgorithm"] == "AES256"
+    uid = up["UploadId"]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.upload_part(Bucket=eb, Key="mp", UploadId=uid, PartNumber=1, Body=b"x")
+    status, code, msg = err(e)
+    assert (status, code) == (400, "InvalidRequest") and "Subsequent part requests" in msg
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.upload_part(Bucket=eb, Key="mp", UploadId=uid, PartNumber=1, Body=b"x", **sse(KEY_B))
+    assert err(e)[:2] == (400, "InvalidArgument")
+    done = []
+    for i, p in enumerate(parts, 1):
+        r = es3.upload_part(Bucket=eb, Key="mp", UploadId=uid, PartNumber=i, Body=p, **sse(KEY_A))
+        assert r["SSECustomerAlgorithm"] == "AES256"
+        done.append({"PartNumber": i, "ETag": r["ETag"]})
+    # A third part copied from an SSE-C object (its own key) into this upload.
+    es3.put_object(Bucket=eb, Key="psrc", Body=parts[1][:77_777], **sse(KEY_B))
+    # (it replaces part 2 first with the same bytes as a copy, checking UploadPartCopy's path)
+    r = es3.upload_part_copy(Bucket=eb, Key="mp", UploadId=uid, PartNumber=2,
+                             CopySource={"Bucket": eb, "Key": "psrc"},
+                             CopySourceRange="bytes=0-77776", **copy_sse(KEY_B), **sse(KEY_A))
+    done[1]["ETag"] = r["CopyPartResult"]["ETag"]
+    whole = parts[0] + parts[1][:77_777]
+    c = es3.complete_multipart_upload(Bucket=eb, Key="mp", UploadId=uid,
+                                      MultipartUpload={"Parts": done})
+    assert c["ETag"].strip('"').endswith("-2")
+    g = es3.get_object(Bucket=eb, Key="mp", **sse(KEY_A))
+    assert g["Body"].read() == whole
+    # Ranges across the part boundary, inside part 2, and partNumber GETs.
+    b = len(parts[0])
+    for first, last in [(b - 5, b + 20), (b - 1, b), (b + 3, len(whole) - 1), (12345, 12345)]:
+        g = es3.get_object(Bucket=eb, Key="mp", Range=f"bytes={first}-{last}", **sse(KEY_A))
+        assert g["Body"].read() == whole[first:last + 1], (first, last)
+    g = es3.get_object(Bucket=eb, Key="mp", PartNumber=2, **sse(KEY_A))
+    assert g["Body"].read() == parts[1][:77_777]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.get_object(Bucket=eb, Key="mp")
+    assert err(e)[0] == 400
+    # A copy of the multipart object is a single-part SSE-C object.
+    es3.copy_object(Bucket=eb, Key="mpc", CopySource={"Bucket": eb, "Key": "mp"},
+                    **copy_sse(KEY_A), **sse(KEY_B))
+    assert es3.get_object(Bucket=eb, Key="mpc", Range="bytes=5242870-5242890",
+                          **sse(KEY_B))["Body"].read() == whole[5242870:5242891]
+
+
+def test_attributes_tagging_and_versions(es3, eb, ssrv):
+    es3.put_object(Bucket=eb, Key="k", Body=b"attr bytes", **sse(KEY_A))
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.get_object_attributes(Bucket=eb, Key="k", ObjectAttributes=["ObjectSize"])
+    assert err(e)[:2] == (400, "InvalidRequest")
+    # (raw signed HTTP: this botocore does not encode the key of GetObjectAttributes)
+    h = dict(key_headers(KEY_A), **{"x-amz-object-attributes": "ObjectSize,ETag"})
+    r = objd.request(ssrv, "GET", objd.opath(eb, "k"), query={"attributes": ""}, headers=h)
+    assert r.status == 200, r
+    assert r.xml().find(objd.S3_NS + "ObjectSize").text == str(len(b"attr bytes"))
+    # Tagging needs no key (as with AWS) and keeps the object readable.
+    es3.put_object_tagging(Bucket=eb, Key="k", Tagging={"TagSet": [{"Key": "t", "Value": "1"}]})
+    assert es3.get_object_tagging(Bucket=eb, Key="k")["TagSet"] == [{"Key": "t", "Value": "1"}]
+    assert es3.get_object(Bucket=eb, Key="k", **sse(KEY_A))["Body"].read() == b"attr bytes"
+    # Versions, each with its own key.
+    es3.put_bucket_versioning(Bucket=eb, VersioningConfiguration={"Status": "Enabled"})
+    v1 = es3.put_object(Bucket=eb, Key="v", Body=b"one", **sse(KEY_A))["VersionId"]
+    v2 = es3.put_object(Bucket=eb, Key="v", Body=b"two", **sse(KEY_B))["VersionId"]
+    assert es3.get_object(Bucket=eb, Key="v", VersionId=v1, **sse(KEY_A))["Body"].read() == b"one"
+    assert es3.get_object(Bucket=eb, Key="v", VersionId=v2, **sse(KEY_B))["Body"].read() == b"two"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.get_object(Bucket=eb, Key="v", VersionId=v1, **sse(KEY_B))
+    assert err(e)[0] == 403
+
+
+def test_refused_over_plain_http_without_the_flag(s3, bucket):
+    """The suite's default server has no --sse-c-over-http: AWS's refusal, nothing stored."""
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"x", **sse(KEY_A))
+    status, code, msg = err(e)
+    assert (status, code) == (400, "InvalidRequest")
+    assert msg == ("Requests specifying Server Side Encryption with Customer provided keys must be "
+                   "made over a secure connection.")
+    with pytest.raises(botocore.exceptions.ClientError):
+        s3.head_object(Bucket=bucket, Key="k")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.create_multipart_upload(Bucket=bucket, Key="k", **sse(KEY_A))
+    assert err(e)[:2] == (400, "InvalidRequest")
+
+
+def aws_env(srv, tmp_path):
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=objd.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=objd.SECRET_KEY,
+               AWS_DEFAULT_REGION=objd.REGION, AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_CA_BUNDLE", None)
+    return env
+
+
+def test_awscli_s3_cp_sse_c(ssrv, es3, eb, tmp_path):
+    aws = objd.which("aws")
+    if not aws:
+        pytest.skip("aws CLI not installed")
+    if backend() != "local":
+        pytest.skip("the CLI's requests are the boto3 ones above; once, in the local entry (5 s)")
+    keyfile = tmp_path / "key.bin"
+    keyfile.write_bytes(KEY_A)
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(1 << 20))
+    env = aws_env(ssrv, tmp_path)
+    base = [aws, "--endpoint-url", ssrv.endpoint, "s3", "cp", "--sse-c", "AES256",
+            "--sse-c-key", f"fileb://{keyfile}"]
+    p = subprocess.run(base + [str(src), f"s3://{eb}/cli.bin"], env=env, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    assert es3.get_object(Bucket=eb, Key="cli.bin", **sse(KEY_A))["Body"].read() == src.read_bytes()
+    out = tmp_path / "out.bin"
+    p = subprocess.run(base + [f"s3://{eb}/cli.bin", str(out)], env=env, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    assert out.read_bytes() == src.read_bytes()
+
+
+def test_rdma_get_without_key_moves_nothing(ssrv, es3, eb, tmp_path):
+    """The objdirect CLI's RDMA GET sends no SSE-C headers: refused before any byte moves, as a
+    plain GET is; an unencrypted object beside it comes by RDMA."""
+    body = MARKER * 40000
+    es3.put_object(Bucket=eb, Key="r", Body=body, **sse(KEY_A))
+    es3.put_object(Bucket=eb, Key="p", Body=body)
+    env = dict(os.environ, AWS_ENDPOINT_URL=ssrv.endpoint, AWS_ACCESS_KEY_ID=objd.ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=objd.SECRET_KEY, AWS_REGION=objd.REGION, FI_TCP_IFACE="lo")
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_CA_BUNDLE", None)
+    exe = os.path.join(os.environ["OBJDIRECT_BIN_DIR"], "objdirect")
+    ok = subprocess.run([exe, "cp", "--json", "--fabric", "libfabric:tcp", f"s3://{eb}/p", str(tmp_path / "p")],
+                        env=env, capture_output=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert b'"rdma"' in ok.stdout and (tmp_path / "p").read_bytes() == body
+    p = subprocess.run([exe, "cp", "--fabric", "libfabric:tcp", f"s3://{eb}/r", str(tmp_path / "r")],
+                       env=env, capture_output=True, timeout=120)
+    assert p.returncode != 0
+    assert not (tmp_path / "r").exists() or MARKER not in (tmp_path / "r").read_bytes()
+
+
+def test_gateway_answers_not_implemented(tmp_path, monkeypatch):
+    if backend() != "local":
+        pytest.skip("runs its own pair of servers; once, in the local entry")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", objd.ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", objd.SECRET_KEY)
+    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    up = objd.Server(str(tmp_path / "up"), str(tmp_path / "up.log"),
+                     extra_args=["--fabric", "none", "--sse-c-over-http"])
+    up.start()
+    gw = objd.Server(str(tmp_path / "gw"), str(tmp_path / "gw.log"),
+                     extra_args=["--backend", "s3", "--upstream", up.endpoint, "--fabric", "none",
+                                 "--sse-c-over-http"])
+    try:
+        gw.start()
+        s3 = objd.boto3_client(gw)
+        s3.create_bucket(Bucket="gwsse")
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            s3.put_object(Bucket="gwsse", Key="k", Body=b"x", **sse(KEY_A))
+        assert err(e)[:2] == (501, "NotImplemented")
+        s3.put_object(Bucket="gwsse", Key="k", Body=b"x")
+        s3.delete_object(Bucket="gwsse", Key="k")
+        s3.delete_bucket(Bucket="gwsse")
+    finally:
+        gw.stop()
+        up.stop()
