@@ -17,7 +17,7 @@ target_compile_features(objdirect_shared INTERFACE cxx_std_20)
 install(TARGETS objdirect_shared EXPORT objdirectTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT client
         NAMELINK_COMPONENT client)
-set(OBJDIRECT_PUBLIC_HEADERS client.hpp config.hpp export.hpp status.hpp objdirect.h)
+set(OBJDIRECT_PUBLIC_HEADERS client.hpp config.hpp export.hpp plan.hpp status.hpp objdirect.h)
 list(TRANSFORM OBJDIRECT_PUBLIC_HEADERS PREPEND include/objdirect/ OUTPUT_VARIABLE _objdirect_headers)
 install(FILES ${_objdirect_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/objdirect
         COMPONENT client)

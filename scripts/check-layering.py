@@ -22,6 +22,10 @@ only inside that backend's folder, by the factory src/storage/open_store.cc, and
 fuzz targets (*_test.*, *_fuzz.*; tests/ is not checked). Everything else opens a store with
 storage::open_store() and talks to it through storage/object_store.hpp.
 
+The CLI (docs/architecture.md, "The public API"): tools/objdirect/ drives the client library
+through its public API only: it includes no "client/..." header (the private headers of
+src/client/, such as client/planner.hpp, whose public part is objdirect/plan.hpp).
+
 Usage: scripts/check-layering.py [REPO_ROOT]   (exit 1 and one line per violation when refused)
 """
 import pathlib
@@ -209,11 +213,22 @@ def store_seam_violations(root: pathlib.Path):
                    f"src/storage/{m.group(1)}/ (open stores with storage/open_store.hpp)")
 
 
+def cli_violations(root: pathlib.Path):
+    for _, rel, text in all_sources(root):
+        if rel.parts[:2] != ("tools", "objdirect"):
+            continue
+        for m in INCLUDE.finditer(text):
+            if m.group(1).startswith("client/"):
+                line = text.count("\n", 0, m.start()) + 1
+                yield (f"{rel}:{line}: the CLI includes the client library's private "
+                       f"\"{m.group(1)}\" (use the public API, include/objdirect/)")
+
+
 def main() -> int:
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent)
     bad = (list(violations(root.resolve())) + list(seam_violations(root.resolve())) +
            list(public_api_violations(root.resolve())) +
-           list(store_seam_violations(root.resolve())))
+           list(store_seam_violations(root.resolve())) + list(cli_violations(root.resolve())))
     for v in bad:
         print(v)
     if bad:

@@ -231,7 +231,7 @@ bool valid_payload_hash(std::string_view v) {
 // `canonical_payload` goes into the canonical request; `payload_hash` is what the handlers see.
 Result<AuthContext> finish(const RequestView& req, const SecretLookup& secrets, Parsed& p,
                            std::string_view canonical_payload, std::string payload_hash,
-                           bool presigned) {
+                           bool presigned, SigningKeyCache* keys) {
   if (p.amz_date.compare(0, 8, p.scope_date) != 0 || p.scope_date.size() != 8) {
     return Status(Errc::authorization_header_malformed, "Credential scope date " + p.scope_date +
                                                             " does not match the request date " +
@@ -244,7 +244,9 @@ Result<AuthContext> finish(const RequestView& req, const SecretLookup& secrets, 
   }
   std::string canonical = canonical_request(req, p.signed_headers, canonical_payload, presigned);
   std::string scope = credential_scope(p.scope_date, p.scope_region, p.scope_service);
-  std::string key = signing_key(*secret, p.scope_date, p.scope_region, p.scope_service);
+  std::string key = keys != nullptr
+                        ? keys->get(*secret, p.scope_date, p.scope_region, p.scope_service)
+                        : signing_key(*secret, p.scope_date, p.scope_region, p.scope_service);
   std::string expected = signature_hex(key, string_to_sign(p.amz_date, scope, canonical));
   if (!constant_time_equal(expected, p.signature)) {
     return Status(Errc::signature_does_not_match,
@@ -265,7 +267,7 @@ Result<AuthContext> finish(const RequestView& req, const SecretLookup& secrets, 
 
 Result<AuthContext> verify_header(const RequestView& req, std::string_view authorization,
                                   const SecretLookup& secrets, std::string_view region,
-                                  system_clock::time_point now) {
+                                  system_clock::time_point now, SigningKeyCache* keys) {
   Parsed p;
   OBJDIRECT_RETURN_IF_ERROR(parse_authorization(authorization, region, p));
   if (const std::string* d = find_header(req, "x-amz-date")) {
@@ -304,12 +306,12 @@ Result<AuthContext> verify_header(const RequestView& req, std::string_view autho
     return Status(Errc::request_time_too_skewed,
                   "The difference between the request time and the server's time is too large.");
   }
-  return finish(req, secrets, p, *payload, *payload, false);
+  return finish(req, secrets, p, *payload, *payload, false, keys);
 }
 
 Result<AuthContext> verify_presigned(const RequestView& req, const QueryPairs& query,
                                      const SecretLookup& secrets, std::string_view region,
-                                     system_clock::time_point now) {
+                                     system_clock::time_point now, SigningKeyCache* keys) {
   const std::string* algo = nullptr;
   const std::string* cred = nullptr;
   const std::string* date = nullptr;
@@ -364,13 +366,14 @@ Result<AuthContext> verify_presigned(const RequestView& req, const QueryPairs& q
   if (!valid_payload_hash(payload_hash) || !valid_payload_hash(canonical_payload)) {
     return Status(Errc::invalid_argument, "x-amz-content-sha256 has an invalid value");
   }
-  return finish(req, secrets, p, canonical_payload, std::move(payload_hash), true);
+  return finish(req, secrets, p, canonical_payload, std::move(payload_hash), true, keys);
 }
 
 }  // namespace
 
 Result<AuthContext> verify(const RequestView& req, const SecretLookup& secrets,
-                           std::string_view region, system_clock::time_point now) {
+                           std::string_view region, system_clock::time_point now,
+                           SigningKeyCache* keys) {
   const std::string* authorization = find_header(req, "authorization");
   auto [path, raw_query] = split_target(req.target);
   (void)path;
@@ -394,11 +397,11 @@ Result<AuthContext> verify(const RequestView& req, const SecretLookup& secrets,
     if (trim(*authorization).starts_with("AWS ")) {
       return sigv2::verify_header(req, *authorization, secrets, now);
     }
-    return verify_header(req, *authorization, secrets, region, now);
+    return verify_header(req, *authorization, secrets, region, now, keys);
   }
   if (presigned) {
     // AWS answers every malformed query-string parameter AuthorizationQueryParametersError.
-    auto r = verify_presigned(req, *query, secrets, region, now);
+    auto r = verify_presigned(req, *query, secrets, region, now, keys);
     if (r.code() == Errc::authorization_header_malformed) {
       return Status(Errc::authorization_query_parameters_error, r.status().message());
     }

@@ -88,7 +88,9 @@ using SecretLookup = std::function<std::optional<std::string>(std::string_view a
 // (X-Amz-Algorithm=... in the query). Legacy SigV2 ("Authorization: AWS key:sig", or
 // AWSAccessKeyId/Signature/Expires in the query) is handed to sigv2.hpp, which reports the same
 // error codes. An empty `region` accepts any region in the scope; otherwise
-// the scope's region must equal it. Signatures are compared in constant time.
+// the scope's region must equal it. Signatures are compared in constant time. `keys`: where
+// the signing key comes from (null: derived for this call); a server passes one cache for all its
+// requests, so a client's key is derived once a day, not per request (SigV2 derives none).
 // Errors:
 //  - access_denied "Anonymous access is forbidden": neither form of credentials present;
 //    access_denied also for header auth with neither x-amz-date nor Date.
@@ -104,8 +106,10 @@ using SecretLookup = std::function<std::optional<std::string>(std::string_view a
 //    access_denied "Request is not yet valid": presigned, X-Amz-Date more than the skew in the
 //    future.
 //  - signature_does_not_match: the computed signature differs.
+class SigningKeyCache;
 Result<AuthContext> verify(const RequestView& req, const SecretLookup& secrets,
-                           std::string_view region, std::chrono::system_clock::time_point now);
+                           std::string_view region, std::chrono::system_clock::time_point now,
+                           SigningKeyCache* keys = nullptr);
 
 // The canonical request (see the file comment). `signed_headers` are lower-case names in the order
 // they are to appear; a signed header absent from `req` contributes an empty value.

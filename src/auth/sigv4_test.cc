@@ -252,6 +252,58 @@ TEST(Sigv4, SigningKeyCacheMatchesUncachedAndRollsOverByDate) {
   EXPECT_EQ(cache.derivations(), 5u);
 }
 
+// The server's verification through one SigningKeyCache (S3Service) agrees with the uncached one
+// on header and presigned auth, derives the key once, and a wrong signature, secret or scope
+// still fails after the key is cached.
+TEST(Sigv4, VerifyWithSigningKeyCacheAgreesWithUncached) {
+  SigningKeyCache cache;
+  RequestView req = get_object_example();
+  constexpr std::string_view kSig =
+      "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
+  req.headers.emplace_back("authorization",
+                           auth_header("host;range;x-amz-content-sha256;x-amz-date", kSig));
+  auto uncached = verify(req, example_secrets(), "us-east-1", kNow);
+  ASSERT_TRUE(uncached.ok()) << uncached.status().to_string();
+  for (int i = 0; i < 3; ++i) {
+    auto cached = verify(req, example_secrets(), "us-east-1", kNow, &cache);
+    ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+    EXPECT_EQ(cached->signing_key, uncached->signing_key);
+    EXPECT_EQ(cached->seed_signature, uncached->seed_signature);
+    EXPECT_EQ(cached->scope, uncached->scope);
+    EXPECT_EQ(cached->access_key, uncached->access_key);
+  }
+  const std::string url =
+      presign("GET", "/test.txt", "examplebucket.s3.amazonaws.com",
+              {std::string(kAccess), std::string(kSecret)}, "us-east-1", seconds{86400}, kNow);
+  RequestView pre{"GET", url, {{"host", "examplebucket.s3.amazonaws.com"}}};
+  auto pre_cached = verify(pre, example_secrets(), "us-east-1", kNow + hours{1}, &cache);
+  ASSERT_TRUE(pre_cached.ok()) << pre_cached.status().to_string();
+  EXPECT_EQ(pre_cached->signing_key, uncached->signing_key);
+  EXPECT_EQ(cache.derivations(), 1u);  // one key for every request of the day
+  // A bad signature (one digit changed) still fails, through the cache as without it.
+  RequestView bad = get_object_example();
+  std::string wrong(kSig);
+  wrong[0] = wrong[0] == '0' ? '1' : '0';
+  bad.headers.emplace_back("authorization",
+                           auth_header("host;range;x-amz-content-sha256;x-amz-date", wrong));
+  EXPECT_EQ(verify(bad, example_secrets(), "us-east-1", kNow, &cache).code(),
+            Errc::signature_does_not_match);
+  EXPECT_EQ(verify(bad, example_secrets(), "us-east-1", kNow).code(),
+            Errc::signature_does_not_match);
+  // Another secret for the same access key: the cache is keyed by the secret, not the access key.
+  SecretLookup other = [](std::string_view) -> std::optional<std::string> {
+    return std::string("another-secret");
+  };
+  EXPECT_EQ(verify(req, other, "us-east-1", kNow, &cache).code(), Errc::signature_does_not_match);
+  std::string tampered = url;
+  tampered[tampered.size() - 1] = tampered.back() == '4' ? '5' : '4';
+  EXPECT_EQ(verify({"GET", tampered, pre.headers}, example_secrets(), "us-east-1", kNow + hours{1},
+                   &cache)
+                .code(),
+            Errc::signature_does_not_match);
+  EXPECT_EQ(cache.derivations(), 2u);  // the wrong secret's key, once
+}
+
 // sigv4_signing_keys_max: a cache holds at most its bound, dropping the least recently used key.
 TEST(Sigv4, SigningKeyCacheIsBoundedLru) {
   SigningKeyCache cache(3);

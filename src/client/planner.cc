@@ -6,7 +6,7 @@
 #include "common/assert.hpp"
 #include "common/limits.hpp"
 
-namespace objdirect::client {
+namespace objdirect {
 
 std::vector<Piece> split_range(std::uint64_t offset, std::uint64_t length, std::uint64_t part_size,
                                std::uint64_t buffer_offset0) {
@@ -64,6 +64,10 @@ Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size,
   OBJDIRECT_ASSERT(next == size, "the parts cover the whole object");
   return plan;
 }
+
+}  // namespace objdirect
+
+namespace objdirect::client {
 
 std::string range_header(std::uint64_t offset, std::uint64_t length) {
   return "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1);

@@ -1,9 +1,6 @@
-// Transfer planning: how a get or put of N bytes is cut into HTTP requests.
-//
-// Downloads are cut into Range GETs of part_size bytes (the last one shorter). Uploads up to
-// part_size are one PutObject; larger ones are a multipart upload whose part size is raised to at
-// least limits::part_bytes_min (S3's 5 MiB floor for all but the last part) and to whatever keeps
-// the part count within limits::parts_max.
+// Transfer planning, the library's side: the public plan (objdirect/plan.hpp: how a get or put
+// of N bytes is cut into requests) and the Range / Content-Range helpers the HTTP requests of a
+// plan need.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -15,34 +12,16 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "objdirect/plan.hpp"
 
 namespace objdirect::client {
 
-// [offset, offset+length) of an object, and where it lands in the caller's buffer.
-struct Piece {
-  std::uint64_t offset = 0;         // in the object
-  std::uint64_t length = 0;         // bytes
-  std::uint64_t buffer_offset = 0;  // in the caller's buffer
-  std::uint32_t part_number = 0;    // 1-based for multipart uploads; 0 otherwise
-};
-
-// Cuts [offset, offset+length) into consecutive pieces of part_size bytes, the last one shorter;
-// buffer_offset counts from `buffer_offset0`. length 0 gives no pieces. Precondition:
-// part_size > 0.
-std::vector<Piece> split_range(std::uint64_t offset, std::uint64_t length, std::uint64_t part_size,
-                               std::uint64_t buffer_offset0 = 0);
-
-struct UploadPlan {
-  bool multipart = false;
-  std::uint64_t part_size = 0;  // the part size actually used
-  std::vector<Piece> parts;     // single PUT: one piece (of length 0 for an empty object)
-};
-
-// Single PUT when size <= part_size, or with a threshold when size < threshold (and always
-// size <= limits::put_bytes_max); otherwise a multipart plan with part_number 1..N.
-// Errors: invalid_argument (part_size 0), entity_too_large (size > limits::object_bytes_max).
-Result<UploadPlan> plan_upload(std::uint64_t size, std::uint64_t part_size,
-                               std::uint64_t threshold = 0);
+// The plan itself is public (objdirect/plan.hpp: Piece, split_range, UploadPlan, plan_upload);
+// the library's own code names it here as before.
+using objdirect::Piece;
+using objdirect::plan_upload;
+using objdirect::split_range;
+using objdirect::UploadPlan;
 
 // "bytes=FIRST-LAST" for a piece of length > 0.
 std::string range_header(std::uint64_t offset, std::uint64_t length);

@@ -304,6 +304,17 @@ class ObjectStore {
     (void)bucket, (void)key, (void)tags;
     return Status(Errc::not_implemented, "This backend does not store object tags");
   }
+  // As set_object_tags, for one version of the key (Put/DeleteObjectTagging ?versionId=):
+  // version_id "" is exactly set_object_tags (the latest; no_such_key when it is a delete
+  // marker). Otherwise that version's tags: no_such_version for an unknown id, invalid_argument
+  // for a malformed one, method_not_allowed for a delete marker (it has no tags; AWS answers
+  // 405). Returns the version's stored meta, meta.version_id set ("null" for the null version,
+  // "" in a never-versioned bucket). The default serves "" only (backends without versions).
+  virtual Result<ObjectMeta> set_object_version_tags(std::string_view bucket, std::string_view key,
+                                                     std::string_view version_id, TagSet tags) {
+    if (version_id.empty()) return set_object_tags(bucket, key, std::move(tags));
+    return Status(Errc::not_implemented, "This backend does not keep object versions");
+  }
   // Replaces the bucket's tag set (PutBucketTagging; empty for DeleteBucketTagging), atomically.
   // no_such_bucket. Backends that cannot store tags say not_implemented.
   virtual Status set_bucket_tags(std::string_view bucket, TagSet tags) {

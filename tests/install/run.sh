@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
-for f in include/objdirect/client.hpp include/objdirect/config.hpp include/objdirect/status.hpp \
+for f in include/objdirect/client.hpp include/objdirect/config.hpp include/objdirect/status.hpp include/objdirect/plan.hpp \
          include/objdirect/export.hpp include/objdirect/objdirect.h \
          lib*/cmake/objdirect/objdirectConfig.cmake \
          lib*/pkgconfig/objdirect.pc; do
@@ -44,7 +44,7 @@ fi
 # (C++20 with the project's warnings; objdirect.h also as C11).
 inc="-I$work/prefix/include"
 warn="-Wall -Wextra -Wpedantic -Werror"
-for h in client.hpp config.hpp status.hpp export.hpp objdirect.h; do
+for h in client.hpp config.hpp status.hpp export.hpp plan.hpp objdirect.h; do
   # shellcheck disable=SC2086
   echo "#include <objdirect/$h>" | c++ -std=c++20 -fsyntax-only $warn $inc -x c++ - \
     || { echo "install: objdirect/$h does not compile on its own"; exit 1; }

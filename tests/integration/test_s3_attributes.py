@@ -126,3 +126,51 @@ def test_errors(server, s3, bucket):
     assert code_of(e) == "NoSuchBucket"
     r = objd.request(server, "PUT", objd.opath(bucket, "k"), query={"attributes": ""}, body=b"")
     objd.assert_error(r, 405, "MethodNotAllowed")
+
+
+def test_attributes_by_version_id(server, s3, bucket):
+    """GetObjectAttributes ?versionId= answers that version, with x-amz-version-id; an unknown id
+    is 404 NoSuchVersion, a malformed or empty one 400; a delete marker by its id is 405 with
+    x-amz-delete-marker and Last-Modified, as the latest version 404 NoSuchKey (issue 20)."""
+    if not objd.keeps_versions():
+        pytest.skip("this backend keeps no versions (docs/versioning.md)")
+    s3.put_object(Bucket=bucket, Key="k", Body=b"null version")
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    one, two = b"first" * 10, b"second" * 30
+    v1 = s3.put_object(Bucket=bucket, Key="k", Body=one, ChecksumAlgorithm="CRC32")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="k", Body=two)["VersionId"]
+    r = s3.get_object_attributes(Bucket=bucket, Key="k", VersionId=v1, ObjectAttributes=ALL)
+    assert r["VersionId"] == v1 and r["ObjectSize"] == len(one)
+    assert r["ETag"] == hashlib.md5(one).hexdigest()
+    assert r["Checksum"]["ChecksumCRC32"] == crc32_b64(one)
+    r = s3.get_object_attributes(Bucket=bucket, Key="k", ObjectAttributes=ALL)
+    assert r["VersionId"] == v2 and r["ObjectSize"] == len(two) and "Checksum" not in r
+    r = s3.get_object_attributes(Bucket=bucket, Key="k", VersionId="null",
+                                 ObjectAttributes=["ObjectSize"])
+    assert r["VersionId"] == "null" and r["ObjectSize"] == len(b"null version")
+    path = objd.opath(bucket, "k")
+    want = {"x-amz-object-attributes": "ObjectSize"}
+    for vid, status, code in (("0" * 32, 404, "NoSuchVersion"), ("nope", 400, "InvalidArgument"),
+                              ("", 400, "InvalidArgument")):
+        r = objd.request(server, "GET", path, query={"attributes": "", "versionId": vid},
+                         headers=want)
+        objd.assert_error(r, status, code)
+    dm = s3.delete_object(Bucket=bucket, Key="k")["VersionId"]
+    r = objd.request(server, "GET", path, query={"attributes": "", "versionId": dm}, headers=want)
+    objd.assert_error(r, 405, "MethodNotAllowed")
+    assert r.header("x-amz-delete-marker") == "true" and r.header("x-amz-version-id") == dm, r
+    assert r.header("last-modified"), r
+    r = objd.request(server, "GET", path, query={"attributes": ""}, headers=want)
+    objd.assert_error(r, 404, "NoSuchKey")
+    assert r.header("x-amz-delete-marker") == "true" and r.header("x-amz-version-id") == dm, r
+    # The versions below the marker still answer.
+    r = s3.get_object_attributes(Bucket=bucket, Key="k", VersionId=v2,
+                                 ObjectAttributes=["ObjectSize"])
+    assert r["VersionId"] == v2 and r["ObjectSize"] == len(two)
+
+
+def test_attributes_of_a_never_versioned_object_name_no_version(server, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    r = objd.request(server, "GET", objd.opath(bucket, "k"), query={"attributes": ""},
+                     headers={"x-amz-object-attributes": "ObjectSize"})
+    assert r.status == 200 and r.header("x-amz-version-id") is None, r

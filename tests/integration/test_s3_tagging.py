@@ -209,3 +209,98 @@ def test_aws_s3api_tagging(server, bucket, tmp_path):
     p = subprocess.run(base + ["get-bucket-tagging", "--bucket", bucket], env=env, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode != 0 and "NoSuchTagSet" in p.stderr, (p.stdout, p.stderr)
+
+
+def versioned_bucket(s3, bucket):
+    if not objd.keeps_versions():
+        pytest.skip("this backend keeps no versions (docs/versioning.md)")
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+def test_tagging_by_version_id(server, s3, bucket):
+    """Put/Get/DeleteObjectTagging ?versionId= act on that version and answer x-amz-version-id;
+    without versionId they act on the latest one (issue 20)."""
+    versioned_bucket(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="k", Body=b"one")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="k", Body=b"two")["VersionId"]
+    assert v1 != v2
+    r = s3.put_object_tagging(Bucket=bucket, Key="k", VersionId=v1,
+                              Tagging={"TagSet": tagset({"v": "1"})})
+    assert r["VersionId"] == v1
+    latest = s3.get_object_tagging(Bucket=bucket, Key="k")
+    assert latest["VersionId"] == v2 and latest["TagSet"] == []
+    old = s3.get_object_tagging(Bucket=bucket, Key="k", VersionId=v1)
+    assert old["VersionId"] == v1 and as_dict(old["TagSet"]) == {"v": "1"}
+    r = s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset({"v": "2"})})
+    assert r["VersionId"] == v2
+    # Each version keeps its own tags, bytes and ETag; neither becomes the latest by tagging.
+    g1 = s3.get_object(Bucket=bucket, Key="k", VersionId=v1)
+    assert g1["Body"].read() == b"one" and g1["TagCount"] == 1
+    g = s3.get_object(Bucket=bucket, Key="k")
+    assert g["Body"].read() == b"two" and g["VersionId"] == v2 and g["TagCount"] == 1
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="k", VersionId=v1)["TagSet"]) == {
+        "v": "1"}
+    d = s3.delete_object_tagging(Bucket=bucket, Key="k", VersionId=v1)
+    assert d["ResponseMetadata"]["HTTPStatusCode"] == 204 and d["VersionId"] == v1
+    assert s3.get_object_tagging(Bucket=bucket, Key="k", VersionId=v1)["TagSet"] == []
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]) == {"v": "2"}
+    # Raw HTTP: the header is on each answer.
+    path = objd.opath(bucket, "k")
+    r = objd.request(server, "GET", path, query={"tagging": "", "versionId": v1})
+    assert r.status == 200 and r.header("x-amz-version-id") == v1, r
+    # An unknown id, a malformed one, an empty one.
+    unknown = "0" * 32
+    for method, body in (("GET", b""), ("PUT", b"<Tagging><TagSet/></Tagging>"), ("DELETE", b"")):
+        r = objd.request(server, method, path, query={"tagging": "", "versionId": unknown},
+                         body=body)
+        objd.assert_error(r, 404, "NoSuchVersion")
+        r = objd.request(server, method, path, query={"tagging": "", "versionId": "nope"},
+                         body=body)
+        objd.assert_error(r, 400, "InvalidArgument")
+        r = objd.request(server, method, path, query={"tagging": "", "versionId": ""}, body=body)
+        objd.assert_error(r, 400, "InvalidArgument")
+
+
+def test_tagging_of_a_delete_marker(server, s3, bucket):
+    """A delete marker has no tags: by its id, 405 MethodNotAllowed (with x-amz-delete-marker);
+    as the latest version, 404 NoSuchKey; the older versions stay taggable."""
+    versioned_bucket(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="k", Body=b"one")["VersionId"]
+    marker = s3.delete_object(Bucket=bucket, Key="k")
+    assert marker["DeleteMarker"] is True
+    dm = marker["VersionId"]
+    path = objd.opath(bucket, "k")
+    for method, body in (("GET", b""), ("PUT", b"<Tagging><TagSet/></Tagging>"), ("DELETE", b"")):
+        r = objd.request(server, method, path, query={"tagging": "", "versionId": dm}, body=body)
+        objd.assert_error(r, 405, "MethodNotAllowed")
+        assert r.header("x-amz-delete-marker") == "true" and r.header("x-amz-version-id") == dm, r
+        r = objd.request(server, method, path, query={"tagging": ""}, body=body)
+        objd.assert_error(r, 404, "NoSuchKey")
+        assert r.header("x-amz-delete-marker") == "true" and r.header("x-amz-version-id") == dm, r
+    r = s3.put_object_tagging(Bucket=bucket, Key="k", VersionId=v1,
+                              Tagging={"TagSet": tagset({"kept": "yes"})})
+    assert r["VersionId"] == v1
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="k", VersionId=v1)["TagSet"]) == {
+        "kept": "yes"}
+
+
+def test_tagging_of_the_null_version(server, s3, bucket):
+    """An object written before versioning is the "null" version: taggable by that id, and the
+    answers name it; in a never-versioned bucket no x-amz-version-id is sent."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"before")
+    path = objd.opath(bucket, "k")
+    r = objd.request(server, "PUT", path, query={"tagging": ""},
+                     body=b"<Tagging><TagSet><Tag><Key>a</Key><Value>1</Value></Tag></TagSet>"
+                          b"</Tagging>")
+    assert r.status == 200 and r.header("x-amz-version-id") is None, r
+    r = objd.request(server, "GET", path, query={"tagging": "", "versionId": "null"})
+    assert r.status == 200 and b"<Key>a</Key>" in r.body, r
+    versioned_bucket(s3, bucket)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"after")
+    r = s3.put_object_tagging(Bucket=bucket, Key="k", VersionId="null",
+                              Tagging={"TagSet": tagset({"n": "ull"})})
+    assert r["VersionId"] == "null"
+    g = s3.get_object_tagging(Bucket=bucket, Key="k", VersionId="null")
+    assert g["VersionId"] == "null" and as_dict(g["TagSet"]) == {"n": "ull"}
+    assert s3.get_object(Bucket=bucket, Key="k", VersionId="null")["Body"].read() == b"before"
+    assert s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []

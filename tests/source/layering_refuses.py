@@ -120,8 +120,22 @@ def main() -> int:
         for where in ("tools/t/main.cc:1: storage backend header", "src/server/s.cc:2: storage",
                       "src/storage/s3/s3_store.cc:1: storage"):
             assert where in store_bad.stdout, (where, store_bad.stdout)
+        # The CLI uses the public API, never the client library's private headers.
+        cli_ok = run(tree(pathlib.Path(d) / "cli_ok", {
+            "tools/objdirect/main.cc": '#include "objdirect/plan.hpp"\n#include "common/time.hpp"\n',
+            "tools/objdirect-bench/main.cc": '#include "client/http_client.hpp"\n',
+        }))
+        assert cli_ok.returncode == 0, cli_ok.stdout + cli_ok.stderr
+        cli_bad = run(tree(pathlib.Path(d) / "cli_bad", {
+            "tools/objdirect/main.cc": '#include <string>\n#include "client/planner.hpp"\n',
+            "tools/objdirect/x.hpp": '#include "client/cuda/cuda_api.hpp"\n',
+        }))
+        assert cli_bad.returncode == 1, cli_bad.stdout
+        for where in ("tools/objdirect/main.cc:2: the CLI includes", "tools/objdirect/x.hpp:1: the CLI"):
+            assert where in cli_bad.stdout, (where, cli_bad.stdout)
     print("layering check: refuses 5 of 5 bad includes, 8 of 8 seam violations, 2 of 2 private "
-          "includes of the public API and 3 of 3 storage-seam violations, accepts the allowed ones")
+          "includes of the public API, 3 of 3 storage-seam violations and 2 of 2 private client "
+          "includes of the CLI, accepts the allowed ones")
     return 0
 
 

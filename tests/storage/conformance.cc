@@ -1195,6 +1195,58 @@ TEST_P(Conformance, Versions) {
   EXPECT_TRUE(store_->delete_bucket(kBucket).ok());
 }
 
+// set_object_version_tags: one version's tags by id, "" for the latest, the null version by
+// "null"; unknown / malformed ids and delete markers refused; no version changes otherwise.
+TEST_P(Conformance, VersionTags) {
+  if (!store_->supports_versioning()) GTEST_SKIP() << "this backend keeps no versions";
+  if (GetParam()->name == "gateway") GTEST_SKIP() << "the gateway keeps no versions itself";
+  make_bucket(std::string(kBucket));
+  ASSERT_TRUE(put(*store_, kBucket, "k", "null one").ok());
+  auto plain = store_->set_object_version_tags(kBucket, "k", "", TagSet{{"p", "1"}});
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->version_id, "");  // never versioned: no version ids
+  ASSERT_TRUE(store_->set_bucket_config(kBucket, versioning_config_name, "Enabled").ok());
+  auto v1 = put(*store_, kBucket, "k", "one");
+  auto v2 = put(*store_, kBucket, "k", "two");
+  ASSERT_TRUE(v1.ok() && v2.ok());
+  auto t1 = store_->set_object_version_tags(kBucket, "k", v1->version_id, TagSet{{"a", "1"}});
+  ASSERT_TRUE(t1.ok()) << t1.status().to_string();
+  EXPECT_EQ(t1->version_id, v1->version_id);
+  EXPECT_EQ(t1->etag, v1->etag);
+  EXPECT_EQ(t1->mtime_ns, v1->mtime_ns);
+  auto tn = store_->set_object_version_tags(kBucket, "k", "null", TagSet{{"n", "2"}});
+  ASSERT_TRUE(tn.ok()) << tn.status().to_string();
+  EXPECT_EQ(tn->version_id, "null");
+  auto latest = store_->set_object_version_tags(kBucket, "k", "", TagSet{{"l", "3"}});
+  ASSERT_TRUE(latest.ok()) << latest.status().to_string();
+  EXPECT_EQ(latest->version_id, v2->version_id);
+  const std::pair<std::string, TagSet> want[] = {{v1->version_id, TagSet{{"a", "1"}}},
+                                                 {"null", TagSet{{"n", "2"}}},
+                                                 {v2->version_id, TagSet{{"l", "3"}}}};
+  for (const auto& [id, tags] : want) {
+    auto h = store_->head_object_version(kBucket, "k", id);
+    ASSERT_TRUE(h.ok()) << id;
+    EXPECT_EQ(h->tags, tags) << id;
+  }
+  EXPECT_EQ(*get(*store_, kBucket, "k"), "two");  // tagging made no version the latest
+  EXPECT_EQ(store_->set_object_version_tags(kBucket, "k", std::string(32, '0'), {}).code(),
+            Errc::no_such_version);
+  EXPECT_EQ(store_->set_object_version_tags(kBucket, "k", "bad", {}).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(store_->set_object_version_tags(kBucket, "absent", "", {}).code(), Errc::no_such_key);
+  EXPECT_EQ(store_->set_object_version_tags(kBucket, "absent", v1->version_id, {}).code(),
+            Errc::no_such_version);
+  auto marker = store_->delete_object_version(kBucket, "k", "");
+  ASSERT_TRUE(marker.ok() && marker->delete_marker);
+  EXPECT_EQ(store_->set_object_version_tags(kBucket, "k", marker->version_id, {}).code(),
+            Errc::method_not_allowed);
+  EXPECT_EQ(store_->set_object_version_tags(kBucket, "k", "", {}).code(), Errc::no_such_key);
+  EXPECT_EQ(store_->set_object_tags(kBucket, "k", {}).code(), Errc::no_such_key);
+  auto again = store_->set_object_version_tags(kBucket, "k", v1->version_id, {});
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(again->tags.empty());
+}
+
 TEST_P(Conformance, ListObjectVersionsPagesInsideKeys) {
   if (!store_->supports_versioning()) GTEST_SKIP() << "this backend keeps no versions";
   make_bucket(std::string(kBucket));

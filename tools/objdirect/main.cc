@@ -36,11 +36,11 @@
 #include <thread>
 #include <vector>
 
-#include "client/planner.hpp"
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "common/time.hpp"
 #include "objdirect/client.hpp"
+#include "objdirect/plan.hpp"
 #include "transport/transport.hpp"
 #include "upload_options.hpp"
 
@@ -536,8 +536,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
     if (!reg.ok()) return report(reg.status());
     h = std::move(*reg);
   }
-  auto plan =
-      client::plan_upload(m.len, c.config().part_size_bytes, c.config().multipart_threshold_bytes);
+  auto plan = plan_upload(m.len, c.config().part_size_bytes, c.config().multipart_threshold_bytes);
   if (!plan.ok()) return report(plan.status());
   // No --content-type: guessed from the file's extension, as aws s3 cp does.
   PutOptions guessed;
@@ -642,7 +641,7 @@ int download_file(Client& c, const S3Url& src, std::uint64_t size, const std::st
     h = std::move(*reg);
   }
   const std::span<std::byte> data(static_cast<std::byte*>(m.ptr), m.len);
-  auto pieces = client::split_range(0, size, c.config().part_size_bytes);
+  auto pieces = split_range(0, size, c.config().part_size_bytes);
   int rc = run_parallel(pieces.size(), width, [&](std::size_t i) {
     const auto& p = pieces[i];
     auto r =
@@ -1428,8 +1427,7 @@ Result<std::string> local_etag(Client& c, const fs::path& path, std::uint64_t si
     return Status(Errc::io_error, "cannot open " + path.string() + ": " + strerror(errno));
   std::vector<std::uint64_t> part_ends{size};
   if (const auto dash = like.find('-'); dash != std::string_view::npos) {
-    auto plan =
-        client::plan_upload(size, c.config().part_size_bytes, c.config().multipart_threshold_bytes);
+    auto plan = plan_upload(size, c.config().part_size_bytes, c.config().multipart_threshold_bytes);
     if (!plan.ok() || !plan->multipart ||
         std::to_string(plan->parts.size()) != like.substr(dash + 1)) {
       close(fd);

@@ -87,7 +87,9 @@ Task<void> S3Service::Impl::get_object_attributes(Ctx& c) {
   if (!max_parts.ok()) co_return co_await send_error(c, max_parts.status());
   auto marker = uint_header(c, "x-amz-part-number-marker", 0, 0, limits::parts_max);
   if (!marker.ok()) co_return co_await send_error(c, marker.status());
-  auto m = store->head_object(c.bucket, c.key);
+  auto version_id = version_id_param(c);
+  if (!version_id.ok()) co_return co_await send_error(c, version_id.status());
+  auto m = head_version(c, c.bucket, c.key, *version_id);
   if (!m.ok()) co_return co_await send_error(c, m.status());
   // SSE-C: as AWS, the attributes of an encrypted object need its key.
   if (auto key = key_for_read(c, *m, false); !key.ok())
@@ -138,6 +140,7 @@ Task<void> S3Service::Impl::get_object_attributes(Ctx& c) {
   w.close();
   http::Fields f;
   f.set(bhttp::field::last_modified, http_date(from_ns(m->mtime_ns)));
+  if (!m->version_id.empty()) f.set("x-amz-version-id", m->version_id);
   co_await send_xml(c, bhttp::status::ok, w.finish(), std::move(f));
 }
 

@@ -148,21 +148,50 @@ Result<std::unique_ptr<storage::ObjectReader>> S3Service::Impl::open_version(
   }
   auto reader = version_id ? store->open_object_version(bucket, key, *version_id)
                            : store->open_object(bucket, key);
-  if (reader.ok()) return reader;
-  // A delete marker: AWS says so in x-amz-delete-marker, with the marker's id.
-  const bool marker_by_id = reader.code() == Errc::method_not_allowed;
-  const bool maybe_marker = !version_id && reader.code() == Errc::no_such_key;
-  if (marker_by_id || maybe_marker) {
-    auto m = store->head_object_version(bucket, key, version_id.value_or(""));
-    if (m.ok() && m->delete_marker) {
-      c.version_headers = {{"x-amz-delete-marker", "true"}, {"x-amz-version-id", m->version_id}};
-      if (marker_by_id) {
-        c.version_headers.emplace_back("Last-Modified", http_date(from_ns(m->mtime_ns)));
-        c.version_headers.emplace_back("Allow", "DELETE");
-      }
-    }
-  }
+  if (!reader.ok()) note_delete_marker(c, bucket, key, version_id, reader.code());
   return reader;
+}
+
+void S3Service::Impl::note_delete_marker(Ctx& c, std::string_view bucket, std::string_view key,
+                                         const std::optional<std::string>& version_id, Errc code) {
+  // A delete marker: AWS says so in x-amz-delete-marker, with the marker's id.
+  const bool marker_by_id = version_id && code == Errc::method_not_allowed;
+  const bool maybe_marker = !version_id && code == Errc::no_such_key;
+  if (!store->supports_versioning() || !(marker_by_id || maybe_marker)) return;
+  auto m = store->head_object_version(bucket, key, version_id.value_or(""));
+  if (!m.ok() || !m->delete_marker) return;
+  c.version_headers = {{"x-amz-delete-marker", "true"}, {"x-amz-version-id", m->version_id}};
+  if (marker_by_id) {
+    c.version_headers.emplace_back("Last-Modified", http_date(from_ns(m->mtime_ns)));
+    c.version_headers.emplace_back("Allow", "DELETE");
+  }
+}
+
+Result<std::string> S3Service::Impl::store_version_id(
+    const std::optional<std::string>& version_id) const {
+  if (!version_id) return std::string();
+  if (store->supports_versioning()) return *version_id;
+  if (*version_id != "null") {
+    return Status(Errc::not_implemented, "This server's storage backend does not keep versions");
+  }
+  return std::string();
+}
+
+Result<storage::ObjectMeta> S3Service::Impl::head_version(
+    Ctx& c, std::string_view bucket, std::string_view key,
+    const std::optional<std::string>& version_id) {
+  auto id = store_version_id(version_id);
+  if (!id.ok()) return id.status();
+  if (id->empty()) {
+    auto m = store->head_object(bucket, key);
+    if (!m.ok()) note_delete_marker(c, bucket, key, std::nullopt, m.code());
+    return m;
+  }
+  auto m = store->head_object_version(bucket, key, *id);
+  if (!m.ok() || !m->delete_marker) return m;
+  note_delete_marker(c, bucket, key, version_id, Errc::method_not_allowed);
+  return Status(Errc::method_not_allowed,
+                "The specified method is not allowed against this resource.");
 }
 
 Task<void> S3Service::Impl::put_object(Ctx& c) {

@@ -87,6 +87,9 @@ struct S3Service::Impl {
   std::shared_ptr<rdma::RdmaEngine> rdma;
   std::FILE* access_log = nullptr;
   std::mutex access_log_mu;
+  // The SigV4 signing keys of this server's users, derived once per (secret, date, region) and
+  // shared by every request (bounded: limits::sigv4_signing_keys_max, LRU; thread-safe).
+  sigv4::SigningKeyCache signing_keys;
   void finish_request(Ctx& c, std::chrono::steady_clock::time_point t0);
   Task<bool> serve_metrics(http::Exchange& ex);
   // Blocking RDMA transfers run here, off the HTTP event loop.
@@ -134,6 +137,20 @@ struct S3Service::Impl {
   Result<std::unique_ptr<storage::ObjectReader>> open_version(
       Ctx& c, std::string_view bucket, std::string_view key,
       const std::optional<std::string>& version_id);
+  // The metadata of `key` at `version_id` (nullopt: the latest), for the operations that read a
+  // version without its bytes (GetObjectTagging, GetObjectAttributes), as open_version answers:
+  // "null" only on a backend without versioning; a delete marker is no_such_key (the latest) or
+  // method_not_allowed (by id), with c.version_headers set.
+  Result<storage::ObjectMeta> head_version(Ctx& c, std::string_view bucket, std::string_view key,
+                                           const std::optional<std::string>& version_id);
+  // After an operation on a version failed with `code`: when the version is a delete marker
+  // (method_not_allowed by id; no_such_key for the latest), sets c.version_headers as AWS does
+  // (x-amz-delete-marker, x-amz-version-id; by id also Last-Modified and Allow: DELETE).
+  void note_delete_marker(Ctx& c, std::string_view bucket, std::string_view key,
+                          const std::optional<std::string>& version_id, Errc code);
+  // The version id to pass to the store: "" for the latest, and for "null" on a backend without
+  // versioning (where it is the latest); not_implemented for another id there.
+  Result<std::string> store_version_id(const std::optional<std::string>& version_id) const;
   Task<void> list_objects(Ctx& c, int version);  // 1, 2, or 0 for ListObjectVersions
   // ListObjectVersions on a backend that keeps versions.
   Task<void> list_versions(Ctx& c, const storage::ListQuery& q, const std::string& key_marker,

@@ -284,7 +284,8 @@ boost::asio::awaitable<void> S3Service::handle(http::Exchange& ex) {
           return it->second.secret_key;
         },
         impl_->opts.region,
-        impl_->opts.auth_clock ? impl_->opts.auth_clock() : std::chrono::system_clock::now());
+        impl_->opts.auth_clock ? impl_->opts.auth_clock() : std::chrono::system_clock::now(),
+        &impl_->signing_keys);
     if (!auth.ok()) {
       co_await impl_->send_error(c, auth.status());
       co_return;

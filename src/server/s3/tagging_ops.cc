@@ -40,16 +40,26 @@ Task<void> S3Service::Impl::tagging(Ctx& c) {
         c, Status(Errc::method_not_allowed,
                   "The specified method is not allowed against this resource"));
   }
+  std::optional<std::string> version_id;
   if (object) {
     if (auto st = validate_object_key(c.key); !st.ok()) co_return co_await send_error(c, st);
+    auto v = version_id_param(c);
+    if (!v.ok()) co_return co_await send_error(c, v.status());
+    version_id = std::move(*v);
   }
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  // The object operations answer with the version they read or changed, as AWS does.
+  auto version_header = [](const storage::ObjectMeta& m) {
+    http::Fields f;
+    if (!m.version_id.empty()) f.set("x-amz-version-id", m.version_id);
+    return f;
+  };
 
   if (method == verb::get) {
     if (object) {
-      auto m = store->head_object(c.bucket, c.key);
+      auto m = head_version(c, c.bucket, c.key, version_id);
       if (!m.ok()) co_return co_await send_error(c, m.status());
-      co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(m->tags));
+      co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(m->tags), version_header(*m));
     }
     auto b = store->head_bucket(c.bucket);
     if (!b.ok()) co_return co_await send_error(c, b.status());
@@ -69,10 +79,15 @@ Task<void> S3Service::Impl::tagging(Ctx& c) {
     tags = std::move(*parsed);
   }
   if (object) {
-    auto r = store->set_object_tags(c.bucket, c.key, std::move(tags));
-    if (!r.ok()) co_return co_await send_error(c, r.status());
+    auto id = store_version_id(version_id);
+    if (!id.ok()) co_return co_await send_error(c, id.status());
+    auto r = store->set_object_version_tags(c.bucket, c.key, *id, std::move(tags));
+    if (!r.ok()) {
+      note_delete_marker(c, c.bucket, c.key, version_id, r.code());
+      co_return co_await send_error(c, r.status());
+    }
     co_return co_await send_empty(
-        c, method == verb::put ? bhttp::status::ok : bhttp::status::no_content);
+        c, method == verb::put ? bhttp::status::ok : bhttp::status::no_content, version_header(*r));
   }
   if (auto st = store->set_bucket_tags(c.bucket, std::move(tags)); !st.ok())
     co_return co_await send_error(c, st);

@@ -23,6 +23,7 @@
 #include "storage/local/meta_codec.hpp"
 #include "storage/local/meta_db.hpp"
 #include "storage/upload_paging.hpp"
+#include "storage/version_paging.hpp"
 
 namespace objdirect::storage {
 namespace local {
@@ -153,6 +154,11 @@ Status invalid_version_id() {
 }
 Status no_such_version() {
   return Status(Errc::no_such_version, "The specified version does not exist.");
+}
+// A delete marker named by its version id, for an operation it cannot serve (GET, tagging).
+Status delete_marker_not_allowed() {
+  return Status(Errc::method_not_allowed,
+                "The specified method is not allowed against this resource.");
 }
 
 // The bucket's versioning state, from its config document (docs/versioning.md).
@@ -486,6 +492,8 @@ class LocalStore final : public ObjectStore {
                                    const WriteCondition& cond) override;
   Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
                                      TagSet tags) override;
+  Result<ObjectMeta> set_object_version_tags(std::string_view bucket, std::string_view key,
+                                             std::string_view version_id, TagSet tags) override;
   Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
   Status set_bucket_config(std::string_view bucket, std::string_view name,
                            std::string document) override;
@@ -1067,20 +1075,35 @@ Result<ObjectMeta> LocalStore::replace_meta(std::string_view bucket, ObjectMeta 
 
 Result<ObjectMeta> LocalStore::set_object_tags(std::string_view bucket, std::string_view key,
                                                TagSet tags) {
+  return set_object_version_tags(bucket, key, "", std::move(tags));
+}
+
+// One version's tags ("" = the latest); the version stays what it is otherwise.
+Result<ObjectMeta> LocalStore::set_object_version_tags(std::string_view bucket,
+                                                       std::string_view key,
+                                                       std::string_view version_id, TagSet tags) {
   OBJDIRECT_RETURN_IF_ERROR(validate_key(key));
+  if (!version_id.empty() && !valid_version_id(version_id)) return invalid_version_id();
   auto w = begin_write_txn();
   if (!w.ok()) return w.status();
-  OBJDIRECT_RETURN_IF_ERROR(require_bucket(w->txn, bucket));
+  auto state = bucket_versioning(w->txn, bucket);
+  if (!state.ok()) return state.status();
   bool plain = false;
   auto stack = get_versions(w->txn, bucket, key, &plain);
   if (!stack.ok()) return stack.status();
-  // The latest version's tags (a delete marker has none to set).
-  if (stack->empty() || stack->front().delete_marker) return no_such_key();
-  ObjectRecord& rec = stack->front().rec;
+  auto it = std::find_if(stack->begin(), stack->end(), [&](const VersionEntry& v) {
+    return version_id.empty() || v.version_id == version_id;
+  });
+  if (it == stack->end()) return version_id.empty() ? no_such_key() : no_such_version();
+  // A delete marker has no tags to set.
+  if (it->delete_marker) return version_id.empty() ? no_such_key() : delete_marker_not_allowed();
+  ObjectRecord& rec = it->rec;
   rec.meta.tags = std::move(tags);
   OBJDIRECT_RETURN_IF_ERROR(key_tree::put(w->txn, *db_, bucket, key,
                                           plain ? encode_object(rec) : encode_versions(*stack)));
   OBJDIRECT_RETURN_IF_ERROR(w->commit());
+  // A never-versioned object is the null version once the bucket is versioned.
+  if (plain) rec.meta.version_id = *state == Versioning::off ? "" : "null";
   return std::move(rec.meta);
 }
 
@@ -1180,8 +1203,7 @@ Result<std::unique_ptr<ObjectReader>> LocalStore::open_impl(std::string_view buc
       if (found == nullptr) return version_id.empty() ? no_such_key() : no_such_version();
       if (found->delete_marker) {
         if (version_id.empty()) return no_such_key();
-        return Status(Errc::method_not_allowed,
-                      "The specified method is not allowed against this resource.");
+        return delete_marker_not_allowed();
       }
       rec = std::move(found->rec);
       if (plain) rec.meta.version_id = *state == Versioning::off ? "" : "null";
@@ -1369,21 +1391,9 @@ Result<ListVersionsResult> LocalStore::list_object_versions(std::string_view buc
   while (it.valid() && !out.truncated) {
     const std::string& key = it.key();
     if (!key.starts_with(q.prefix)) break;
-    std::size_t cut = std::string::npos;
-    if (!q.delimiter.empty()) cut = key.find(q.delimiter, q.prefix.size());
-    if (cut != std::string::npos) {
-      std::string cp = key.substr(0, cut + q.delimiter.size());
-      if (cp > q.key_marker) {
-        if (count == max_keys) {
-          out.truncated = true;
-          break;
-        }
-        out.common_prefixes.push_back(cp);
-        out.next_key_marker = cp;
-        out.next_version_id_marker.clear();
-        ++count;
-      }
-      const std::string next = prefix_successor(std::move(cp));
+    if (auto cp = roll_up_version_key(key, q, max_keys, count, out)) {
+      if (out.truncated) break;
+      const std::string next = prefix_successor(std::move(*cp));
       if (next.empty()) break;
       OBJDIRECT_RETURN_IF_ERROR(it.seek(next));
       continue;

@@ -8,6 +8,8 @@
 #include <limits>
 #include <set>
 
+#include "common/assert.hpp"
+
 namespace objdirect::storage::local {
 namespace {
 
@@ -369,7 +371,7 @@ std::size_t BlobIdHash::operator()(const BlobId& id) const noexcept {
   return static_cast<std::size_t>(h);
 }
 
-std::string encode_object(const ObjectRecord& rec) {
+std::string encode_object_unchecked(const ObjectRecord& rec) {
   Encoder e;
   const std::uint8_t version = version_for(rec.meta);
   e.meta_fields(rec.meta, version);
@@ -421,6 +423,32 @@ Result<ObjectRecord> decode_object_impl(std::string_view bytes, bool keep_parts)
 
 Result<ObjectRecord> decode_object(std::string_view bytes) {
   return decode_object_impl(bytes, true);
+}
+
+namespace {
+
+std::uint64_t segments_total(const ObjectRecord& rec) {
+  std::uint64_t total = 0;
+  for (const Segment& s : rec.segments) total += s.size;
+  return total;
+}
+
+// decode(bytes) is accepted and encodes back to `bytes` (the canonical encoding).
+template <typename Decode, typename Encode>
+bool round_trips(const std::string& bytes, Decode decode, Encode encode) {
+  auto back = decode(bytes);
+  return back.ok() && encode(*back) == bytes;
+}
+
+}  // namespace
+
+std::string encode_object(const ObjectRecord& rec) {
+  OBJDIRECT_ASSERT(segments_total(rec) == rec.meta.size,
+                   "an object record's segments add up to its size");
+  std::string bytes = encode_object_unchecked(rec);
+  OBJDIRECT_ASSERT(round_trips(bytes, decode_object, encode_object_unchecked),
+                   "an object record decodes back to itself");
+  return bytes;
 }
 
 Result<ObjectRecord> decode_object_without_parts(std::string_view bytes) {
@@ -536,15 +564,35 @@ RecordKind record_kind(std::string_view bytes) {
   return static_cast<RecordKind>(static_cast<std::uint8_t>(bytes[1]));
 }
 
-std::string encode_versions(const std::vector<VersionEntry>& versions) {
+std::string encode_versions_unchecked(const std::vector<VersionEntry>& versions) {
   Encoder e;
   e.u32(static_cast<std::uint32_t>(versions.size()));
   for (const VersionEntry& v : versions) {
     e.str(v.version_id);
     e.u8(v.delete_marker ? 1 : 0);
-    e.str(encode_object(v.rec));
+    e.str(encode_object_unchecked(v.rec));
   }
   return e.finish(RecordKind::versions, 1);
+}
+
+std::string encode_versions(const std::vector<VersionEntry>& versions) {
+  OBJDIRECT_ASSERT(!versions.empty(), "a versions record holds at least one version");
+  std::set<std::string_view> ids;
+  for (const VersionEntry& v : versions) {
+    OBJDIRECT_ASSERT(valid_version_id(v.version_id) && ids.insert(v.version_id).second,
+                     "a versions record's ids are valid and distinct");
+    OBJDIRECT_ASSERT(v.rec.meta.key == versions.front().rec.meta.key,
+                     "a versions record holds the versions of one key");
+    OBJDIRECT_ASSERT(!v.delete_marker || (v.rec.meta.size == 0 && v.rec.segments.empty() &&
+                                          v.rec.meta.parts.empty()),
+                     "a delete marker has no bytes");
+    OBJDIRECT_ASSERT(segments_total(v.rec) == v.rec.meta.size,
+                     "an object record's segments add up to its size");
+  }
+  std::string bytes = encode_versions_unchecked(versions);
+  OBJDIRECT_ASSERT(round_trips(bytes, decode_versions, encode_versions_unchecked),
+                   "a versions record decodes back to itself");
+  return bytes;
 }
 
 namespace {

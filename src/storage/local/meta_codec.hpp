@@ -89,12 +89,23 @@ enum class RecordKind : std::uint8_t { object = 1, bucket = 2, upload = 3, part 
 // version 1.
 inline constexpr std::uint8_t meta_format_version = 3;
 
+// The encoders check, in every build (OBJDIRECT_ASSERT: a failure is a programmer error), that
+// the record is one the decoder accepts and that the bytes decode back to themselves
+// (decode, then encode again, gives the same bytes: every field written is read back).
+// Preconditions of encode_object: the segments' sizes add up to meta.size. meta.version_id and
+// meta.delete_marker are not written (a versions entry supplies them).
 std::string encode_object(const ObjectRecord& rec);
 std::string encode_bucket(const BucketInfo& info);
 std::string encode_upload(const UploadInfo& info);
 std::string encode_part(const PartRecord& rec);
-// A key's versions (kind 5, version 1), newest first; at least one.
+// A key's versions (kind 5, version 1), newest first. Preconditions: at least one entry; ids
+// valid (valid_version_id) and distinct; every entry of the same key (rec.meta.key); a delete
+// marker without bytes, segments or parts; each nested record as encode_object's.
 std::string encode_versions(const std::vector<VersionEntry>& versions);
+// Tests only: the same bytes without the checks above, to build records the decoder must refuse
+// (meta_codec_test's "Rejects..." cases). Storage code uses the checked encoders.
+std::string encode_object_unchecked(const ObjectRecord& rec);
+std::string encode_versions_unchecked(const std::vector<VersionEntry>& versions);
 // The kind byte of a record (0 when shorter than a header): the value under a key in the
 // objects table is an object record (never-versioned) or a versions record.
 RecordKind record_kind(std::string_view bytes);

@@ -164,12 +164,12 @@ TEST(MetaCodec, Version3RulesAreEnforced) {
     if (which == 1) r.meta.sse.key_hmac += 'x';
     if (which == 2) r.meta.sse.iv.pop_back();
     if (which == 3) r.meta.parts = {PartInfo{1, 3, "p", 0, {}, "short"}};
-    EXPECT_EQ(decode_object(encode_object(r)).code(), Errc::corrupt) << which;
+    EXPECT_EQ(decode_object(encode_object_unchecked(r)).code(), Errc::corrupt) << which;
   }
   {
     ObjectRecord r = sse_multipart_object();
     r.meta.sse.algorithm.clear();  // parts keep IVs: version 3, but key_md5 without algorithm
-    EXPECT_EQ(decode_object(encode_object(r)).code(), Errc::corrupt);
+    EXPECT_EQ(decode_object(encode_object_unchecked(r)).code(), Errc::corrupt);
   }
   // A version-3 part record without an IV; bucket and versions records have no version 3.
   std::string part = encode_part(PartRecord{{3, 9, "e", 1, {}}, fixed_id(4)});
@@ -319,7 +319,7 @@ TEST(MetaCodec, RejectsWrongKindVersionAndFraming) {
 TEST(MetaCodec, RejectsSegmentsNotMatchingSize) {
   ObjectRecord rec = sample_object();
   rec.meta.size = 13;
-  auto r = decode_object(encode_object(rec));
+  auto r = decode_object(encode_object_unchecked(rec));
   EXPECT_EQ(r.code(), Errc::corrupt);
 }
 
@@ -393,20 +393,20 @@ TEST(MetaCodec, VersionsRoundTrip) {
 }
 
 TEST(MetaCodec, VersionsRulesAreEnforced) {
-  EXPECT_EQ(decode_versions(encode_versions({})).code(), Errc::corrupt);  // no version
+  EXPECT_EQ(decode_versions(encode_versions_unchecked({})).code(), Errc::corrupt);  // no version
   auto vs = sample_versions();
   vs[1].version_id = "null";  // two null versions
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   vs = sample_versions();
   vs[1].version_id = "FFEEDDCCBBAA99887766554433221100";  // uppercase: not an id of ours
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   vs = sample_versions();
   vs[0].rec.meta.size = 3;  // a marker with bytes
   vs[0].rec.segments = {{fixed_id(9), 3}};
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   vs = sample_versions();
   vs[2].rec.meta.key = "other";  // versions of two keys
-  EXPECT_EQ(decode_versions(encode_versions(vs)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions(encode_versions_unchecked(vs)).code(), Errc::corrupt);
   std::string flags = encode_versions(sample_versions());
   flags[6 + 4 + 4 + 32] = 2;  // the first entry's flags byte
   EXPECT_EQ(decode_versions(flags).code(), Errc::corrupt);
@@ -417,6 +417,27 @@ TEST(MetaCodec, VersionsRulesAreEnforced) {
   EXPECT_FALSE(valid_version_id("Null"));
   EXPECT_FALSE(valid_version_id(""));
   EXPECT_FALSE(valid_version_id(std::string(31, 'a')));
+}
+
+// The checked encoders refuse, in every build, a record the decoder would refuse.
+TEST(MetaCodecDeathTest, EncodersAssertTheirPreconditions) {
+  ObjectRecord rec = sample_object();
+  rec.meta.size = 13;
+  EXPECT_DEATH((void)encode_object(rec), "segments add up to its size");
+  EXPECT_DEATH((void)encode_versions({}), "at least one version");
+  auto vs = sample_versions();
+  vs[1].version_id = "null";
+  EXPECT_DEATH((void)encode_versions(vs), "ids are valid and distinct");
+  vs = sample_versions();
+  vs[2].rec.meta.key = "other";
+  EXPECT_DEATH((void)encode_versions(vs), "versions of one key");
+  vs = sample_versions();
+  vs[0].rec.meta.size = 3;
+  vs[0].rec.segments = {{fixed_id(9), 3}};
+  EXPECT_DEATH((void)encode_versions(vs), "a delete marker has no bytes");
+  // Valid records pass, the nested ones included (their version ids come from the entries).
+  EXPECT_EQ(encode_versions(sample_versions()), encode_versions_unchecked(sample_versions()));
+  EXPECT_EQ(encode_object(sample_object()), encode_object_unchecked(sample_object()));
 }
 
 // The records behind the checked-in seed corpus (src/storage/local/fuzz_corpus/).

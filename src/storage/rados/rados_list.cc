@@ -5,6 +5,7 @@
 
 #include "common/limits.hpp"
 #include "storage/rados/rados_store_impl.hpp"
+#include "storage/version_paging.hpp"
 
 namespace objdirect::storage::rados_impl {
 namespace {
@@ -159,23 +160,10 @@ Result<ListVersionsResult> RadosStore::list_object_versions(std::string_view buc
     if (!next.ok()) return next.status();
     if (!*next) break;
     const std::string key = **next;
-    if (!q.delimiter.empty()) {
-      const auto d = key.find(q.delimiter, q.prefix.size());
-      if (d != std::string::npos) {
-        const std::string cp = key.substr(0, d + q.delimiter.size());
-        if (cp > q.key_marker) {
-          if (count == max) {
-            out.truncated = true;
-            break;
-          }
-          out.common_prefixes.push_back(cp);
-          out.next_key_marker = cp;
-          out.next_version_id_marker.clear();
-          ++count;
-        }
-        merge.skip_prefix(cp);
-        continue;
-      }
+    if (auto cp = roll_up_version_key(key, q, max, count, out)) {
+      if (out.truncated) break;
+      merge.skip_prefix(*cp);
+      continue;
     }
     if (key > q.key_marker || (key == q.key_marker && !q.version_id_marker.empty())) {
       auto entry = decode_key_entry(merge.value());

@@ -86,32 +86,9 @@ Result<ObjectMeta> RadosStore::commit_object(std::string_view bucket, ObjectMeta
   return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
 }
 
-// The latest version's tags (a delete marker has none): the version stays what it is.
 Result<ObjectMeta> RadosStore::set_object_tags(std::string_view bucket, std::string_view key,
                                                TagSet tags) {
-  OBJDIRECT_RETURN_IF_ERROR(validate_key(key));
-  const std::string okey = tagged("o", key);
-  for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-    auto e = read_entry(bucket, key, okey);
-    if (!e.ok()) return e.status();
-    auto ks = key_state(e->b, e->raw, e->vraw);
-    if (!ks.ok()) return ks.status();
-    if (ks->entry.versions.empty() || ks->entry.versions.front().entry.delete_marker) {
-      return no_such_key();
-    }
-    ObjectMeta& m = ks->entry.versions.front().entry.rec.meta;
-    m.tags = tags;
-    ObjectMeta out = m;
-    if (ks->entry.plain) out.version_id = ks->state == Versioning::off ? "" : "null";
-    KeyCommit kc;
-    OBJDIRECT_RETURN_IF_ERROR(stage_key(okey, *ks, kc));
-    const int r = run(e->oid, kc);
-    if (r == 0) return out;
-    if (r == -ENOENT) return no_such_bucket();
-    if (r != -ECANCELED) return rados_error(r, "tag update");
-    OBJDIRECT_RETURN_IF_ERROR(after_conflict(e->b, e->oid, "", attempt).status());
-  }
-  return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
+  return set_object_version_tags(bucket, key, "", std::move(tags));
 }
 
 // CopyObject onto itself: in a versioned bucket a new version sharing the bytes (and blobs) of
@@ -121,14 +98,13 @@ Result<ObjectMeta> RadosStore::replace_meta(std::string_view bucket, ObjectMeta 
   OBJDIRECT_RETURN_IF_ERROR(validate_key(meta.key));
   const std::string okey = tagged("o", meta.key);
   for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-    auto e = read_entry(bucket, meta.key, okey);
-    if (!e.ok()) return e.status();
-    auto ks = key_state(e->b, e->raw, e->vraw);
-    if (!ks.ok()) return ks.status();
-    if (ks->entry.versions.empty() || ks->entry.versions.front().entry.delete_marker) {
+    auto read = read_key(bucket, meta.key, okey);
+    if (!read.ok()) return read.status();
+    auto& [e, ks] = *read;
+    if (ks.entry.versions.empty() || ks.entry.versions.front().entry.delete_marker) {
       return no_such_key();
     }
-    Version nv = ks->entry.versions.front();
+    Version nv = ks.entry.versions.front();
     const ObjectMeta& old = nv.entry.rec.meta;
     if (old.etag != expected_etag) return precondition_failed();
     ObjectMeta m = meta;
@@ -137,16 +113,12 @@ Result<ObjectMeta> RadosStore::replace_meta(std::string_view bucket, ObjectMeta 
     if (m.etag.empty()) m.etag = old.etag;
     m.mtime_ns = now_ns();
     nv.entry.rec.meta = std::move(m);
-    auto written = put_version(*ks, std::move(nv));
+    auto written = put_version(ks, std::move(nv));
     if (!written.ok()) return written.status();
-    KeyCommit kc;
-    OBJDIRECT_RETURN_IF_ERROR(stage_key(okey, *ks, kc));
-    const int r = run(e->oid, kc);
-    if (r == 0) return std::move(*written);
-    if (r == -ENOENT) return no_such_bucket();
-    if (r != -ECANCELED) return rados_error(r, "metadata replace");
-    // Retried on the fresh record (after_conflict refreshed the cache).
-    OBJDIRECT_RETURN_IF_ERROR(after_conflict(e->b, e->oid, "", attempt).status());
+    // On a conflict, retried on the fresh record (commit_key refreshed the cache).
+    auto committed = commit_key(e, okey, ks, attempt, "metadata replace");
+    if (!committed.ok()) return committed.status();
+    if (*committed) return std::move(*written);
   }
   return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
 }
@@ -185,6 +157,15 @@ Result<RadosStore::KeyState> RadosStore::current_key(const BucketRec& b, const s
     if (latest->etag != cond.etag) return precondition_failed();
   }
   return ks;
+}
+
+Result<RadosStore::KeyRead> RadosStore::read_key(std::string_view name, std::string_view key,
+                                                 const std::string& okey) {
+  auto e = read_entry(name, key, okey);
+  if (!e.ok()) return e.status();
+  auto ks = key_state(e->b, e->raw, e->vraw);
+  if (!ks.ok()) return ks.status();
+  return KeyRead{std::move(*e), std::move(*ks)};
 }
 
 Result<RadosStore::Entry> RadosStore::read_entry(std::string_view name, std::string_view key,

@@ -40,6 +40,9 @@ class RadosStore : public ObjectStore {
   Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
                                      TagSet tags) override;
 
+  Result<ObjectMeta> set_object_version_tags(std::string_view bucket, std::string_view key,
+                                             std::string_view version_id, TagSet tags) override;
+
   Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
 
   Status set_bucket_config(std::string_view bucket, std::string_view name,
@@ -169,12 +172,26 @@ class RadosStore : public ObjectStore {
     std::optional<std::string> vraw;  // the shard's versioning_key
   };
   Result<Entry> read_entry(std::string_view name, std::string_view key, const std::string& okey);
+  // read_entry, then key_state of what it read: the start of every read of a key's versions and
+  // of every read-modify-commit of them (commit_key).
+  struct KeyRead {
+    Entry e;
+    KeyState ks;
+  };
+  Result<KeyRead> read_key(std::string_view name, std::string_view key, const std::string& okey);
 
   Result<std::pair<UploadInfo, std::string>> read_upload(const BucketRec& b, std::string_view key,
                                                          std::string_view upload_id);
 
   Result<BucketRec> after_conflict(const BucketRec& b, const std::string& oid,
                                    const std::string& ikey, int attempt);
+  // The commit of a read-modify-write of one key's entry (tag update, metadata replace, version
+  // delete): stages ks's change of `okey` and runs it on e.oid. true: committed. false: a compare
+  // failed (another writer came first, or e.b is stale); the bucket cache is refreshed
+  // (after_conflict) and the caller reads the entry again. Errors: stage_key's, no_such_bucket
+  // (the shard is gone), the RADOS error of `what` ("tag update", ...), after_conflict's.
+  Result<bool> commit_key(const Entry& e, const std::string& okey, const KeyState& ks, int attempt,
+                          std::string_view what);
 
   void gc_loop();
 

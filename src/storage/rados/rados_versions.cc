@@ -14,6 +14,11 @@ Status invalid_version_id() {
 Status no_such_version() {
   return Status(Errc::no_such_version, "The specified version does not exist.");
 }
+// A delete marker named by its version id, for an operation it cannot serve (GET, tagging).
+Status delete_marker_not_allowed() {
+  return Status(Errc::method_not_allowed,
+                "The specified method is not allowed against this resource.");
+}
 Versioning versioning_of(std::string_view doc) {
   return doc == versioning_enabled ? Versioning::enabled : Versioning::suspended;
 }
@@ -113,21 +118,32 @@ int RadosStore::run(const std::string& oid, const KeyCommit& kc) {
   return c_->meta.operate(oid, &op);
 }
 
+Result<bool> RadosStore::commit_key(const Entry& e, const std::string& okey, const KeyState& ks,
+                                    int attempt, std::string_view what) {
+  KeyCommit kc;
+  OBJDIRECT_RETURN_IF_ERROR(stage_key(okey, ks, kc));
+  const int r = run(e.oid, kc);
+  if (r == 0) return true;
+  if (r == -ENOENT) return no_such_bucket();
+  if (r != -ECANCELED) return rados_error(r, what);
+  OBJDIRECT_RETURN_IF_ERROR(after_conflict(e.b, e.oid, "", attempt).status());
+  return false;
+}
+
 Result<Version> RadosStore::find_version(std::string_view bucket, std::string_view key,
                                          std::string_view version_id) {
   if (!version_id.empty() && !local::valid_version_id(version_id)) return invalid_version_id();
-  auto e = read_entry(bucket, key, tagged("o", key));
-  if (!e.ok()) return e.status();
-  auto ks = key_state(e->b, e->raw, e->vraw);
-  if (!ks.ok()) return ks.status();
-  auto& vs = ks->entry.versions;
+  auto read = read_key(bucket, key, tagged("o", key));
+  if (!read.ok()) return read.status();
+  auto& [e, ks] = *read;
+  auto& vs = ks.entry.versions;
   if (vs.empty()) return version_id.empty() ? no_such_key() : no_such_version();
   for (Version& v : vs) {
     if (!version_id.empty() && v.entry.version_id != version_id) continue;
     v.entry.rec.meta.version_id = v.entry.version_id;
     v.entry.rec.meta.delete_marker = v.entry.delete_marker;
     // A never-versioned object is the null version once the bucket is versioned.
-    if (ks->entry.plain) v.entry.rec.meta.version_id = ks->state == Versioning::off ? "" : "null";
+    if (ks.entry.plain) v.entry.rec.meta.version_id = ks.state == Versioning::off ? "" : "null";
     return std::move(v);
   }
   return no_such_version();
@@ -147,11 +163,43 @@ Result<std::unique_ptr<ObjectReader>> RadosStore::open_object_version(std::strin
   if (!v.ok()) return v.status();
   if (v->entry.delete_marker) {
     if (version_id.empty()) return no_such_key();
-    return Status(Errc::method_not_allowed,
-                  "The specified method is not allowed against this resource.");
+    return delete_marker_not_allowed();
   }
   ObjectVal o{std::move(v->entry.rec), std::move(v->inline_data)};
   return std::unique_ptr<ObjectReader>(new RadosReader(c_, std::move(o)));
+}
+
+// One version's tags ("" = the latest); the version stays what it is otherwise.
+Result<ObjectMeta> RadosStore::set_object_version_tags(std::string_view bucket,
+                                                       std::string_view key,
+                                                       std::string_view version_id, TagSet tags) {
+  OBJDIRECT_RETURN_IF_ERROR(validate_key(key));
+  if (!version_id.empty() && !local::valid_version_id(version_id)) return invalid_version_id();
+  const std::string okey = tagged("o", key);
+  for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
+    auto read = read_key(bucket, key, okey);
+    if (!read.ok()) return read.status();
+    auto& [e, ks] = *read;
+    auto& vs = ks.entry.versions;
+    auto it = std::find_if(vs.begin(), vs.end(), [&](const Version& v) {
+      return version_id.empty() || v.entry.version_id == version_id;
+    });
+    if (it == vs.end()) return version_id.empty() ? no_such_key() : no_such_version();
+    // A delete marker has no tags to set.
+    if (it->entry.delete_marker) {
+      return version_id.empty() ? no_such_key() : delete_marker_not_allowed();
+    }
+    ObjectMeta& m = it->entry.rec.meta;
+    m.tags = tags;  // a copy: a conflict reads the entry and sets them again
+    ObjectMeta out = m;
+    out.version_id = it->entry.version_id;
+    // A never-versioned object is the null version once the bucket is versioned.
+    if (ks.entry.plain) out.version_id = ks.state == Versioning::off ? "" : "null";
+    auto committed = commit_key(e, okey, ks, attempt, "tag update");
+    if (!committed.ok()) return committed.status();
+    if (*committed) return out;
+  }
+  return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
 }
 
 // Asserts "live" too: with a stale cached record, removing the key from a dead instance would
@@ -162,15 +210,14 @@ Result<DeleteOutcome> RadosStore::delete_object_version(std::string_view bucket,
   if (!version_id.empty() && !local::valid_version_id(version_id)) return invalid_version_id();
   const std::string okey = tagged("o", key);
   for (int attempt = 0; attempt < commit_attempts_max; ++attempt) {
-    auto e = read_entry(bucket, key, okey);
-    if (!e.ok()) return e.status();
-    auto ks = key_state(e->b, e->raw, e->vraw);
-    if (!ks.ok()) return ks.status();
-    auto& vs = ks->entry.versions;
+    auto read = read_key(bucket, key, okey);
+    if (!read.ok()) return read.status();
+    auto& [e, ks] = *read;
+    auto& vs = ks.entry.versions;
     DeleteOutcome out;
-    if (version_id.empty() && ks->state == Versioning::off && (vs.empty() || ks->entry.plain)) {
+    if (version_id.empty() && ks.state == Versioning::off && (vs.empty() || ks.entry.plain)) {
       if (vs.empty()) return out;
-      ks->removed = vs.front().entry.rec.segments;
+      ks.removed = vs.front().entry.rec.segments;
       vs.clear();
     } else if (version_id.empty()) {
       // A delete marker becomes the latest version (Suspended: the null one, replacing any).
@@ -178,7 +225,7 @@ Result<DeleteOutcome> RadosStore::delete_object_version(std::string_view bucket,
       marker.entry.rec.meta.key = std::string(key);
       marker.entry.rec.meta.mtime_ns = now_ns();
       marker.entry.rec.meta.delete_marker = true;
-      auto written = put_version(*ks, std::move(marker));
+      auto written = put_version(ks, std::move(marker));
       if (!written.ok()) return written.status();
       out = DeleteOutcome{written->version_id, true};
     } else {
@@ -188,16 +235,12 @@ Result<DeleteOutcome> RadosStore::delete_object_version(std::string_view bucket,
       out.version_id = std::string(version_id);
       if (it == vs.end()) return out;
       out.delete_marker = it->entry.delete_marker;
-      ks->removed = it->entry.rec.segments;
+      ks.removed = it->entry.rec.segments;
       vs.erase(it);
     }
-    KeyCommit kc;
-    OBJDIRECT_RETURN_IF_ERROR(stage_key(okey, *ks, kc));
-    const int r = run(e->oid, kc);
-    if (r == 0) return out;
-    if (r == -ENOENT) return no_such_bucket();
-    if (r != -ECANCELED) return rados_error(r, "object delete");
-    OBJDIRECT_RETURN_IF_ERROR(after_conflict(e->b, e->oid, "", attempt).status());
+    auto committed = commit_key(e, okey, ks, attempt, "object delete");
+    if (!committed.ok()) return committed.status();
+    if (*committed) return out;
   }
   return Status(Errc::slow_down, "Too many concurrent writers of this key; retry");
 }

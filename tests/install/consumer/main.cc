@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <objdirect/client.hpp>
+#include <objdirect/plan.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,17 @@ int main(int argc, char** argv) {
   }
   if (get->bytes != payload.size() || std::memcmp(got.data(), payload.data(), got.size()) != 0) {
     std::fprintf(stderr, "get: wrong bytes (%llu)\n", static_cast<unsigned long long>(get->bytes));
+    return 1;
+  }
+  // The public plan (objdirect/plan.hpp) cuts as put did: one PutObject for this payload (its
+  // ETag has no "-N"), and 3 parts of 5 MiB for 12 MiB.
+  auto single =
+      objdirect::plan_upload(payload.size(), cfg.part_size_bytes, cfg.multipart_threshold_bytes);
+  auto multi = objdirect::plan_upload(12u << 20, 5u << 20);
+  if (!single.ok() || single->multipart || put->etag.find('-') != std::string::npos ||
+      !multi.ok() || !multi->multipart || multi->parts.size() != 3 ||
+      multi->parts[2].offset != (10u << 20) || multi->parts[2].part_number != 3) {
+    std::fprintf(stderr, "plan_upload: not the plan put used\n");
     return 1;
   }
   std::printf("GET %s/hello.txt: %llu bytes, etag %s\n", bucket.c_str(),
