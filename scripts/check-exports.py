@@ -30,6 +30,12 @@ ABI_TAG = r"(?:\[abi:\w+\])*"
 MEMBER = re.compile(r"^objdirect::(%s)::(~?\w+|operator\W.*)%s$" % ("|".join(PUBLIC_CLASSES), ABI_TAG))
 FUNCTION = re.compile(r"^objdirect::(%s)%s$" % ("|".join(PUBLIC_FUNCTIONS), ABI_TAG))
 C_FUNCTION = re.compile(r"^od_\w+$")
+# A weak std:: function-template instance whose return type is a public type, e.g.
+# "objdirect::Client::DeleteFailure* std::__relocate_a_1<...>(...)" (clang -O1 leaves this
+# vector-growth helper out of line): ld matches the map's extern "C++" globs against the whole
+# demangled name, return type first, so "objdirect::Client::*" takes it in. It is vague linkage,
+# identical wherever it is instantiated, and no part of the API.
+STD_INSTANCE = re.compile(r"^objdirect::[\w:]+[*&]* std::")
 
 
 def qualified_name(symbol: str) -> str:
@@ -46,10 +52,12 @@ def qualified_name(symbol: str) -> str:
     return symbol
 
 
-def allowed(symbol: str) -> bool:
+def allowed(symbol: str, kind: str = "T") -> bool:
     if symbol in LINKER or SANITIZER.match(symbol) or C_FUNCTION.match(symbol):
         return True
     name = qualified_name(symbol)
+    if kind in ("W", "V") and STD_INSTANCE.match(name):
+        return True
     m = MEMBER.match(name)
     if m:
         return m.group(2) not in PRIVATE_MEMBERS
@@ -62,7 +70,8 @@ def refused(lines):
         if len(parts) < 2:
             continue
         symbol = parts[-1]
-        if not allowed(symbol):
+        kind = parts[-2] if len(parts) == 3 else "T"
+        if not allowed(symbol, kind):
             yield symbol
 
 
