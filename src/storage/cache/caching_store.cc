@@ -885,6 +885,17 @@ Result<ObjectMeta> CachingStore::set_object_tags(std::string_view bucket, std::s
   return r;
 }
 
+// One version's tags (version ids are never served from the cache); the key's cached metadata
+// is forgotten, since the version may be the latest.
+Result<ObjectMeta> CachingStore::set_object_version_tags(std::string_view bucket,
+                                                         std::string_view key,
+                                                         std::string_view version_id, TagSet tags) {
+  core_->c.inner_requests++;
+  auto r = core_->inner->set_object_version_tags(bucket, key, version_id, std::move(tags));
+  if (r.ok()) core_->invalidate(bucket, key);
+  return r;
+}
+
 Status CachingStore::set_bucket_tags(std::string_view bucket, TagSet tags) {
   core_->c.inner_requests++;
   Status st = core_->inner->set_bucket_tags(bucket, std::move(tags));

@@ -38,12 +38,12 @@
 // straight through to the inner store.
 //
 // Writes are write-through: commit_object, complete_upload, replace_meta, set_object_tags,
-// set_bucket_tags, set_bucket_config, delete_object and delete_bucket go to the inner store and,
-// once it succeeded, invalidate the key (or bucket) here; commit_object and complete_upload also
-// drop the key's blocks before the call, so that a crash between the inner commit and the
-// invalidation leaves no blocks of the old version of a key (ETags reused by another version would
-// otherwise match them). Listing, buckets and multipart pass through. One process owns a cache
-// directory (flock on <dir>/LOCK).
+// set_object_version_tags, set_bucket_tags, set_bucket_config, delete_object and delete_bucket go
+// to the inner store and, once it succeeded, invalidate the key (or bucket) here; commit_object and
+// complete_upload also drop the key's blocks before the call, so that a crash between the inner
+// commit and the invalidation leaves no blocks of the old version of a key (ETags reused by another
+// version would otherwise match them). Listing, buckets and multipart pass through. One process
+// owns a cache directory (flock on <dir>/LOCK).
 //
 // Versions: the cache keeps versions only as far as its inner store does (supports_versioning()
 // and bucket_config are the inner store's, read past the cached head_bucket, whose answer may
@@ -142,6 +142,8 @@ class CachingStore : public ObjectStore {
                                   std::string_view expected_etag) override;
   Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
                                      TagSet tags) override;
+  Result<ObjectMeta> set_object_version_tags(std::string_view bucket, std::string_view key,
+                                             std::string_view version_id, TagSet tags) override;
   Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
   Status set_bucket_config(std::string_view bucket, std::string_view name,
                            std::string document) override;
