@@ -142,49 +142,49 @@ Result<std::optional<CustomerKey>> S3Service::Impl::request_customer_key(const C
   return std::optional<CustomerKey>(std::move(*key));
 }
 
-Result<std::optional<CustomerKey>> S3Service::Impl::key_for_read(const Ctx& c,
-                                                                 const storage::ObjectMeta& m,
-                                                                 bool copy_source) {
-  auto key = request_customer_key(c, copy_source);
-  if (!key.ok()) return key.status();
-  if (!m.sse.enabled()) {
-    if (*key) {
+namespace {
+
+// What a read or a part must present for an object (or upload) stored with `sse`: no key when it
+// is not encrypted, else the key it was stored with.
+Result<std::optional<CustomerKey>> check_presented(std::optional<CustomerKey> key,
+                                                   const storage::SseCustomer& sse,
+                                                   std::string_view missing_message,
+                                                   Status mismatch) {
+  if (!sse.enabled()) {
+    if (key) {
       return Status(Errc::invalid_request,
                     "The encryption parameters are not applicable to this object.");
     }
     return key;
   }
-  if (!*key) {
-    return Status(Errc::invalid_request,
-                  "The object was stored using a form of Server Side Encryption. The correct "
-                  "parameters must be provided to retrieve the object.");
-  }
-  if (!key_matches(m.sse, **key)) return Status(Errc::access_denied, "Access Denied");
+  if (!key) return Status(Errc::invalid_request, std::string(missing_message));
+  if (!key_matches(sse, *key)) return mismatch;
   return key;
+}
+
+}  // namespace
+
+Result<std::optional<CustomerKey>> S3Service::Impl::key_for_read(const Ctx& c,
+                                                                 const storage::ObjectMeta& m,
+                                                                 bool copy_source) {
+  auto key = request_customer_key(c, copy_source);
+  if (!key.ok()) return key.status();
+  return check_presented(std::move(*key), m.sse,
+                         "The object was stored using a form of Server Side Encryption. The "
+                         "correct parameters must be provided to retrieve the object.",
+                         Status(Errc::access_denied, "Access Denied"));
 }
 
 Result<std::optional<CustomerKey>> S3Service::Impl::key_for_part(const Ctx& c,
                                                                  const storage::UploadInfo& u) {
   auto key = request_customer_key(c, false);
   if (!key.ok()) return key.status();
-  const storage::SseCustomer& sse = u.meta_template.sse;
-  if (!sse.enabled()) {
-    if (*key) {
-      return Status(Errc::invalid_request,
-                    "The encryption parameters are not applicable to this object.");
-    }
-    return key;
-  }
-  if (!*key) {
-    return Status(Errc::invalid_request,
-                  "The multipart upload initiate requested encryption. Subsequent part requests "
-                  "must include the appropriate encryption parameters.");
-  }
-  if (!key_matches(sse, **key)) {
-    return Status(Errc::invalid_argument,
-                  "The provided encryption parameters did not match the ones used originally.");
-  }
-  return key;
+  return check_presented(
+      std::move(*key), u.meta_template.sse,
+      "The multipart upload initiate requested encryption. Subsequent part requests must include "
+      "the appropriate encryption parameters.",
+      Status(Errc::invalid_argument,
+             "The provided encryption parameters did not match the ones used originally."));
 }
 
 }  // namespace objdirect::s3
