@@ -6,6 +6,8 @@
 #
 # Usage: scripts/fault-campaign.sh [--quick] [--cycles N] [--seed S] [--bin-dir DIR] [--keep]
 #                                 [--versioned]
+#   The backend is the one OBJDIRECT_SERVER_ARGS names (scripts/with-ceph.sh sets it for RADOS;
+#   default: the local backend). On RADOS the leak check runs once at the end (docs/RELIABILITY.md).
 #   --versioned: the bucket has versioning Enabled, noncurrent versions are deleted by id too, and
 #   every version of every key is checked after each restart (docs/versioning.md).
 #   full mode: 100 cycles; --quick: 25 cycles (under 5 minutes here).

@@ -28,6 +28,13 @@ the previous ones):
        - a version acknowledged in this cycle reads back exactly its bytes; a listed version
          nobody acknowledged must be one an in-flight op was writing, whole: partial += others;
        - blob files are counted over every version, not just the latest.
+On the RADOS backend (OBJDIRECT_SERVER_ARGS holds `--backend rados ...`, as scripts/with-ceph.sh
+sets it) the per-cycle checks of keys and versions are the same; there is no data directory, so
+the leak check runs once, at the end (docs/scale-out.md, "GC rules"): every version, marker and
+upload is deleted through S3, the server restarts with a GC that collects at once
+(`--rados-gc-grace-s 0 --rados-gc-interval-s 1 --rados-intent-expire-s 1`), and within
+RADOS_GC_WAIT_S the data pool must hold no object and the index no intent or GC record:
+     leaked  += data objects (stripes) and intent / GC records still there after that wait.
 The last line is exactly `cycles=N lost=N partial=N leaked=N`; the exit status is 1 if any is
 non-zero (or the server failed to restart).
 """
@@ -44,6 +51,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+objd = None  # tests/integration/objd.py, imported by main() once OBJDIRECT_BIN_DIR is set
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 
 MIB = 1 << 20
@@ -312,6 +320,63 @@ def check_versions(s3, versions, ops, order):
     return lost, partial, blobs, problems
 
 
+RADOS_GC_WAIT_S = 120  # the killed servers' GC lease (30 s) must run out before a pass can run
+
+
+def rados_target(args):
+    """(conf, pool prefix) of a `--backend rados` server argument list, or None."""
+    if "--backend" not in args[:-1] or args[args.index("--backend") + 1] != "rados":
+        return None
+    def value(flag, default=None):
+        return args[args.index(flag) + 1] if flag in args[:-1] else default
+    return value("--rados-conf"), value("--rados-pool-prefix", "objdirect")
+
+
+def rados_leftovers(conf, prefix):
+    """(data pool objects, index intent and GC records) of the pools PREFIX.data / PREFIX.meta."""
+    def rados(*a):
+        return subprocess.run(["rados", "-c", conf] + list(a), check=True, capture_output=True,
+                              text=True, timeout=60).stdout.split()
+    data = rados("-p", prefix + ".data", "ls")
+    records = []
+    for obj in rados("-p", prefix + ".meta", "ls"):
+        if obj.startswith("idx."):
+            records += [f"{obj}:{k}" for k in rados("-p", prefix + ".meta", "listomapkeys", obj)
+                        if k[:1] in ("i", "g")]
+    return data, records
+
+
+def empty_bucket(s3):
+    """Deletes every version, delete marker and multipart upload of the campaign's bucket."""
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=BUCKET):
+        for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+            s3.delete_object(Bucket=BUCKET, Key=v["Key"], VersionId=v["VersionId"])
+    for u in s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []):
+        s3.abort_multipart_upload(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])
+
+
+def rados_leak_check(data, log, server_args, target):
+    """The end-of-campaign leak check on RADOS (module docstring): (leaked, problems)."""
+    gc_now = ["--rados-gc-grace-s", "0", "--rados-gc-interval-s", "1", "--rados-intent-expire-s", "1"]
+    srv = objd.Server(data, log, extra_args=server_args + gc_now).start()
+    try:
+        empty_bucket(objd.boto3_client(srv))
+        deadline = time.monotonic() + RADOS_GC_WAIT_S
+        while True:
+            objects, records = rados_leftovers(*target)
+            if not objects and not records:
+                print(f"rados: the GC left nothing (data pool and index records empty after "
+                      f"{RADOS_GC_WAIT_S - (deadline - time.monotonic()):.0f}s)", flush=True)
+                return 0, []
+            if time.monotonic() > deadline:
+                return len(objects) + len(records), [
+                    f"rados: after {RADOS_GC_WAIT_S}s {len(objects)} data objects "
+                    f"{objects[:8]} and {len(records)} intent/GC records {records[:8]} remain"]
+            time.sleep(1)
+    finally:
+        srv.stop()
+
+
 def expected_blobs_latest(s3):
     n = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
@@ -353,6 +418,7 @@ def main():
         return 0
 
     os.environ["OBJDIRECT_BIN_DIR"] = a.bin_dir
+    global objd
     import objd
 
     seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -360,7 +426,12 @@ def main():
     print(f"fault campaign: {a.cycles} cycles, seed {seed}, work dir {a.work}", flush=True)
     data = os.path.join(a.work, "data")
     log = os.path.join(a.work, "server.log")
-    server_args = ["--fabric", "none", "--access-log", os.path.join(a.work, "access.log")]
+    backend_args = os.environ.get("OBJDIRECT_SERVER_ARGS", "").split()
+    target = rados_target(backend_args)
+    if backend_args and not target:
+        print(f"fault campaign: only the local and RADOS backends keep data ({backend_args})", flush=True)
+        return 2
+    server_args = ["--fabric", "none", "--access-log", os.path.join(a.work, "access.log")] + backend_args
     srv = objd.Server(data, log, extra_args=server_args).start()
     s3 = objd.boto3_client(srv)
     s3.create_bucket(Bucket=BUCKET)
@@ -456,7 +527,8 @@ def main():
                 partial += v_partial
                 problems += v_problems
                 want = want - expected_blobs_latest(s3) + want_v
-            have = len(blob_files(data))
+            # RADOS: blobs are counted at the end (rados_leak_check); small objects are inline there
+            have = want if target else len(blob_files(data))
             if leftovers or have != want:
                 leaked += len(leftovers) + abs(have - want)
                 problems.append(f"tmp files {leftovers}; blob files {have}, metadata references {want}")
@@ -473,6 +545,11 @@ def main():
                 os.unlink(journal)
     finally:
         srv.stop()
+    if target:
+        n, problems = rados_leak_check(data, log, server_args, target)
+        leaked += n
+        for p in problems:
+            print(p, flush=True)
     print(f"elapsed {time.monotonic() - t_start:.1f}s; versions written acked {stats['acked']}, in flight at the "
           f"kill {stats['in_flight']} (after restart: {stats['old_seen']} old, {stats['new_seen']} new or unchanged); "
           f"ops by kind {stats['kinds']}; made-up 2xx answers (not counted as acks) {stats['made_up']}", flush=True)

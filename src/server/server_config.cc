@@ -148,6 +148,13 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                  "Seconds a replaced object's data stays readable (open readers)")
       ->envname("OBJDIRECT_RADOS_GC_GRACE_S")
       ->capture_default_str();
+  app.add_option("--rados-gc-interval-s", r.gc_interval_s, "Seconds between GC passes")
+      ->envname("OBJDIRECT_RADOS_GC_INTERVAL_S")
+      ->capture_default_str();
+  app.add_option("--rados-intent-expire-s", r.intent_expire_s,
+                 "Seconds after which an uncommitted write's data is garbage")
+      ->envname("OBJDIRECT_RADOS_INTENT_EXPIRE_S")
+      ->capture_default_str();
   app.add_option("--rados-bucket-cache", r.bucket_cache_entries,
                  "Bucket records cached per server (0: read the record on every request)")
       ->envname("OBJDIRECT_RADOS_BUCKET_CACHE")

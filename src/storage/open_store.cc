@@ -38,6 +38,8 @@ Result<std::unique_ptr<ObjectStore>> open_rados(const StoreConfig& c) {
   o.stripe_bytes = c.rados.stripe_bytes;
   o.index_shards = c.rados.index_shards;
   o.gc_grace_s = c.rados.gc_grace_s;
+  o.gc_interval_s = c.rados.gc_interval_s;
+  o.intent_expire_s = c.rados.intent_expire_s;
   o.bucket_cache_entries = c.rados.bucket_cache_entries;
   auto store = open_rados_store(o);
   if (!store.ok()) {

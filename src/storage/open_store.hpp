@@ -33,6 +33,8 @@ struct StoreConfig {
     std::uint64_t stripe_bytes = 16ull << 20;
     std::uint32_t index_shards = 8;
     std::uint32_t gc_grace_s = 900;
+    std::uint32_t gc_interval_s = 60;
+    std::uint32_t intent_expire_s = 86400;
     std::uint32_t bucket_cache_entries = 4096;
   } rados;
 

@@ -60,6 +60,12 @@ TEST(RadosOptions, LimitsAreEnforced) {
             Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.bucket_cache_ttl_ms = rl::bucket_cache_ttl_ms_max + 1; }),
             Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.gc_interval_s = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.gc_interval_s = rl::gc_interval_s_max + 1; }),
+            Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.intent_expire_s = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& o) { o.intent_expire_s = rl::intent_expire_s_max + 1; }),
+            Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.conf_file.clear(); }), Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.versions_per_key_max = 0; }), Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.versions_per_key_max = limits::versions_per_key_max + 1; }),

@@ -65,6 +65,8 @@ inline constexpr std::uint32_t index_shards_max = 1024;
 inline constexpr std::uint32_t inflight_writes_max = 64;             // per writer
 inline constexpr std::uint32_t bucket_cache_entries_max = 1u << 20;  // bucket records cached
 inline constexpr std::uint32_t bucket_cache_ttl_ms_max = 60'000;     // HeadBucket staleness
+inline constexpr std::uint32_t gc_interval_s_max = 86'400;           // a GC pass at least daily
+inline constexpr std::uint32_t intent_expire_s_max = 30u * 86'400;   // a writer's longest write
 // A key's versions value (all its versions, docs/versioning.md) is written by one op.
 inline constexpr std::uint64_t versions_value_bytes_max = write_bytes_max;
 // Inline bytes all versions of one key keep together; a version past it gets a blob.
