@@ -23,6 +23,7 @@
 #include "storage/local/meta_codec.hpp"
 #include "storage/local/meta_db.hpp"
 #include "storage/upload_paging.hpp"
+#include "storage/version_errors.hpp"
 #include "storage/version_paging.hpp"
 
 namespace objdirect::storage {
@@ -147,18 +148,6 @@ Status check_condition(const WriteCondition& cond, const ObjectRecord* current) 
       return Status();
   }
   return Status(Errc::invalid_argument, "unknown write condition");
-}
-
-Status invalid_version_id() {
-  return Status(Errc::invalid_argument, "Invalid version id specified");
-}
-Status no_such_version() {
-  return Status(Errc::no_such_version, "The specified version does not exist.");
-}
-// A delete marker named by its version id, for an operation it cannot serve (GET, tagging).
-Status delete_marker_not_allowed() {
-  return Status(Errc::method_not_allowed,
-                "The specified method is not allowed against this resource.");
 }
 
 // The bucket's versioning state, from its config document (docs/versioning.md).

@@ -4,21 +4,11 @@
 #include <cerrno>
 
 #include "storage/rados/rados_store_impl.hpp"
+#include "storage/version_errors.hpp"
 
 namespace objdirect::storage::rados_impl {
 namespace {
 
-Status invalid_version_id() {
-  return Status(Errc::invalid_argument, "Invalid version id specified");
-}
-Status no_such_version() {
-  return Status(Errc::no_such_version, "The specified version does not exist.");
-}
-// A delete marker named by its version id, for an operation it cannot serve (GET, tagging).
-Status delete_marker_not_allowed() {
-  return Status(Errc::method_not_allowed,
-                "The specified method is not allowed against this resource.");
-}
 Versioning versioning_of(std::string_view doc) {
   return doc == versioning_enabled ? Versioning::enabled : Versioning::suspended;
 }
