@@ -18,33 +18,16 @@ from .client import Client, TransferResult
 
 __all__ = ["ObjectReader", "ObjectWriter", "get_range"]
 
-# The longest range get_range reads into a buffer of the range's length and copies into bytes;
-# longer ones (and an "until the end" written as a huge end) go through Client.get, which sizes
-# by HEAD and fills its bytes in place. Measured on loopback (docs/python.md): at 256 KiB the
-# two cost the same, at 4 KiB get_range saves the HEAD (0.55 against 0.93 ms), at 8 MiB the
-# copy makes it several times slower.
-range_buffer_bytes_max = 256 << 10
-
-
 def get_range(client: Client, bucket: str, key: str, offset: int, length: int, *,
               as_bytes: bool = True):
-    """Bytes [offset, offset+length) of an object, cut at its end, in one ranged GET: get_into a
-    buffer of the range's length (Client.get HEADs first to size its result). A range longer
-    than range_buffer_bytes_max goes through Client.get (a HEAD, then the GET in place), so a
-    large read is not copied and a huge length never allocates more than the object holds. Raises InvalidRange for a range starting at or past the end,
-    NoSuchKey, ...
-
-    as_bytes=False: always one GET, the bytearray itself returned (no copy) whatever its length,
-    for callers whose length is already bounded by the object's size (objdirect.torch)."""
+    """Bytes [offset, offset+length) of an object, cut at its end: Client.get with the length,
+    one ranged GET (in parts above part_size_bytes) straight into the returned bytes, no HEAD.
+    Raises InvalidRange for a range starting at or past the end of a non-empty object,
+    NoSuchKey, ... (as_bytes is kept for callers that asked for a bytearray: the result is
+    bytes either way.)"""
     if length <= 0:
-        return b"" if as_bytes else bytearray()
-    if as_bytes and length > range_buffer_bytes_max:
-        return client.get(bucket, key, offset=offset, length=length)
-    buf = bytearray(length)
-    n = client.get_into(bucket, key, buf, offset=offset, length=length).nbytes
-    if n < length:
-        del buf[n:]
-    return bytes(buf) if as_bytes else buf
+        return b""
+    return client.get(bucket, key, offset=offset, length=length)
 
 
 # -- readers and writers ------------------------------------------------------------------------

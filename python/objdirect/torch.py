@@ -47,7 +47,7 @@ from .objects import ObjectReader, ObjectWriter
 from .objects import get_range
 
 
-def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytearray:
+def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytes:
     """One GET of a range whose length the zip directory gave (checked against the object's
     size): no HEAD, no copy."""
     return get_range(client, bucket, key, offset, length, as_bytes=False)
