@@ -42,6 +42,7 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tup
 import torch.utils.data
 
 from . import parse_uri
+from .errors import InvalidRange
 from .client import Client, TransferResult
 from .objects import ObjectReader, ObjectWriter
 from .objects import get_range
@@ -1353,14 +1354,20 @@ def load_safetensors(s3_uri: str, device=None, *, client: Optional[Client] = Non
                      concurrency: Optional[int] = None, **client_kwargs) -> dict:
     """{name: tensor} of a safetensors object, each tensor allocated on ``device`` (default the
     CPU) and its exact byte range fetched straight into it (device memory through the client's
-    device path), concurrently. One GET for the header (two when it is over 64 KiB), then one
-    per tensor. Raises ValueError for a malformed file (header over
+    device path), concurrently. One GET for the header (two when it is over 64 KiB; its reply
+    gives the object's size, so no HEAD), then one per non-empty tensor. Raises ValueError for a malformed file (header over
     safetensors_header_bytes_max included)."""
     import struct
     c = _client_of(client, client_kwargs)
     bucket, key = parse_uri(s3_uri)
-    size = c.head(bucket, key).size
-    first = _get_range(c, bucket, key, 0, min(size, 64 << 10))
+    # The first 64 KiB in one ranged GET whose reply also says the object's size: no HEAD.
+    first = bytearray(64 << 10)
+    try:
+        r = c.get_into(bucket, key, first, offset=0, length=len(first))
+    except InvalidRange:  # S3 refuses any range of a 0-byte object
+        raise ValueError("not a safetensors file: empty") from None
+    size = r.object_size
+    del first[r.nbytes:]
     if len(first) < 8:
         raise ValueError("not a safetensors file: shorter than 8 bytes")
     n, = struct.unpack_from("<Q", first, 0)

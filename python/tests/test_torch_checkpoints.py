@@ -281,7 +281,10 @@ def test_safetensors_round_trip_and_ranges(server, client, bucket):
             t.element_size()
         assert raw[8 + n + begin:8 + n + end] == t.contiguous().view(torch.uint8).numpy(
         ).tobytes() if t.numel() else True
-    got = odt.load_safetensors(uri, **settings(server))
+    before = _get_head_counts(client)
+    got = odt.load_safetensors(uri, client=client)
+    gets, heads = (a - b for a, b in zip(_get_head_counts(client), before))
+    assert (gets, heads) == (1 + 4, 0)  # the header (its reply gives the size), 4 non-empty
     assert got.keys() == tensors.keys()
     for name in tensors:
         assert got[name].dtype == tensors[name].dtype and torch.equal(got[name], tensors[name])
@@ -291,6 +294,9 @@ def test_safetensors_round_trip_and_ranges(server, client, bucket):
     client.put(bucket, "hand.safetensors", struct.pack("<Q", len(header)) + header + data)
     x = odt.load_safetensors(f"s3://{bucket}/hand.safetensors", client=client)["x"]
     assert x.tolist() == [1.0, 2.0, 3.0]
+    client.put(bucket, "empty.safetensors", b"")
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        odt.load_safetensors(f"s3://{bucket}/empty.safetensors", client=client)
 
 
 def test_safetensors_header_limit_and_errors(server, client, bucket, monkeypatch):
