@@ -169,7 +169,7 @@ class _Rebuilt(NamedTuple):
 
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, *args):
-    return _Rebuilt(storage, int(storage_offset), tuple(size), tuple(stride))
+    return _Rebuilt(storage, storage_offset, tuple(size), tuple(stride))
 
 
 def index_spans(length: int, is_tensor: bool) -> List[Tuple[int, int]]:
@@ -254,6 +254,10 @@ def parse_tensor_blob(head, tail, length: int) -> TensorLayout:
         raise ValueError(f"data.pkl does not unpickle as one tensor: {e}") from None
     if not isinstance(t, _Rebuilt) or not isinstance(t.storage, _StorageRef):
         raise ValueError("data.pkl is not one tensor")
+    ints = [t.storage_offset, t.storage.numel, *t.size, *t.stride]
+    if (not isinstance(t.storage.dtype, torch.dtype) or len(t.size) != len(t.stride) or
+            not all(isinstance(v, int) and v >= 0 for v in ints)):
+        raise ValueError("data.pkl's tensor has a malformed dtype, size or stride")
     name = prefix + "data/" + t.storage.key
     if name not in by_name:
         raise ValueError(f"no storage record {name!r}")

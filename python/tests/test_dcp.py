@@ -361,3 +361,43 @@ def test_read_items_reports_a_truncated_checkpoint(server, client, bucket):
               load_bytes=None)
     with pytest.raises(ValueError, match="truncated"):
         odd.read_items([_tensor_item("t", (4000,), "t")], md, **kw)
+
+
+def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path):
+    """A mutation loop over parse_tensor_blob and tensor_region (the zip directory, local
+    headers, data.pkl through the restricted unpickler), fed with torch.save blobs of several
+    tensors: each input gives a layout whose box lies inside the blob, or raises ValueError,
+    nothing else, quickly. Seeded as test_torch_checkpoints' loop (OBJDIRECT_FUZZ_SEED,
+    OBJDIRECT_FUZZ_ITERATIONS); a failure leaves its input in fuzz-failure.bin."""
+    import time
+    import torch
+    from test_torch_checkpoints import _mutate
+    seed = int(os.environ.get("OBJDIRECT_FUZZ_SEED", "16"))
+    iterations = int(os.environ.get("OBJDIRECT_FUZZ_ITERATIONS", "3000"))
+    corpus = []
+    for t in (torch.arange(12.).reshape(3, 4), torch.zeros(0, 2), torch.tensor(1, dtype=torch.int8),
+              torch.arange(6000, dtype=torch.int16), torch.ones(2, 3, dtype=torch.bfloat16).t()):
+        b = io.BytesIO()
+        torch.save(t, b)
+        corpus.append(b.getvalue())
+    rng = random.Random(seed)
+    rejected, slowest = 0, 0.0
+    for it in range(iterations):
+        m = bytes(_mutate(rng, bytearray(rng.choice(corpus))))
+        n = len(m)
+        t0 = time.perf_counter()
+        try:
+            lay = odd.parse_tensor_blob(m[:odd.blob_head_bytes], m[-odd.blob_tail_bytes:], n)
+            region = odd.tensor_region(lay, [0] * len(lay.size), list(lay.size))
+            if region is not None:
+                assert 0 <= region[0] and region[0] + region[1] <= n, (region, n)
+        except ValueError:
+            rejected += 1
+        except BaseException as e:
+            (tmp_path / "fuzz-failure.bin").write_bytes(m)
+            raise AssertionError(f"seed {seed} iteration {it}: {type(e).__name__}: {e}; input "
+                                 f"in {tmp_path / 'fuzz-failure.bin'}") from e
+        slowest = max(slowest, time.perf_counter() - t0)
+    print(f"fuzz: {rejected} of {iterations} blobs rejected, slowest {slowest * 1000:.1f} ms")
+    assert 0 < rejected < iterations
+    assert slowest < 2.0
