@@ -15,6 +15,7 @@ import io
 from typing import List, Optional, Tuple
 
 from .client import Client, TransferResult
+from .errors import InvalidRange
 
 __all__ = ["ObjectReader", "ObjectWriter", "get_range"]
 
@@ -42,6 +43,8 @@ class ObjectReader(io.RawIOBase):
     ``buffer_size`` whatever the object size; a readinto() of at least buffer_size bytes is one
     ranged GET straight into the caller's buffer (no copy), smaller reads are served from a
     read-ahead window of buffer_size bytes fetched with one ranged GET at the read position.
+    Neither mode sends a HEAD to learn the size unless asked for it (``size``, a seek from the
+    end) before the first read: the first GET's reply carries it.
 
     Raises NoSuchKey etc. from the first call that needs the object (size, read).
     """
@@ -68,9 +71,36 @@ class ObjectReader(io.RawIOBase):
 
     @property
     def size(self) -> int:
+        """The object's size: given, learnt from a GET, else (whole mode, or a ranged reader
+        positioned at or past the end) from a HEAD."""
+        if self._size is None and self._mode == "ranged":
+            self._fill_window(self._pos)  # the GET's reply carries the size: no HEAD
         if self._size is None:
             self._size = self._client.head(self.bucket, self.key).size
         return self._size
+
+    def _fill_window(self, pos: int) -> int:
+        """Ranged mode: one GET of up to buffer_size bytes at pos into the read-ahead window,
+        which learns the size when it is unknown. Returns the bytes landed (0 at the end; 0 and
+        the size still unknown when pos is at or past the end of the object)."""
+        if self._window is None:
+            self._window = bytearray(self.buffer_size)
+        want = self.buffer_size if self._size is None else min(self.buffer_size,
+                                                               self._size - pos)
+        if want <= 0:
+            return 0
+        try:
+            r = self._client.get_into(self.bucket, self.key, memoryview(self._window)[:want],
+                                      offset=pos, length=want)
+        except InvalidRange:
+            if self._size is not None:
+                raise
+            return 0
+        self.requests += 1
+        if self._size is None:
+            self._size = r.object_size
+        self._window_start, self._window_len = pos, r.nbytes
+        return r.nbytes
 
     def readable(self):
         return True
@@ -117,9 +147,12 @@ class ObjectReader(io.RawIOBase):
         if self._mode == "whole" or size is None or size < 0:
             data = self._load() if self._mode == "whole" else None
             if data is None:  # ranged mode, read to the end
-                if self._pos >= self.size:
+                if self._size is not None and self._pos >= self._size:
                     return b""
-                out = self._client.get(self.bucket, self.key, offset=self._pos)
+                try:  # no HEAD: Client.get learns the size from its first GET
+                    out = self._client.get(self.bucket, self.key, offset=self._pos)
+                except InvalidRange:  # at or past the end
+                    return b""
                 self._pos += len(out)
                 return out
             end = len(data) if size is None or size < 0 else min(len(data), self._pos + size)
@@ -168,15 +201,7 @@ class ObjectReader(io.RawIOBase):
                                              length=n - done)
                 self.requests += 1
             else:
-                if self._window is None:
-                    self._window = bytearray(self.buffer_size)
-                want = min(self.buffer_size, self.size - self._pos)
-                got, _ = self._client.get_into(self.bucket, self.key,
-                                               memoryview(self._window)[:want], offset=self._pos,
-                                               length=want)
-                self.requests += 1
-                self._window_start, self._window_len = self._pos, got
-                if got == 0:
+                if self._fill_window(self._pos) == 0:
                     break
                 continue
             if k == 0:
