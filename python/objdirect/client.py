@@ -383,7 +383,7 @@ class Client:
     def get(self, bucket: str, key: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
         """The object (or the range [offset, offset+length), cut at the end) as bytes, filled in
         place (no copy) and with no HEAD. With a length: one ranged GET (in parts above
-        part_size_bytes). Without: a first GET of up to 1 MiB
+        part_size_bytes). Without: a first GET of up to 256 KiB
         (``_objdirect.get_first_window_bytes_max``, at most part_size_bytes) from offset learns
         the size from its reply, so an object that fits costs one request; a larger one costs
         one more GET for the rest, pinned to the first reply's ETag with If-Match (an object

@@ -46,8 +46,10 @@ namespace {
 // get_bytes without a length reads the object in a first GET of at most this many bytes (one
 // request for objects that fit), then the rest in one more: the size comes from that reply, not
 // from a HEAD. A bytes object of this size is allocated for every such call and shrunk to what
-// arrived.
-constexpr std::uint64_t get_first_window_bytes_max = 1 << 20;
+// arrived. It stays below the default rdma_min_bytes (1 MiB), so that a small object is not
+// proposed RDMA (and a registration of the whole window) because the window is large; the rest
+// of a large object goes over RDMA as usual.
+constexpr std::uint64_t get_first_window_bytes_max = 256 << 10;
 // get_bytes trusts a length up to this many bytes (allocates it, then shrinks to what arrived);
 // a longer one is read as "up to length": the first window, then the rest the reply says exists.
 constexpr std::uint64_t get_length_alloc_bytes_max = 64 << 20;

@@ -279,7 +279,7 @@ def test_get_sends_no_head_and_learns_the_size_from_its_own_reply(server, bucket
     allocated."""
     from objdirect import _objdirect
     window = _objdirect.get_first_window_bytes_max
-    assert window == 1 << 20 and _objdirect.get_length_alloc_bytes_max == 64 << 20
+    assert window == 256 << 10 and _objdirect.get_length_alloc_bytes_max == 64 << 20
     small, big = pattern(1000, 3), pattern(window + 12345, 4)
     with make_client(server) as c:
         assert c._native.first_window_bytes() == window
@@ -325,6 +325,21 @@ def test_get_sends_no_head_and_learns_the_size_from_its_own_reply(server, bucket
         mark = _log_len(server)
         assert c.get(bucket, "edge") == big[:window + 1]
         assert _server_ops(server, bucket, "edge", 2, mark) == [("GetObject", 206)] * 2
+    # fabric "auto": the first window is below rdma_min_bytes, so a small object goes over HTTP
+    # (no RDMA proposed for a window it does not fill); the rest of a large one over RDMA.
+    large = pattern(window + (2 << 20), 5)
+    with make_client(server, fabric="auto") as c:
+        c.put(bucket, "r-small", small)
+        c.put(bucket, "r-large", large)
+        t0 = dict(c.stats()["transfers"])
+        assert c.get(bucket, "r-small") == small
+        t1 = dict(c.stats()["transfers"])
+        assert c.get(bucket, "r-large") == large
+        t2 = dict(c.stats()["transfers"])
+        assert (t1.get("http", 0) - t0.get("http", 0), t1.get("rdma", 0) - t0.get("rdma", 0)) == \
+            (1, 0)
+        assert (t2.get("http", 0) - t1.get("http", 0), t2.get("rdma", 0) - t1.get("rdma", 0)) == \
+            (1, 1)
 
 
 # -- errors -------------------------------------------------------------------------------------
