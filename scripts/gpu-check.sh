@@ -13,7 +13,8 @@
 #   5. the Python checks, with $PYTHON (default python3) when it has torch >= 2.0 with CUDA:
 #      builds objdirect_python for it, runs python/tests/test_torch_gpu.py (load into GPU
 #      memory, safetensors, device datasets; OBJDIRECT_REQUIRE_GPU=1: no skipping) and
-#      python/tests/test_dcp.py (DCP save/load/async_save, FileSystemWriter's layout;
+#      python/tests/test_dcp.py (DCP save/load/async_save, FileSystemWriter's layout, loads
+#      landing in CUDA destination tensors by get_into with no torch.load fallback;
 #      OBJDIRECT_REQUIRE_DCP=1), then bench/torch_bench.py gpu-load (GPU_LOAD_MIB, default 4096:
 #      torch and safetensors checkpoints loaded into device memory next to a pinned H2D copy).
 #      Without such a torch the step says the Python checks did NOT run (exit status unchanged).

@@ -381,7 +381,14 @@ class Client:
                                   None if length is None else _nonneg(length, "length")))
 
     def get(self, bucket: str, key: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
-        """The object (or the range [offset, offset+length), cut at the end) as bytes."""
+        """The object (or the range [offset, offset+length), cut at the end) as bytes, filled in
+        place (no copy) and with no HEAD. With a length: one ranged GET (in parts above
+        part_size_bytes). Without: a first GET of up to 256 KiB
+        (``_objdirect.get_first_window_bytes_max``, at most part_size_bytes) from offset learns
+        the size from its reply, so an object that fits costs one request; a larger one costs
+        one more GET for the rest, pinned to the first reply's ETag with If-Match (an object
+        replaced in between is read again). length=0 makes no request. Raises NoSuchKey,
+        InvalidRange (offset at or past the end of a non-empty object), ..."""
         return self._native.get_bytes(bucket, key, _nonneg(offset, "offset"),
                                       None if length is None else _nonneg(length, "length"))
 

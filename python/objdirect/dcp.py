@@ -17,13 +17,22 @@ to a directory).
   pass through torch.save's host copy one at a time. ``.metadata`` is committed by the
   coordinator with one PUT once every rank's files are complete: a reader sees the checkpoint
   whole or not at all (no rename by copy and delete).
-- Reads: the planner's read items are grouped per object, sorted and coalesced into ranged
-  GETs (objdirect.ranges; gaps up to gap_bytes), issued concurrently (``concurrency``), and each
-  item is copied into the planner's destination tensor, device tensors included.
+- Reads (read_items): the planner's read items are grouped per object, and each one's first
+  ranges (a BYTE_IO item or a small tensor blob whole; a larger blob's first and last 4 KiB,
+  where torch.save keeps data.pkl, the storage's local header and the zip directory) are sorted
+  and coalesced into ranged GETs (objdirect.ranges; gaps up to gap_bytes), issued concurrently
+  (``concurrency``). Each tensor blob's layout is parsed from those bytes (parse_tensor_blob:
+  objdirect.torch's zip parser, data.pkl unpickled with only the tensor rebuild allowed) and,
+  where the destination tensor has the saved dtype, is contiguous and the wanted box is one run
+  of the storage (tensor_region), the bytes land in it: copied out of a GET that already holds
+  them (CPU destinations), else one ranged get_into straight into the tensor's memory (device
+  destinations always: the client's device path). Anything else goes through torch.load and
+  copy_, counted (StorageReader.last_stats["fallback_reasons"]).
 - ``dcp.async_save`` works: write_data returns a completed Future after the uploads finish on
   the calling (background) thread.
 
-The planning functions (plan_reads, assign_files) are plain and unit-tested without DCP
+The planning and loading functions (plan_reads, plan_load, parse_tensor_blob, tensor_region,
+read_items, assign_files) are plain and unit-tested without DCP
 (Debian 12's torch 1.13 has none); the classes exist only where torch.distributed.checkpoint
 imports, and scripts/gpu-check.sh runs them on a torch 2.x machine.
 
@@ -32,16 +41,19 @@ Thread safety: one writer or reader per dcp.save / dcp.load call.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import io
 import pickle
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import parse_uri
 from . import ranges as _ranges
 from .client import Client
 
-__all__ = ["plan_reads", "fetch_plan", "assign_files", "ReadPlanEntry", "dcp_available"]
+__all__ = ["plan_reads", "fetch_plan", "assign_files", "ReadPlanEntry", "dcp_available",
+           "plan_load", "read_items", "parse_tensor_blob", "tensor_region", "index_spans",
+           "TensorLayout"]
 
 
 class ReadPlanEntry(NamedTuple):
@@ -117,6 +129,370 @@ def assign_files(sizes: Sequence[int], files: int) -> List[List[int]]:
     return [sorted(b) for b in buckets if b]
 
 
+# -- loads that land in the planner's tensors (plain functions, no DCP needed) -------------------
+#
+# A tensor item of FileSystemWriter's layout is a torch.save zip of one tensor at (offset,
+# length) in its file: records data.pkl (the pickle naming the storage), byteorder (torch 2.x),
+# data/<key> (the storage's raw bytes, stored, 64-aligned), version, ..., then the central
+# directory and the end record. So its first blob_head_bytes hold data.pkl and the storage's
+# local header, and its last blob_tail_bytes hold the directory: those two small ranges say
+# where the tensor's bytes lie, and the bytes can then land in the destination tensor.
+
+blob_head_bytes = 4096  # fetched from the start of a tensor blob: data.pkl, local headers
+blob_tail_bytes = 4096  # fetched from its end: the central directory and the end record
+
+
+class TensorLayout(NamedTuple):
+    """Where a torch.save blob of one tensor keeps the tensor: the storage record's bytes at
+    [data_offset, data_offset + data_bytes) of the blob, and the saved tensor's dtype,
+    storage_offset (elements), size and stride."""
+
+    data_offset: int
+    data_bytes: int
+    dtype: object
+    storage_offset: int
+    size: Tuple[int, ...]
+    stride: Tuple[int, ...]
+
+
+class _StorageRef(NamedTuple):
+    dtype: object
+    key: str
+    numel: int
+
+
+class _Rebuilt(NamedTuple):
+    storage: _StorageRef
+    storage_offset: int
+    size: tuple
+    stride: tuple
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, *args):
+    return _Rebuilt(storage, storage_offset, tuple(size), tuple(stride))
+
+
+def index_spans(length: int, is_tensor: bool) -> List[Tuple[int, int]]:
+    """The ranges (relative to an item's blob of ``length`` bytes) a load fetches before it
+    knows where the tensor lies: a BYTE_IO item, and a tensor blob of at most blob_head_bytes +
+    blob_tail_bytes, whole; a larger tensor blob, its head and its tail."""
+    if not is_tensor or length <= blob_head_bytes + blob_tail_bytes:
+        return [(0, length)]
+    return [(0, blob_head_bytes), (length - blob_tail_bytes, blob_tail_bytes)]
+
+
+def parse_tensor_blob(head, tail, length: int) -> TensorLayout:
+    """The TensorLayout of a torch.save blob of ``length`` bytes from its first bytes ``head``
+    and its last bytes ``tail`` (both may be the whole blob), without torch.load: the zip
+    directory from the tail (objdirect.torch's parser), data.pkl and the storage's local header
+    from the head, data.pkl unpickled with nothing but the tensor rebuild allowed. Raises
+    ValueError when the blob is not one stored (uncompressed) zip of one plain little-endian
+    tensor, or when what is needed lies outside head and tail (the caller then falls back to
+    torch.load)."""
+    import pickle
+    import torch
+    from . import torch as odt
+    head, tail = memoryview(head).cast("B"), memoryview(tail).cast("B")
+    if len(tail) > length or len(head) > length:
+        raise ValueError("head or tail longer than the blob")
+    tail_start = length - len(tail)
+    cd_off, cd_size, n = odt.parse_zip_tail(bytes(tail), length)
+    if cd_off < tail_start:
+        raise ValueError("the central directory is not in the fetched tail")
+    records = odt.parse_central_directory(bytes(tail[cd_off - tail_start:
+                                                     cd_off - tail_start + cd_size]), n, length)
+    if any(r.method != 0 for r in records):
+        raise ValueError("compressed records")
+    by_name = {r.name: r for r in records}
+    pkl = [k for k in by_name if k.endswith("/data.pkl") and k.count("/") == 1]
+    if len(pkl) != 1:
+        raise ValueError("no data.pkl record")
+    prefix = pkl[0][:-len("data.pkl")]
+
+    def record_bytes(name: str, want_data: bool = True):
+        r = by_name[name]
+        if r.header_offset + 30 > len(head):
+            raise ValueError(f"local header of {name!r} is not in the fetched head")
+        start = odt.local_data_offset(bytes(head[r.header_offset:r.header_offset +
+                                                 min(len(head) - r.header_offset,
+                                                     odt.local_header_bytes_max)]), r, length)
+        if start > len(head) or (want_data and start + r.compressed_size > len(head)):
+            raise ValueError(f"record {name!r} is not in the fetched head")
+        return start, (bytes(head[start:start + r.compressed_size]) if want_data else None)
+
+    if prefix + "byteorder" in by_name and record_bytes(prefix + "byteorder")[1] != b"little":
+        raise ValueError("not a little-endian blob")
+    _, pickled = record_bytes(pkl[0])
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, mod_name, name):
+            if (mod_name, name) == ("torch._utils", "_rebuild_tensor_v2"):
+                return _rebuild_tensor_v2
+            if (mod_name, name) == ("collections", "OrderedDict"):
+                return collections.OrderedDict
+            if mod_name == "torch" and name.endswith("Storage"):
+                try:
+                    return torch.serialization.StorageType(name)
+                except (KeyError, AttributeError):
+                    pass
+            raise ValueError(f"not a plain tensor blob: it pickles {mod_name}.{name}")
+
+        def persistent_load(self, saved_id):
+            if not (isinstance(saved_id, tuple) and len(saved_id) == 5 and
+                    saved_id[0] in ("storage", b"storage")):
+                raise ValueError("unknown persistent id")
+            storage_type, key, _location, numel = saved_id[1:]
+            dtype = getattr(storage_type, "dtype", torch.uint8)
+            return _StorageRef(dtype, key.decode() if isinstance(key, bytes) else str(key),
+                               int(numel))
+
+    try:
+        t = Unpickler(io.BytesIO(pickled), encoding="utf-8").load()
+    except ValueError:
+        raise
+    except Exception as e:  # a pickle of anything else
+        raise ValueError(f"data.pkl does not unpickle as one tensor: {e}") from None
+    if not isinstance(t, _Rebuilt) or not isinstance(t.storage, _StorageRef):
+        raise ValueError("data.pkl is not one tensor")
+    ints = [t.storage_offset, t.storage.numel, *t.size, *t.stride]
+    if (not isinstance(t.storage.dtype, torch.dtype) or len(t.size) != len(t.stride) or
+            not all(isinstance(v, int) and v >= 0 for v in ints)):
+        raise ValueError("data.pkl's tensor has a malformed dtype, size or stride")
+    name = prefix + "data/" + t.storage.key
+    if name not in by_name:
+        raise ValueError(f"no storage record {name!r}")
+    elem = torch.empty((), dtype=t.storage.dtype).element_size()
+    r = by_name[name]
+    if r.compressed_size != t.storage.numel * elem:
+        raise ValueError(f"record {name!r} holds {r.compressed_size} bytes, the storage "
+                         f"{t.storage.numel * elem}")
+    start, _ = record_bytes(name, want_data=False)
+    return TensorLayout(start, r.compressed_size, t.storage.dtype, t.storage_offset,
+                        t.size, t.stride)
+
+
+def tensor_region(layout: TensorLayout, offsets: Sequence[int],
+                  lengths: Sequence[int]) -> Optional[Tuple[int, int]]:
+    """(offset in the blob, nbytes) of the box [offsets, offsets + lengths) of the saved tensor
+    when its elements are one run of the storage in row-major order, else None: the saved
+    tensor is contiguous (strides of extent-1 dimensions ignored), and the box is full in every
+    dimension after the first one it narrows, and of extent 1 in those before. A 0-element box
+    is (data_offset, 0). Raises ValueError for a box outside the tensor or the storage."""
+    import torch
+    size, stride = tuple(layout.size), tuple(layout.stride)
+    offsets, lengths = tuple(int(o) for o in offsets), tuple(int(n) for n in lengths)
+    if len(offsets) != len(size) or len(lengths) != len(size):
+        raise ValueError(f"a {len(lengths)}-d box of a {len(size)}-d tensor")
+    for o, n, s in zip(offsets, lengths, size):
+        if o < 0 or n < 0 or o + n > s:
+            raise ValueError(f"box {offsets}+{lengths} outside the tensor {size}")
+    elem = torch.empty((), dtype=layout.dtype).element_size()
+    numel = 1
+    for n in lengths:
+        numel *= n
+    if numel == 0:
+        return layout.data_offset, 0
+    expect = 1
+    for d in range(len(size) - 1, -1, -1):
+        if size[d] != 1 and stride[d] != expect:
+            return None  # the saved tensor is not contiguous
+        expect *= size[d]
+    narrowed = [d for d in range(len(size)) if lengths[d] != size[d]]
+    if narrowed and any(lengths[d] != 1 for d in range(narrowed[0])):
+        return None
+    first = layout.storage_offset + sum(o * s for o, s in zip(offsets, stride))
+    begin, nbytes = first * elem, numel * elem
+    if begin + nbytes > layout.data_bytes:
+        raise ValueError("the tensor lies outside its storage record")
+    return layout.data_offset + begin, nbytes
+
+
+def _is_tensor_item(item) -> bool:
+    return getattr(getattr(item, "type", None), "name", "TENSOR") != "BYTE_IO"
+
+
+def plan_load(items: Sequence, storage_data: dict, *, gap_bytes: int = _ranges.gap_bytes_default,
+              group_bytes_max: int = _ranges.group_bytes_max_default) -> List[ReadPlanEntry]:
+    """The first GETs of a load: every distinct stored range's index_spans (BYTE_IO items and
+    small tensor blobs whole; a larger tensor blob's head and tail), as absolute (offset,
+    length) members, sorted and coalesced per object like plan_reads. Raises KeyError for an
+    item the metadata does not know."""
+    by_path: Dict[str, set] = {}
+    for it in items:
+        info = storage_data[it.storage_index]
+        o, n = int(info.offset), int(info.length)
+        for lo, k in index_spans(n, _is_tensor_item(it)):
+            by_path.setdefault(info.relative_path, set()).add((o + lo, k))
+    out = []
+    for path in sorted(by_path):
+        spans = [_ranges.Span(o, n, (o, n)) for o, n in sorted(by_path[path])]
+        for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max):
+            out.append(ReadPlanEntry(path, g.offset, g.length, tuple(s.tag for s in g.members)))
+    return out
+
+
+def _fetched(fetched: dict, path: str, offset: int, length: int):
+    """The bytes [offset, offset + length) of path if one fetched range holds them, else None.
+    fetched: {path: [(offset, length, memoryview)]}."""
+    for o, n, view in fetched.get(path, ()):
+        if o <= offset and offset + length <= o + n:
+            return view[offset - o:offset - o + length]
+    return None
+
+
+def _narrow(t, offsets, lengths):
+    for d, (o, n) in enumerate(zip(offsets, lengths)):
+        t = t.narrow(d, int(o), int(n))
+    return t
+
+
+def _bytes_of(t):
+    """A contiguous tensor's memory as a 1-d uint8 tensor (the same memory)."""
+    import torch
+    flat = t.reshape(-1)
+    return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
+
+
+def read_items(items: Sequence, storage_data: dict, *, get: Callable, get_into: Callable,
+               resolve_tensor: Callable, commit_tensor: Callable, load_bytes: Callable,
+               executor=None, gap_bytes: int = _ranges.gap_bytes_default,
+               group_bytes_max: int = _ranges.group_bytes_max_default) -> dict:
+    """A DCP load's read_data without DCP: items are ReadItems (storage_index, type,
+    storage_offsets, lengths), storage_data maps storage_index to (relative_path, offset,
+    length). get(path, offset, length) -> bytes; get_into(path, buf, offset, length) -> bytes
+    landed; resolve_tensor(item) -> the destination tensor; commit_tensor(item, tensor);
+    load_bytes(item, io.BytesIO).
+
+    1. plan_load's GETs (sorted, coalesced per object), concurrently on executor.
+    2. Each tensor blob's TensorLayout from its head and tail (parse_tensor_blob), and the
+       item's box in it (tensor_region).
+    3. Where the destination has the saved dtype, is contiguous and holds exactly the box, the
+       box's bytes land in it: a CPU destination is copied from the fetched range when that
+       holds them, else (and always for a device destination: the client's device path) one
+       get_into of exactly those bytes straight into the tensor's memory, concurrently.
+       Otherwise the blob (fetched whole if need be) goes through torch.load, is narrowed to
+       the box and copy_'d into the destination (converting dtype, any strides): a fallback,
+       counted with its reason.
+
+    Returns the counts {"index_gets", "direct_gets", "copied", "empty", "fallback",
+    "fallback_reasons": {reason: n}, "bytes_direct", "bytes_copied"}. Raises ValueError for a
+    truncated checkpoint (a GET shorter than its range), the first GET failure (after every GET
+    ended), or a size mismatch between a destination and its box."""
+    import torch
+    stats = {"index_gets": 0, "direct_gets": 0, "copied": 0, "empty": 0, "fallback": 0,
+             "fallback_reasons": {}, "bytes_direct": 0, "bytes_copied": 0}
+    plan = plan_load(items, storage_data, gap_bytes=gap_bytes, group_bytes_max=group_bytes_max)
+    stats["index_gets"] = len(plan)
+    # Each GET's whole range is kept (not only its members): a coalesced GET may also hold the
+    # bytes of a box between a blob's head and tail, which then need no GET of their own.
+    fetched: Dict[str, list] = {}
+    whole = [e._replace(members=((e.offset, e.length),)) for e in plan]
+    for (path, o, n), view in fetch_plan(get, whole, executor).items():
+        fetched.setdefault(path, []).append((o, n, view))
+    layouts: dict = {}
+    whole_blobs: dict = {}
+
+    def blob(path, o, n):
+        """The whole blob's bytes: from the fetched ranges, else one GET (kept for the others)."""
+        key = (path, o, n)
+        if key not in whole_blobs:
+            view = _fetched(fetched, path, o, n)
+            if view is None:
+                data = get(path, o, n)
+                if len(data) < n:
+                    raise ValueError(f"{path}: {len(data)} bytes at {o}, wanted {n} "
+                                     f"(truncated checkpoint?)")
+                view = memoryview(data)
+            whole_blobs[key] = view
+        return whole_blobs[key]
+
+    def layout_of(path, o, n):
+        key = (path, o, n)
+        if key not in layouts:
+            head = _fetched(fetched, path, o, min(n, blob_head_bytes))
+            tail = _fetched(fetched, path, o + n - min(n, blob_tail_bytes), min(n, blob_tail_bytes))
+            try:
+                if head is None or tail is None:
+                    raise ValueError("head or tail not fetched")
+                layouts[key] = parse_tensor_blob(head, tail, n)
+            except ValueError as e:
+                layouts[key] = e
+        return layouts[key]
+
+    def fallback(req, info, target, reason):
+        stats["fallback"] += 1
+        stats["fallback_reasons"][reason] = stats["fallback_reasons"].get(reason, 0) + 1
+        data = blob(info.relative_path, int(info.offset), int(info.length))
+        t = torch.load(io.BytesIO(bytes(data)), map_location="cpu", weights_only=True)
+        t = _narrow(t.detach(), req.storage_offsets, req.lengths)
+        if target.size() != t.size():
+            raise ValueError(f"req {req.storage_index} mismatch sizes {target.size()} vs "
+                             f"{t.size()}")
+        with torch.no_grad():
+            target.copy_(t)
+
+    def direct(path, target, offset, nbytes):
+        got = get_into(path, _bytes_of(target), offset, nbytes)
+        if got < nbytes:
+            raise ValueError(f"{path}: {got} bytes at {offset}, wanted {nbytes} "
+                             f"(truncated checkpoint?)")
+
+    pending = []  # (item, target, future or None)
+    for req in items:
+        info = storage_data[req.storage_index]
+        path, o, n = info.relative_path, int(info.offset), int(info.length)
+        if not _is_tensor_item(req):
+            load_bytes(req, io.BytesIO(bytes(blob(path, o, n))))
+            continue
+        target = resolve_tensor(req).detach()
+        lay = layout_of(path, o, n)
+        region, reason = None, None
+        if isinstance(lay, ValueError):
+            reason = "blob not parsed"
+        else:
+            region = tensor_region(lay, req.storage_offsets, req.lengths)
+            if region is None:
+                reason = "box not contiguous in the saved tensor"
+            elif target.dtype != lay.dtype:
+                reason = "dtype differs"
+            elif not target.is_contiguous():
+                reason = "destination not contiguous"
+            elif tuple(target.size()) != tuple(int(x) for x in req.lengths):
+                raise ValueError(f"req {req.storage_index} mismatch sizes {tuple(target.size())} "
+                                 f"vs {tuple(req.lengths)}")
+        if reason is not None:
+            fallback(req, info, target, reason)
+            pending.append((req, target, None))
+            continue
+        at, nbytes = region
+        if nbytes == 0:
+            stats["empty"] += 1
+            pending.append((req, target, None))
+            continue
+        view = _fetched(fetched, path, o + at, nbytes) if target.device.type == "cpu" else None
+        if view is not None:
+            memoryview(_bytes_of(target).numpy())[:] = view
+            stats["copied"] += 1
+            stats["bytes_copied"] += nbytes
+            pending.append((req, target, None))
+            continue
+        stats["direct_gets"] += 1
+        stats["bytes_direct"] += nbytes
+        if executor is None:
+            direct(path, target, o + at, nbytes)
+            pending.append((req, target, None))
+        else:
+            pending.append((req, target, executor.submit(direct, path, target, o + at, nbytes)))
+    for _, _, f in pending:
+        if f is not None:
+            f.exception()  # every GET ends before anything is raised
+    for req, target, f in pending:
+        if f is not None:
+            f.result()
+        commit_tensor(req, target)
+    return stats
+
+
 def _join(prefix: str, name: str) -> str:
     return f"{prefix.rstrip('/')}/{name}" if prefix else name
 
@@ -140,7 +516,7 @@ if _ok:
     import torch
     from torch.distributed.checkpoint import (StorageReader as _StorageReader,
                                               StorageWriter as _StorageWriter)
-    from torch.distributed.checkpoint.planner import (LoadItemType, WriteItemType)
+    from torch.distributed.checkpoint.planner import WriteItemType
     from torch.distributed.checkpoint.storage import WriteResult
     from torch.futures import Future
 
@@ -277,7 +653,8 @@ if _ok:
             self.concurrency = concurrency
             self.gap_bytes = gap_bytes
             self.reset(checkpoint_id)
-            self.last_plan: List[ReadPlanEntry] = []
+            self.last_plan: List[ReadPlanEntry] = []  # the first GETs of the last read_data
+            self.last_stats: dict = {}  # read_items' counts of the last read_data
 
         def reset(self, checkpoint_id=None):
             if checkpoint_id:
@@ -314,33 +691,22 @@ if _ok:
             return plans
 
         def read_data(self, plan, planner):
-            try:
-                from torch.distributed._shard._utils import narrow_tensor_by_index
-            except ImportError:  # pragma: no cover - moved in later 2.x
-                from torch.distributed.checkpoint._utils import narrow_tensor_by_index
-            entries = plan_reads(plan.items, self.storage_data, gap_bytes=self.gap_bytes)
-            self.last_plan = entries
+            # read_items (a plain function, tested without DCP) does the work; this only binds
+            # it to the client and the planner.
+            self.last_plan = plan_load(plan.items, self.storage_data, gap_bytes=self.gap_bytes)
             n = self.concurrency or self.client.config.get("concurrency", 8)
-            def get(path, offset, length):
-                return self.client.get(self.bucket, _join(self.prefix, path), offset=offset,
-                                       length=length)
+
+            def key(path):
+                return _join(self.prefix, path)
 
             with concurrent.futures.ThreadPoolExecutor(max(1, n)) as ex:
-                blobs = fetch_plan(get, entries, ex)
-            for req in plan.items:
-                info = self.storage_data[req.storage_index]
-                blob = blobs[(info.relative_path, int(info.offset), int(info.length))]
-                if req.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(req, io.BytesIO(bytes(blob)))
-                else:
-                    tensor = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
-                    tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
-                    target = planner.resolve_tensor(req).detach()
-                    if target.size() != tensor.size():
-                        raise ValueError(f"req {req.storage_index} mismatch sizes "
-                                         f"{target.size()} vs {tensor.size()}")
-                    target.copy_(tensor)
-                    planner.commit_tensor(req, target)
+                self.last_stats = read_items(
+                    plan.items, self.storage_data, executor=ex, gap_bytes=self.gap_bytes,
+                    get=lambda p, o, n: self.client.get(self.bucket, key(p), offset=o, length=n),
+                    get_into=lambda p, buf, o, n: self.client.get_into(
+                        self.bucket, key(p), buf, offset=o, length=n).nbytes,
+                    resolve_tensor=planner.resolve_tensor, commit_tensor=planner.commit_tensor,
+                    load_bytes=planner.load_bytes)
             fut = Future()
             fut.set_result(None)
             return fut

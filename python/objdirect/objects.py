@@ -15,36 +15,20 @@ import io
 from typing import List, Optional, Tuple
 
 from .client import Client, TransferResult
+from .errors import InvalidRange
 
 __all__ = ["ObjectReader", "ObjectWriter", "get_range"]
 
-# The longest range get_range reads into a buffer of the range's length and copies into bytes;
-# longer ones (and an "until the end" written as a huge end) go through Client.get, which sizes
-# by HEAD and fills its bytes in place. Measured on loopback (docs/python.md): at 256 KiB the
-# two cost the same, at 4 KiB get_range saves the HEAD (0.55 against 0.93 ms), at 8 MiB the
-# copy makes it several times slower.
-range_buffer_bytes_max = 256 << 10
-
-
 def get_range(client: Client, bucket: str, key: str, offset: int, length: int, *,
               as_bytes: bool = True):
-    """Bytes [offset, offset+length) of an object, cut at its end, in one ranged GET: get_into a
-    buffer of the range's length (Client.get HEADs first to size its result). A range longer
-    than range_buffer_bytes_max goes through Client.get (a HEAD, then the GET in place), so a
-    large read is not copied and a huge length never allocates more than the object holds. Raises InvalidRange for a range starting at or past the end,
-    NoSuchKey, ...
-
-    as_bytes=False: always one GET, the bytearray itself returned (no copy) whatever its length,
-    for callers whose length is already bounded by the object's size (objdirect.torch)."""
+    """Bytes [offset, offset+length) of an object, cut at its end: Client.get with the length,
+    one ranged GET (in parts above part_size_bytes) straight into the returned bytes, no HEAD.
+    Raises InvalidRange for a range starting at or past the end of a non-empty object,
+    NoSuchKey, ... (as_bytes is kept for callers that asked for a bytearray: the result is
+    bytes either way.)"""
     if length <= 0:
-        return b"" if as_bytes else bytearray()
-    if as_bytes and length > range_buffer_bytes_max:
-        return client.get(bucket, key, offset=offset, length=length)
-    buf = bytearray(length)
-    n = client.get_into(bucket, key, buf, offset=offset, length=length).nbytes
-    if n < length:
-        del buf[n:]
-    return bytes(buf) if as_bytes else buf
+        return b""
+    return client.get(bucket, key, offset=offset, length=length)
 
 
 # -- readers and writers ------------------------------------------------------------------------
@@ -59,6 +43,8 @@ class ObjectReader(io.RawIOBase):
     ``buffer_size`` whatever the object size; a readinto() of at least buffer_size bytes is one
     ranged GET straight into the caller's buffer (no copy), smaller reads are served from a
     read-ahead window of buffer_size bytes fetched with one ranged GET at the read position.
+    Neither mode sends a HEAD to learn the size unless asked for it (``size``, a seek from the
+    end) before the first read: the first GET's reply carries it.
 
     Raises NoSuchKey etc. from the first call that needs the object (size, read).
     """
@@ -85,9 +71,36 @@ class ObjectReader(io.RawIOBase):
 
     @property
     def size(self) -> int:
+        """The object's size: given, learnt from a GET, else (whole mode, or a ranged reader
+        positioned at or past the end) from a HEAD."""
+        if self._size is None and self._mode == "ranged":
+            self._fill_window(self._pos)  # the GET's reply carries the size: no HEAD
         if self._size is None:
             self._size = self._client.head(self.bucket, self.key).size
         return self._size
+
+    def _fill_window(self, pos: int) -> int:
+        """Ranged mode: one GET of up to buffer_size bytes at pos into the read-ahead window,
+        which learns the size when it is unknown. Returns the bytes landed (0 at the end; 0 and
+        the size still unknown when pos is at or past the end of the object)."""
+        if self._window is None:
+            self._window = bytearray(self.buffer_size)
+        want = self.buffer_size if self._size is None else min(self.buffer_size,
+                                                               self._size - pos)
+        if want <= 0:
+            return 0
+        try:
+            r = self._client.get_into(self.bucket, self.key, memoryview(self._window)[:want],
+                                      offset=pos, length=want)
+        except InvalidRange:
+            if self._size is not None:
+                raise
+            return 0
+        self.requests += 1
+        if self._size is None:
+            self._size = r.object_size
+        self._window_start, self._window_len = pos, r.nbytes
+        return r.nbytes
 
     def readable(self):
         return True
@@ -134,9 +147,12 @@ class ObjectReader(io.RawIOBase):
         if self._mode == "whole" or size is None or size < 0:
             data = self._load() if self._mode == "whole" else None
             if data is None:  # ranged mode, read to the end
-                if self._pos >= self.size:
+                if self._size is not None and self._pos >= self._size:
                     return b""
-                out = self._client.get(self.bucket, self.key, offset=self._pos)
+                try:  # no HEAD: Client.get learns the size from its first GET
+                    out = self._client.get(self.bucket, self.key, offset=self._pos)
+                except InvalidRange:  # at or past the end
+                    return b""
                 self._pos += len(out)
                 return out
             end = len(data) if size is None or size < 0 else min(len(data), self._pos + size)
@@ -185,15 +201,7 @@ class ObjectReader(io.RawIOBase):
                                              length=n - done)
                 self.requests += 1
             else:
-                if self._window is None:
-                    self._window = bytearray(self.buffer_size)
-                want = min(self.buffer_size, self.size - self._pos)
-                got, _ = self._client.get_into(self.bucket, self.key,
-                                               memoryview(self._window)[:want], offset=self._pos,
-                                               length=want)
-                self.requests += 1
-                self._window_start, self._window_len = self._pos, got
-                if got == 0:
+                if self._fill_window(self._pos) == 0:
                     break
                 continue
             if k == 0:

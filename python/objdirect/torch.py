@@ -42,12 +42,13 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tup
 import torch.utils.data
 
 from . import parse_uri
+from .errors import InvalidRange
 from .client import Client, TransferResult
 from .objects import ObjectReader, ObjectWriter
 from .objects import get_range
 
 
-def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytearray:
+def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) -> bytes:
     """One GET of a range whose length the zip directory gave (checked against the object's
     size): no HEAD, no copy."""
     return get_range(client, bucket, key, offset, length, as_bytes=False)
@@ -802,6 +803,7 @@ local_header_bytes_max = 30 + 0xFFFF + 0xFFFF  # fixed part, longest name, longe
 # the file share one GET into one allocation, up to load_group_bytes_max bytes a GET.
 load_coalesce_record_bytes_max = 1 << 20
 load_group_bytes_max = 16 << 20
+_HEAD_BYTES = 64 << 10  # load()'s first GET: the size, and data.pkl for most checkpoints
 _TAIL_BYTES = 64 << 10  # EOCD (22 bytes) + the longest comment (65535) is under 66 KiB
 _TAIL_BYTES += 22 + 20 + 56
 
@@ -913,15 +915,30 @@ def local_data_offset(header: bytes, record: ZipRecord, object_size: int) -> int
 _LOCAL_GUESS = 30 + 256 + 128  # a local header with a name and torch's alignment padding
 
 
-def _read_directory(client: Client, bucket: str, key: str, size: int):
+def _get_first(client: Client, bucket: str, key: str):
+    """(the object's first _HEAD_BYTES, its size) from one ranged GET, whose reply gives the
+    size: what load() does instead of a HEAD. A 0-byte object (S3 refuses any range of it) is
+    (b"", 0)."""
+    buf = bytearray(_HEAD_BYTES)
+    try:
+        r = client.get_into(bucket, key, buf, offset=0, length=len(buf))
+    except InvalidRange:
+        return b"", 0
+    del buf[r.nbytes:]
+    return buf, r.object_size
+
+
+def _read_directory(client: Client, bucket: str, key: str, size: int, first=b""):
     """(records, tail bytes, where the tail starts, central directory offset, GETs made): one
-    ranged GET of the object's last _TAIL_BYTES, and one of the central directory when it does
-    not lie in that tail."""
+    ranged GET of the object's last _TAIL_BYTES (none when ``first``, the object's first bytes,
+    is the whole object), and one of the central directory when it does not lie in that tail."""
     tail_len = min(size, _TAIL_BYTES)
     tail_start = size - tail_len
-    tail = _get_range(client, bucket, key, tail_start, tail_len)
+    if size <= len(first):
+        tail, gets = first[tail_start:size], 0
+    else:
+        tail, gets = _get_range(client, bucket, key, tail_start, tail_len), 1
     cd_off, cd_size, n = parse_zip_tail(tail, size)
-    gets = 1
     if cd_off >= tail_start:  # the directory is already in the tail
         cd = tail[cd_off - tail_start:cd_off - tail_start + cd_size]
     elif cd_size:
@@ -1073,9 +1090,11 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
 
     map_location as torch.load's: None (where each storage was saved), a device or its name
     ("cuda", "cuda:1", "cpu"), a {saved: target} dict, or a function (storages are then loaded
-    on the CPU and passed to it). Requests: a HEAD, one ranged GET of the tail (the central
-    directory with it for most files; a second GET otherwise), then one ranged GET per record
-    not already in the tail: its local header together with its bytes (see
+    on the CPU and passed to it). Requests (no HEAD): one ranged GET of the first 64 KiB, whose
+    reply gives the size (data.pkl comes from it for most files; a checkpoint that small is
+    then in hand whole), one ranged GET of the tail (the central directory with it for most
+    files; a second GET otherwise), then one ranged GET per record not already in those bytes
+    (storages: not in the tail): its local header together with its bytes (see
     predict_record_layout; the header is checked, and a record whose layout the prediction got
     wrong is read exactly, header first). Storages are allocated on the target device with room
     for their local header in front, so each one's GET lands straight in the storage's memory
@@ -1089,17 +1108,18 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
 
     Like torch.load(weights_only=False) this unpickles arbitrary objects: load only
     checkpoints you trust. ``stats``, when given, receives {"records", "storages",
-    "storage_bytes", "requests" (HEAD and GETs made), "mispredicted" (records read exactly
+    "storage_bytes", "requests" (GETs made), "mispredicted" (records read exactly
     after a failed header check), "groups" (GETs shared by neighbouring small storages)}.
     """
     import pickle
     c = _client_of(client, client_kwargs)
     bucket, key = parse_uri(s3_uri)
-    size = c.head(bucket, key).size
+    first, size = _get_first(c, bucket, key)
     pool = _pool(c, concurrency)
     try:
         try:
-            records, tail, tail_start, cd_off, gets = _read_directory(c, bucket, key, size)
+            records, tail, tail_start, cd_off, gets = _read_directory(c, bucket, key, size,
+                                                                      first)
         except ValueError:
             records = None
         by_name = {r.name: r for r in records or ()}
@@ -1128,6 +1148,8 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
                 start, end = r.header_offset, data + n
                 if in_tail(start, end):
                     chunk = tail[start - tail_start:end - tail_start]
+                elif end <= len(first):  # data.pkl, byteorder: usually in the first bytes
+                    chunk = first[start:end]
                 else:
                     chunk = _get_range(c, bucket, key, start, end - start)
                     count(1)
@@ -1353,14 +1375,20 @@ def load_safetensors(s3_uri: str, device=None, *, client: Optional[Client] = Non
                      concurrency: Optional[int] = None, **client_kwargs) -> dict:
     """{name: tensor} of a safetensors object, each tensor allocated on ``device`` (default the
     CPU) and its exact byte range fetched straight into it (device memory through the client's
-    device path), concurrently. One GET for the header (two when it is over 64 KiB), then one
-    per tensor. Raises ValueError for a malformed file (header over
+    device path), concurrently. One GET for the header (two when it is over 64 KiB; its reply
+    gives the object's size, so no HEAD), then one per non-empty tensor. Raises ValueError for a malformed file (header over
     safetensors_header_bytes_max included)."""
     import struct
     c = _client_of(client, client_kwargs)
     bucket, key = parse_uri(s3_uri)
-    size = c.head(bucket, key).size
-    first = _get_range(c, bucket, key, 0, min(size, 64 << 10))
+    # The first 64 KiB in one ranged GET whose reply also says the object's size: no HEAD.
+    first = bytearray(64 << 10)
+    try:
+        r = c.get_into(bucket, key, first, offset=0, length=len(first))
+    except InvalidRange:  # S3 refuses any range of a 0-byte object
+        raise ValueError("not a safetensors file: empty") from None
+    size = r.object_size
+    del first[r.nbytes:]
     if len(first) < 8:
         raise ValueError("not a safetensors file: shorter than 8 bytes")
     n, = struct.unpack_from("<Q", first, 0)

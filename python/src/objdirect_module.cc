@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,17 @@ namespace py = pybind11;
 
 namespace objdirect::python {
 namespace {
+
+// get_bytes without a length reads the object in a first GET of at most this many bytes (one
+// request for objects that fit), then the rest in one more: the size comes from that reply, not
+// from a HEAD. A bytes object of this size is allocated for every such call and shrunk to what
+// arrived. It stays below the default rdma_min_bytes (1 MiB), so that a small object is not
+// proposed RDMA (and a registration of the whole window) because the window is large; the rest
+// of a large object goes over RDMA as usual.
+constexpr std::uint64_t get_first_window_bytes_max = 256 << 10;
+// get_bytes trusts a length up to this many bytes (allocates it, then shrinks to what arrived);
+// a longer one is read as "up to length": the first window, then the rest the reply says exists.
+constexpr std::uint64_t get_length_alloc_bytes_max = 64 << 20;
 
 // ---- DLPack (the stable v0.x ABI: DLManagedTensor in a capsule named "dltensor") ----------------
 struct DLDevice {
@@ -573,51 +585,75 @@ class NativeClient {
     return NativeRegistration(std::move(b), value_or_raise(std::move(h)));
   }
 
-  // The object (or a range of it) as a new bytes object, filled in place (no extra copy).
+  // The object (or a range of it) as a new bytes object, filled in place (no extra copy), with
+  // no HEAD. With a `length` up to get_length_alloc_bytes_max: one ranged GET of [offset,
+  // offset + length) into bytes of that length, cut at the object's end (the client splits it
+  // into parts above part_size_bytes). Otherwise (no length, or a longer one, which may be "to
+  // the end" written as a huge number): a first ranged GET of first_window_bytes() from
+  // `offset` learns the object's size from its Content-Range (a range that fits is done in that
+  // one request), then one GET of the rest, pinned with If-Match to the first reply's ETag; an
+  // object replaced in between is read again from the start (a few times: a key rewritten
+  // without pause never settles). S3 refuses (416) a range of a 0-byte object: at offset 0 that
+  // means the object is empty, and the result is b"". Length 0 makes no request. Errors
+  // (raised): NoSuchKey, InvalidRange (offset at or past the end of a non-empty object),
+  // PreconditionFailed, ...
   py::bytes get_bytes(const std::string& bucket, const std::string& key, std::uint64_t offset,
                       std::optional<std::uint64_t> length) {
-    // The size comes from HEAD; if the object grows before the GET, the GET fails with "buffer
-    // too small" and we ask again (a few times: a key rewritten without pause never settles).
+    if (length && *length == 0) return py::bytes("", 0);
+    constexpr std::uint64_t no_end = std::numeric_limits<std::uint64_t>::max();
+    const std::uint64_t end = length && *length <= no_end - offset ? offset + *length : no_end;
+    const std::uint64_t window = length && *length <= get_length_alloc_bytes_max
+                                     ? *length
+                                     : std::min(length.value_or(end), first_window_bytes());
     for (int attempt = 0;; ++attempt) {
-      Result<ObjectInfo> info = Status(Errc::internal, "not run");
-      {
-        py::gil_scoped_release nogil;
-        info = client_->head(bucket, key);
-      }
-      std::uint64_t size = value_or_raise(std::move(info)).size;
-      std::uint64_t want = 0;
-      std::optional<ByteRange> range;
-      if (offset != 0 || length) {
-        if (offset > size || (offset == size && size > 0)) {
-          raise_status(Status(Errc::invalid_range, "offset " + std::to_string(offset) +
-                                                       " is at or past the object's end (" +
-                                                       std::to_string(size) + " bytes)"));
-        }
-        want = std::min(length.value_or(size - offset), size - offset);
-        if (want == 0) return py::bytes("", 0);
-        range = ByteRange{offset, want};
-      } else {
-        want = size;
-      }
-      PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(want));
+      PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(window));
       if (raw == nullptr) throw py::error_already_set();
-      if (want == 0) return py::reinterpret_steal<py::bytes>(raw);
-      std::span<std::byte> dst(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw)), want);
+      auto bytes_of = [&raw](std::uint64_t at, std::uint64_t n) {
+        return std::span<std::byte>(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw)) + at, n);
+      };
       Result<TransferResult> r = Status(Errc::internal, "not run");
       {
         py::gil_scoped_release nogil;
-        r = client_->get(bucket, key, dst, range);
+        r = client_->get(bucket, key, bytes_of(0, window), ByteRange{offset, window});
       }
       if (!r.ok()) {
         Py_DECREF(raw);
-        if (!range && r.code() == Errc::invalid_argument && attempt < 3) continue;  // it grew
+        if (r.code() == Errc::invalid_range && offset == 0) return py::bytes("", 0);
         raise_status(r.status());
       }
-      if (r->bytes < want && _PyBytes_Resize(&raw, static_cast<Py_ssize_t>(r->bytes)) != 0) {
+      std::uint64_t got = r->bytes;
+      const std::uint64_t total = r->object_size;
+      if (got == window && std::min(total, end) > offset + window) {
+        const std::uint64_t rest = std::min(total, end) - offset - window;
+        if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(window + rest)) != 0) {
+          throw py::error_already_set();
+        }
+        GetRequest g{bucket, key, bytes_of(window, rest), ByteRange{offset + window, rest},
+                     r->etag};
+        std::vector<Result<TransferResult>> rs;
+        {
+          py::gil_scoped_release nogil;
+          rs = client_->get_many(std::span<const GetRequest>(&g, 1));
+        }
+        if (!rs[0].ok()) {
+          Py_DECREF(raw);
+          if (rs[0].code() == Errc::precondition_failed && attempt < 3) continue;  // replaced
+          raise_status(rs[0].status());
+        }
+        got += rs[0]->bytes;
+      }
+      if (got < static_cast<std::uint64_t>(PyBytes_GET_SIZE(raw)) &&
+          _PyBytes_Resize(&raw, static_cast<Py_ssize_t>(got)) != 0) {
         throw py::error_already_set();
       }
       return py::reinterpret_steal<py::bytes>(raw);
     }
+  }
+
+  // The first GET of get_bytes without a length: at most get_first_window_bytes_max, and never
+  // above part_size_bytes (so that it is one request).
+  std::uint64_t first_window_bytes() const {
+    return std::min<std::uint64_t>(get_first_window_bytes_max, client_->config().part_size_bytes);
   }
 
   // content_type / metadata: PutOptions (none given: the plain put, which also takes CUDA memory).
@@ -833,6 +869,8 @@ PYBIND11_MODULE(_objdirect, m) {
   using objdirect::python::NativeClient;
   using objdirect::python::NativeRegistration;
   m.doc() = "libobjdirect binding; use the objdirect package, not this module";
+  m.attr("get_first_window_bytes_max") = objdirect::python::get_first_window_bytes_max;
+  m.attr("get_length_alloc_bytes_max") = objdirect::python::get_length_alloc_bytes_max;
   m.def("errc_table", &objdirect::python::errc_table,
         "[(errc name, S3 code, HTTP status)] of libobjdirect's error table");
   m.def(
@@ -853,6 +891,7 @@ PYBIND11_MODULE(_objdirect, m) {
       .def(py::init<const std::string&, const py::dict&>(), py::arg("profile"),
            py::arg("overrides"))
       .def("config", &NativeClient::config)
+      .def("first_window_bytes", &NativeClient::first_window_bytes)
       .def("get_into", &NativeClient::get_into, py::arg("bucket"), py::arg("key"), py::arg("buf"),
            py::arg("offset") = 0, py::arg("length") = py::none())
       .def("get_bytes", &NativeClient::get_bytes, py::arg("bucket"), py::arg("key"),

@@ -247,6 +247,101 @@ def test_device_buffers_are_refused_without_cuda(client, bucket, make):
         client.head(bucket, "dev")
 
 
+def _server_ops(server, bucket, key, at_least, since):
+    """[(op, status)] of the reads (GetObject, HeadObject) the server's access log holds for
+    bucket/key after line `since`, waiting (the server logs a request after its reply) until
+    there are at least `at_least`. Writes are left out: a PUT's line may land after `since`."""
+    import json
+    deadline = time.monotonic() + 10
+    while True:
+        with open(server.access_log) as f:
+            recs = [json.loads(line) for line in f if line.endswith("\n")][since:]
+        ops = [r for r in recs if r["bucket"] == bucket and r["key"] == key and
+               r["op"] in ("GetObject", "HeadObject")]
+        if len(ops) >= at_least or time.monotonic() > deadline:
+            time.sleep(0.05)  # a stray extra request would show now
+            with open(server.access_log) as f:
+                recs = [json.loads(line) for line in f if line.endswith("\n")][since:]
+            return [(r["op"], r["status"]) for r in recs if r["bucket"] == bucket and
+                    r["key"] == key and r["op"] in ("GetObject", "HeadObject")]
+        time.sleep(0.01)
+
+
+def _log_len(server):
+    with open(server.access_log) as f:
+        return sum(1 for _ in f)
+
+
+def test_get_sends_no_head_and_learns_the_size_from_its_own_reply(server, bucket):
+    """Client.get makes no HeadObject (the server's access log): with a length, one ranged GET;
+    without, one GET for an object within the first window, two (the rest pinned by If-Match)
+    above it; a 0-byte object is one refused ranged GET and b""; a huge length is not
+    allocated."""
+    from objdirect import _objdirect
+    window = _objdirect.get_first_window_bytes_max
+    assert window == 256 << 10 and _objdirect.get_length_alloc_bytes_max == 64 << 20
+    small, big = pattern(1000, 3), pattern(window + 12345, 4)
+    with make_client(server) as c:
+        assert c._native.first_window_bytes() == window
+        c.put(bucket, "small", small)
+        c.put(bucket, "big", big)
+        c.put(bucket, "empty", b"")
+        cases = [  # key, kwargs, expected bytes, GETs (status) the server sees
+            ("small", {}, small, [206]),
+            ("small", dict(offset=10, length=100), small[10:110], [206]),
+            ("small", dict(offset=990, length=100), small[990:], [206]),  # cut at the end
+            ("small", dict(offset=5, length=1 << 40), small[5:], [206]),  # not allocated
+            ("big", {}, big, [206, 206]),
+            ("big", dict(offset=7), big[7:], [206, 206]),
+            ("big", dict(offset=window + 1), big[window + 1:], [206]),
+            ("big", dict(offset=3, length=window + 100), big[3:window + 103], [206]),
+            ("big", dict(offset=3, length=100 << 20), big[3:], [206, 206]),  # over alloc max
+            ("empty", {}, b"", [416]),
+            ("empty", dict(length=10), b"", [416]),
+        ]
+        for key, kw, want, statuses in cases:
+            mark = _log_len(server)
+            before = c.stats()["requests"].get("HeadObject", {})
+            got = c.get(bucket, key, **kw)
+            assert got == want, (key, kw)
+            assert _server_ops(server, bucket, key, len(statuses), mark) == \
+                [("GetObject", s) for s in statuses], (key, kw)
+            assert c.stats()["requests"].get("HeadObject", {}) == before
+        mark = _log_len(server)
+        assert c.get(bucket, "small", offset=3, length=0) == b""  # no request at all
+        with pytest.raises(objdirect.InvalidRange):
+            c.get(bucket, "small", offset=1000)
+        with pytest.raises(objdirect.InvalidRange):
+            c.get(bucket, "small", offset=2000, length=5)
+        with pytest.raises(objdirect.NoSuchKey):
+            c.get(bucket, "missing")
+        assert _server_ops(server, bucket, "small", 2, mark) == [("GetObject", 416)] * 2
+        # A window-sized object needs no second GET; one byte more does.
+        c.put(bucket, "edge", big[:window])
+        mark = _log_len(server)
+        assert c.get(bucket, "edge") == big[:window]
+        assert _server_ops(server, bucket, "edge", 1, mark) == [("GetObject", 206)]
+        c.put(bucket, "edge", big[:window + 1])
+        mark = _log_len(server)
+        assert c.get(bucket, "edge") == big[:window + 1]
+        assert _server_ops(server, bucket, "edge", 2, mark) == [("GetObject", 206)] * 2
+    # fabric "auto": the first window is below rdma_min_bytes, so a small object goes over HTTP
+    # (no RDMA proposed for a window it does not fill); the rest of a large one over RDMA.
+    large = pattern(window + (2 << 20), 5)
+    with make_client(server, fabric="auto") as c:
+        c.put(bucket, "r-small", small)
+        c.put(bucket, "r-large", large)
+        t0 = dict(c.stats()["transfers"])
+        assert c.get(bucket, "r-small") == small
+        t1 = dict(c.stats()["transfers"])
+        assert c.get(bucket, "r-large") == large
+        t2 = dict(c.stats()["transfers"])
+        assert (t1.get("http", 0) - t0.get("http", 0), t1.get("rdma", 0) - t0.get("rdma", 0)) == \
+            (1, 0)
+        assert (t2.get("http", 0) - t1.get("http", 0), t2.get("rdma", 0) - t1.get("rdma", 0)) == \
+            (1, 1)
+
+
 # -- errors -------------------------------------------------------------------------------------
 
 

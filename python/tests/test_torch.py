@@ -161,6 +161,41 @@ def test_checkpoint_round_trip(server, bucket):
             assert torch.equal(loaded["model"][k], v)
 
 
+def test_ranged_reader_learns_the_size_from_its_first_get(server, client, bucket):
+    """A ranged ObjectReader (Checkpoint.reader's default) sends no HEAD: torch.load through
+    it, size and seeks from the end, read() to the end all come from ranged GETs."""
+    torch.manual_seed(3)
+    state = {"w": torch.randn(300, 300), "n": 3}
+    ckpt = Checkpoint(client=client)
+    uri = f"s3://{bucket}/ckpt/nohead.pt"
+    with ckpt.writer(uri) as f:
+        torch.save(state, f)
+
+    def heads():
+        return sum(client.stats()["requests"].get("HeadObject", {}).values())
+
+    h0 = heads()
+    with ckpt.reader(uri, buffer_size=64 << 10) as f:
+        loaded = torch.load(f)
+        assert f.requests >= 2
+        size = f.size
+    assert torch.equal(loaded["w"], state["w"]) and loaded["n"] == 3
+    raw = client.get(bucket, "ckpt/nohead.pt")
+    assert size == len(raw)
+    with ckpt.reader(uri, buffer_size=1000) as f:
+        assert f.seek(-10, io.SEEK_END) == len(raw) - 10 and f.read() == raw[-10:]
+        assert f.read() == b""
+    with ckpt.reader(uri) as f:
+        f.seek(5)
+        assert f.read() == raw[5:]
+    assert heads() == h0
+    # Positioned past the end before any read, the size can only come from a HEAD.
+    with ckpt.reader(uri) as f:
+        f.seek(len(raw) + 5)
+        assert f.read(3) == b"" and f.size == len(raw)
+    assert heads() == h0 + 1
+
+
 def test_checkpoint_writer_discards_on_error(server, client, bucket):
     ckpt = Checkpoint(client=client)
     with pytest.raises(RuntimeError):
