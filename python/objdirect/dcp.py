@@ -13,8 +13,11 @@ wrote (copied to the bucket as is), and FileSystemReader reads one StorageWriter
 to a directory).
 
 - Writes: each rank's files are streamed as multipart uploads (bounded memory:
-  (parts_in_flight + 1) x part_size per file, parts_in_flight files at once), so device tensors
-  pass through torch.save's host copy one at a time. ``.metadata`` is committed by the
+  (parts_in_flight + 1) x part_size per file, files_per_rank files at once). Each tensor item
+  is the blob torch.save(t.contiguous()) writes, produced by write_tensor_blob with the
+  storage's bytes streamed from the tensor's memory: a contiguous CPU tensor's own bytes, a
+  device tensor or a view in pieces through a HostChunkPool (pinned_pool_bytes_max per file);
+  torch.save only for storages over tensor_blob_storage_bytes_max. ``.metadata`` is committed by the
   coordinator with one PUT once every rank's files are complete: a reader sees the checkpoint
   whole or not at all (no rename by copy and delete).
 - Reads (read_items): the planner's read items are grouped per object, and each one's first
@@ -31,8 +34,8 @@ to a directory).
 - ``dcp.async_save`` works: write_data returns a completed Future after the uploads finish on
   the calling (background) thread.
 
-The planning and loading functions (plan_reads, plan_load, parse_tensor_blob, tensor_region,
-read_items, assign_files) are plain and unit-tested without DCP
+The planning, loading and writing functions (plan_reads, plan_load, parse_tensor_blob,
+tensor_region, read_items, assign_files, write_tensor_blob) are plain and unit-tested without DCP
 (Debian 12's torch 1.13 has none); the classes exist only where torch.distributed.checkpoint
 imports, and scripts/gpu-check.sh runs them on a torch 2.x machine.
 
