@@ -137,12 +137,13 @@ def assign_files(sizes: Sequence[int], files: int) -> List[List[int]]:
 
 # -- tensor blobs written from the tensor's own memory (plain functions, no DCP needed) ----------
 #
-# write_tensor_blob writes what torch.save(t.contiguous()) writes (the same zip records in the
-# same order: data.pkl, the storage record data/0, the records torch's version adds, with
-# torch's 64-byte alignment, data descriptors and zip64 end records), but the storage record's
-# bytes come from the tensor's memory: a contiguous CPU tensor's storage bytes as one
-# memoryview, anything else (a device tensor, a non-contiguous view) in pieces copied into a
-# bounded pool of host chunks (pinned for device tensors), CRC32 computed as they stream.
+# write_tensor_blob writes what torch.save of a fresh row-major copy of t writes (the same zip
+# records in the same order: data.pkl, the storage record data/0, the records torch's version
+# adds, with torch's 64-byte alignment, data descriptors and zip64 end records), but the
+# storage record's bytes come from the tensor's memory: a contiguous CPU tensor's storage
+# bytes as one memoryview, anything else (a device tensor, a non-contiguous view) in pieces
+# copied into a bounded pool of host chunks (pinned for device tensors), CRC32 computed as
+# they stream.
 
 # zip32 sizes and offsets: a larger storage goes through torch.save
 tensor_blob_storage_bytes_max = (1 << 32) - (1 << 20)
@@ -287,17 +288,22 @@ def tensor_pickle(dtype, size) -> bytes:
 _blob_templates: dict = {}
 
 
-def _blob_template(dtype):
-    """The records torch.save writes for a 0-element tensor of dtype: [(name, bytes)] in order
-    (data.pkl, data/0, and what this torch version adds: byteorder, version, ...)."""
+def _blob_template(dtype, empty: bool):
+    """The records torch.save writes for a tensor of dtype with one element (none when empty):
+    [(name, bytes)] in order (data.pkl, data/0 unless this torch version omits an empty
+    storage's, and what the version adds: byteorder, version, ...)."""
     import zipfile
     import torch
-    if dtype not in _blob_templates:
+    key = (dtype, empty)
+    if key not in _blob_templates:
         b = io.BytesIO()
-        torch.save(torch.empty(0, dtype=dtype), b)
+        torch.save(torch.zeros(0 if empty else 1, dtype=dtype), b)
         with zipfile.ZipFile(b) as z:
-            _blob_templates[dtype] = [(i.filename, z.read(i)) for i in z.infolist()]
-    return _blob_templates[dtype]
+            recs = [(i.filename, z.read(i)) for i in z.infolist()]
+        if not empty and not any(n.endswith("/data/0") for n, _ in recs):
+            raise RuntimeError("torch.save wrote no data/0 record")
+        _blob_templates[key] = recs
+    return _blob_templates[key]
 
 
 def _local_header(name: bytes, cursor: int, flags: int) -> bytes:
@@ -308,8 +314,8 @@ def _local_header(name: bytes, cursor: int, flags: int) -> bytes:
 
 def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
                       storage_bytes_max: int = tensor_blob_storage_bytes_max) -> str:
-    """Writes to w (write(buffer)) the blob torch.save(t.detach().contiguous()) writes, in the
-    zip layout torch's writer uses (records as this torch version's torch.save, stored,
+    """Writes to w (write(buffer)) the blob torch.save writes of a fresh row-major copy of t,
+    in the zip layout torch's writer uses (records as this torch version's torch.save, stored,
     64-aligned, data descriptors, zip64 end records), with the storage's bytes streamed from
     t's memory: a contiguous CPU tensor's own bytes; a device tensor's or a non-contiguous
     view's through pool's chunks (pool required for them). A Parameter is saved as its data (a
@@ -352,7 +358,7 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
             put(struct.pack("<IIII", 0x08074B50, crc, n, n))
         records.append((nb, flags, crc, n, start))
 
-    for name, data in _blob_template(t.dtype):
+    for name, data in _blob_template(t.dtype, nbytes == 0):
         base = name.split("/", 1)[1] if "/" in name else name
         if base == "data.pkl":
             pkl = tensor_pickle(t.dtype, t.size())
@@ -590,9 +596,11 @@ def _narrow(t, offsets, lengths):
 
 
 def _bytes_of(t):
-    """A contiguous tensor's memory as a 1-d uint8 tensor (the same memory)."""
+    """A contiguous tensor's memory as a 1-d uint8 tensor (the same memory). as_strided, not
+    reshape: a contiguous tensor's extent-1 dimensions may have any stride, and so may the
+    reshape of a 1-element one, which view(uint8) refuses."""
     import torch
-    flat = t.reshape(-1)
+    flat = t.as_strided((t.numel(),), (1,))
     return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
 
 
