@@ -14,10 +14,11 @@ to a directory).
 
 - Writes: each rank's files are streamed as multipart uploads (bounded memory:
   (parts_in_flight + 1) x part_size per file, files_per_rank files at once). Each tensor item
-  is the blob torch.save(t.contiguous()) writes, produced by write_tensor_blob with the
-  storage's bytes streamed from the tensor's memory: a contiguous CPU tensor's own bytes, a
-  device tensor or a view in pieces through a HostChunkPool (pinned_pool_bytes_max per file);
-  torch.save only for storages over tensor_blob_storage_bytes_max. ``.metadata`` is committed by the
+  is the blob torch.save writes of a fresh row-major copy of the tensor, produced by
+  write_tensor_blob with the storage's bytes streamed from the tensor's memory: a contiguous
+  CPU tensor's own bytes, a device tensor or a view in pieces through a HostChunkPool
+  (pinned_pool_bytes_max per file); torch.save only for storages over
+  tensor_blob_storage_bytes_max. ``.metadata`` is committed by the
   coordinator with one PUT once every rank's files are complete: a reader sees the checkpoint
   whole or not at all (no rename by copy and delete).
 - Reads (read_items): the planner's read items are grouped per object, and each one's first
@@ -872,8 +873,8 @@ if _ok:
                         if item.type == WriteItemType.BYTE_IO:
                             w.write(data.getbuffer() if isinstance(data, io.BytesIO) else data)
                         else:
-                            # torch.save(t.contiguous())'s bytes, streamed from t's memory (a
-                            # device tensor's through the pool): no host copy of the tensor.
+                            # torch.save's bytes of a row-major copy, streamed from t's memory
+                            # (a device tensor's through the pool): no host copy of the tensor.
                             hows.append(write_tensor_blob(w, data, pool=pool))
                         length = w.tell() - offset
                         out.append(WriteResult(index=item.index, size_in_bytes=length,
