@@ -307,8 +307,8 @@ def _blob_template(dtype, empty: bool):
     return _blob_templates[key]
 
 
-def _local_header(name: bytes, cursor: int, flags: int) -> bytes:
-    pad = (-(cursor + 30 + len(name) + 4)) % 64  # the data starts 64-aligned, as torch's writer
+def _local_header(name: bytes, cursor: int, flags: int, align: int) -> bytes:
+    pad = (-(cursor + 30 + len(name) + 4)) % align  # the data starts aligned, as torch's writer
     return (struct.pack("<IHHHHHIIIHH", 0x04034B50, 0, flags, 0, 0, 0, 0, 0, 0, len(name),
                         4 + pad) + name + b"FB" + struct.pack("<H", pad) + b"Z" * pad)
 
@@ -317,7 +317,7 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
                       storage_bytes_max: int = tensor_blob_storage_bytes_max) -> str:
     """Writes to w (write(buffer)) the blob torch.save writes of a fresh row-major copy of t,
     in the zip layout torch's writer uses (records as this torch version's torch.save, stored,
-    64-aligned, data descriptors, zip64 end records), with the storage's bytes streamed from
+    aligned as torch aligns, data descriptors, zip64 end records), with the storage's bytes streamed from
     t's memory: a contiguous CPU tensor's own bytes; a device tensor's or a non-contiguous
     view's through pool's chunks (pool required for them). A Parameter is saved as its data (a
     plain tensor). Returns "streamed", or "torch.save" when the storage exceeds
@@ -347,7 +347,7 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
     def record(name: str, chunks, size: int) -> None:
         # torch's writer: a data descriptor after the data (flag bit 3) unless it is empty
         nb, start, flags = name.encode(), cursor, 0x0808 if size else 0x0800
-        put(_local_header(nb, cursor, flags))
+        put(_local_header(nb, cursor, flags, align))
         crc, n = 0, 0
         for c in chunks:
             crc = zlib.crc32(c, crc)
@@ -359,7 +359,10 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
             put(struct.pack("<IIII", 0x08074B50, crc, n, n))
         records.append((nb, flags, crc, n, start))
 
-    for name, data in _blob_template(t.dtype, nbytes == 0):
+    template = _blob_template(t.dtype, nbytes == 0)
+    # newer torch versions record their (configurable) storage alignment; 1.13 aligns to 64
+    align = next((int(d) for n, d in template if n.endswith("/.storage_alignment")), 64)
+    for name, data in template:
         base = name.split("/", 1)[1] if "/" in name else name
         if base == "data.pkl":
             pkl = tensor_pickle(t.dtype, t.size())
