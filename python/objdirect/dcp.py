@@ -317,10 +317,10 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
                       storage_bytes_max: int = tensor_blob_storage_bytes_max) -> str:
     """Writes to w (write(buffer)) the blob torch.save writes of a fresh row-major copy of t,
     in the zip layout torch's writer uses (records as this torch version's torch.save, stored,
-    aligned as torch aligns, data descriptors, zip64 end records), with the storage's bytes streamed from
-    t's memory: a contiguous CPU tensor's own bytes; a device tensor's or a non-contiguous
-    view's through pool's chunks (pool required for them). A Parameter is saved as its data (a
-    plain tensor). Returns "streamed", or "torch.save" when the storage exceeds
+    aligned as torch aligns, data descriptors, zip64 end records), with the storage's bytes
+    streamed from t's memory: a contiguous CPU tensor's own bytes; a device tensor's or a
+    non-contiguous view's through pool's chunks (pool required for them). A Parameter is
+    saved as its data (a plain tensor). Returns "streamed", or "torch.save" when the storage exceeds
     storage_bytes_max (zip64 sizes, not written here) or the dtype has no typed storage class
     (float8 types): then t goes through torch.save of its host copy (t itself for a CPU tensor
     that is its whole storage, else a contiguous copy)."""
