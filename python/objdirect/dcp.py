@@ -325,7 +325,7 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
     (float8 types): then t goes through torch.save of its host copy (t itself for a CPU tensor
     that is its whole storage, else a contiguous copy)."""
     import torch
-    t = t.detach()
+    t = t.detach().resolve_conj().resolve_neg()  # a lazy conj/neg view: its values (copied)
     nbytes = t.numel() * t.element_size()
     if nbytes > storage_bytes_max or t.dtype not in torch.storage._dtype_to_storage_type_map():
         c = t.cpu()

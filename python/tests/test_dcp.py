@@ -445,6 +445,7 @@ def _writer_cases():
         "strided_view": big[::3, 1::2],
         "row_slice_of_a_bigger_storage": big[10:20],
         "parameter": torch.nn.Parameter(torch.randn(6, 10)),
+        "complex_conj_view": torch.randn(4, 3, dtype=torch.complex64).conj(),
     }
 
 
