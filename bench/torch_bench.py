@@ -5,6 +5,7 @@ objdirect-server, each measure in the same run as its baseline. Figures go to do
     PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 5000,20000
     PYTHONPATH=build/python python3 bench/torch_bench.py checkpoint --mib 1024
     PYTHONPATH=build/python python3 bench/torch_bench.py gpu-load --mib 4096   # needs a GPU
+    PYTHONPATH=build/python python3 bench/torch_bench.py dcp-write-memory --mib 256
 
 dataset: N objects of 4-300 KiB (uniform, fixed seed) under one prefix, read through a
 DataLoader with 2 workers (batch 32) by: objdirect IterableDataset over RDMA (fabric, default
@@ -21,6 +22,13 @@ Prints GB/s and client CPU seconds per GiB (time.process_time of this process: e
 gpu-load: torch and safetensors checkpoints of --mib MiB loaded with map_location="cuda" /
 device="cuda", against a pinned-host cudaMemcpy (torch .to("cuda") of a pinned tensor) of the
 same bytes.
+
+dcp-write-memory: the host memory one DCP tensor item of --mib MiB (float32) takes to write
+into an ObjectWriter (StorageWriter's defaults: part_size 8 MiB, 4 parts in flight), by
+objdirect.dcp.write_tensor_blob against the former path (t.cpu(), a contiguous clone of a view,
+torch.save), for a contiguous tensor, a transposed view and a row slice of a tensor twice as
+large: each in a fresh process, peak RSS (VmHWM, reset after the tensor is allocated) minus the
+RSS before the write.
 
 The server is started here (build/bin/objdirect-server, --no-fsync, data in a temporary
 directory) unless --endpoint is given.
@@ -258,9 +266,69 @@ def bench_gpu_load(endpoint, args):
           f"load_safetensors(device='cuda') {n / st / 1e9:.2f} GB/s")
 
 
+def _rss_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(field)
+
+
+def dcp_write_memory_case(endpoint, args):
+    """One case of dcp-write-memory, in this process: prints 'extra_mib seconds'."""
+    import torch
+    import objdirect
+    import objdirect.dcp as odd
+    from objdirect.objects import ObjectWriter
+    method, shape = args.case.split(":")
+    n = args.mib << 18  # float32 elements
+    if shape == "contiguous":
+        t = torch.randn(n)
+    elif shape == "transposed":
+        t = torch.randn(1024, n // 1024).t()
+    else:  # a row slice, half of a tensor twice as large
+        t = torch.randn(2 * n // 1024, 1024)[n // 1024 // 2:n // 1024 // 2 + n // 1024]
+    c = objdirect.Client(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET,
+                         fabric="none")
+    if "mem" not in c.list_buckets():
+        c.create_bucket("mem")
+    w = ObjectWriter(c, "mem", f"{args.case}.distcp", part_size=8 << 20, parts_in_flight=4)
+    pool = odd.HostChunkPool(pin=False)
+    before = _rss_kib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    t0 = time.perf_counter()
+    with w:
+        if method == "new":
+            odd.write_tensor_blob(w, t, pool=pool)
+        else:
+            x = t.detach().cpu()
+            if not x.is_contiguous() or x.storage().nbytes() != x.numel() * x.element_size():
+                x = x.clone(memory_format=torch.contiguous_format)
+            torch.save(x, w)
+    dt = time.perf_counter() - t0
+    print(f"{(_rss_kib('VmHWM') - before) / 1024:.1f} {dt:.3f}")
+
+
+def bench_dcp_write_memory(endpoint, args):
+    import subprocess
+    print(f"dcp-write-memory: one {args.mib} MiB float32 tensor item into an ObjectWriter "
+          f"(part_size 8 MiB, 4 parts in flight): extra peak RSS, MiB (seconds)")
+    for shape in ("contiguous", "transposed", "row_slice"):
+        row = []
+        for method in ("old", "new"):
+            out = subprocess.run([sys.executable, __file__, "dcp-write-memory", "--endpoint",
+                                  endpoint, "--mib", str(args.mib), "--case",
+                                  f"{method}:{shape}"], check=True, capture_output=True,
+                                 text=True).stdout.split()
+            row.append(f"{method} {out[0]} MiB ({out[1]} s)")
+        print(f"  {shape:10s}  " + ", ".join(row))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["dataset", "checkpoint", "gpu-load"])
+    ap.add_argument("what", choices=["dataset", "checkpoint", "gpu-load", "dcp-write-memory"])
+    ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--objects", default="20000",
                     help="dataset sizes, comma-separated (e.g. 5000,20000: the first 5000 of the "
                          "same objects, in the same run)")
@@ -281,8 +349,11 @@ def main():
         tmp = tempfile.mkdtemp(prefix="objdirect-torch-bench-")
         proc, endpoint = start_server(args.bin_dir, os.path.join(tmp, "data"))
     try:
-        {"dataset": bench_dataset, "checkpoint": bench_checkpoint,
-         "gpu-load": bench_gpu_load}[args.what](endpoint, args)
+        if args.case:
+            dcp_write_memory_case(endpoint, args)
+        else:
+            {"dataset": bench_dataset, "checkpoint": bench_checkpoint, "gpu-load": bench_gpu_load,
+             "dcp-write-memory": bench_dcp_write_memory}[args.what](endpoint, args)
     finally:
         if proc is not None:
             proc.terminate()

@@ -13,9 +13,10 @@
 #   5. the Python checks, with $PYTHON (default python3) when it has torch >= 2.0 with CUDA:
 #      builds objdirect_python for it, runs python/tests/test_torch_gpu.py (load into GPU
 #      memory, safetensors, device datasets; OBJDIRECT_REQUIRE_GPU=1: no skipping) and
-#      python/tests/test_dcp.py (DCP save/load/async_save, FileSystemWriter's layout, loads
-#      landing in CUDA destination tensors by get_into with no torch.load fallback;
-#      OBJDIRECT_REQUIRE_DCP=1), then bench/torch_bench.py gpu-load (GPU_LOAD_MIB, default 4096:
+#      python/tests/test_dcp.py (DCP save/load/async_save, FileSystemWriter's layout both ways,
+#      a CUDA model's tensors written through the bounded pinned pool (its high-water mark
+#      within pinned_pool_bytes_max, no torch.save), loads landing in CUDA destination tensors
+#      by get_into with no torch.load fallback; OBJDIRECT_REQUIRE_DCP=1), then bench/torch_bench.py gpu-load (GPU_LOAD_MIB, default 4096:
 #      torch and safetensors checkpoints loaded into device memory next to a pinned H2D copy).
 #      Without such a torch the step says the Python checks did NOT run (exit status unchanged).
 # Usage: scripts/gpu-check.sh [extra objdirect-gpu-check options]

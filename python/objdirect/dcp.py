@@ -13,8 +13,12 @@ wrote (copied to the bucket as is), and FileSystemReader reads one StorageWriter
 to a directory).
 
 - Writes: each rank's files are streamed as multipart uploads (bounded memory:
-  (parts_in_flight + 1) x part_size per file, parts_in_flight files at once), so device tensors
-  pass through torch.save's host copy one at a time. ``.metadata`` is committed by the
+  (parts_in_flight + 1) x part_size per file, files_per_rank files at once). Each tensor item
+  is the blob torch.save writes of a fresh row-major copy of the tensor, produced by
+  write_tensor_blob with the storage's bytes streamed from the tensor's memory: a contiguous
+  CPU tensor's own bytes, a device tensor or a view in pieces through a HostChunkPool
+  (pinned_pool_bytes_max per file); torch.save only for storages over
+  tensor_blob_storage_bytes_max. ``.metadata`` is committed by the
   coordinator with one PUT once every rank's files are complete: a reader sees the checkpoint
   whole or not at all (no rename by copy and delete).
 - Reads (read_items): the planner's read items are grouped per object, and each one's first
@@ -31,8 +35,8 @@ to a directory).
 - ``dcp.async_save`` works: write_data returns a completed Future after the uploads finish on
   the calling (background) thread.
 
-The planning and loading functions (plan_reads, plan_load, parse_tensor_blob, tensor_region,
-read_items, assign_files) are plain and unit-tested without DCP
+The planning, loading and writing functions (plan_reads, plan_load, parse_tensor_blob,
+tensor_region, read_items, assign_files, write_tensor_blob) are plain and unit-tested without DCP
 (Debian 12's torch 1.13 has none); the classes exist only where torch.distributed.checkpoint
 imports, and scripts/gpu-check.sh runs them on a torch 2.x machine.
 
@@ -45,6 +49,8 @@ import collections
 import concurrent.futures
 import io
 import pickle
+import struct
+import zlib
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import parse_uri
@@ -53,7 +59,7 @@ from .client import Client
 
 __all__ = ["plan_reads", "fetch_plan", "assign_files", "ReadPlanEntry", "dcp_available",
            "plan_load", "read_items", "parse_tensor_blob", "tensor_region", "index_spans",
-           "TensorLayout"]
+           "TensorLayout", "write_tensor_blob", "tensor_pickle", "HostChunkPool"]
 
 
 class ReadPlanEntry(NamedTuple):
@@ -128,6 +134,253 @@ def assign_files(sizes: Sequence[int], files: int) -> List[List[int]]:
         load[j] += sizes[i]
     return [sorted(b) for b in buckets if b]
 
+
+
+# -- tensor blobs written from the tensor's own memory (plain functions, no DCP needed) ----------
+#
+# write_tensor_blob writes what torch.save of a fresh row-major copy of t writes (the same zip
+# records in the same order: data.pkl, the storage record data/0, the records torch's version
+# adds, with torch's 64-byte alignment, data descriptors and zip64 end records), but the
+# storage record's bytes come from the tensor's memory: a contiguous CPU tensor's storage
+# bytes as one memoryview, anything else (a device tensor, a non-contiguous view) in pieces
+# copied into a bounded pool of host chunks (pinned for device tensors), CRC32 computed as
+# they stream.
+
+# zip32 sizes and offsets: a larger storage goes through torch.save
+tensor_blob_storage_bytes_max = (1 << 32) - (1 << 20)
+pinned_pool_bytes_max_default = 32 << 20  # the host staging pool of one file's writer
+pinned_pool_chunks = 2  # the pool's chunks: the next piece is copied while one is written
+
+
+class HostChunkPool:
+    """At most ``bytes_max`` bytes of host staging buffers, in ``chunks`` chunks of
+    bytes_max // chunks bytes, allocated on first use (pinned when ``pin``: device tensors'
+    pieces are copied into them). ``high_water``: the most bytes allocated (the bound, tested).
+    Thread safety: one writer at a time."""
+
+    def __init__(self, bytes_max: int = pinned_pool_bytes_max_default, *,
+                 chunks: int = pinned_pool_chunks, pin: bool = True):
+        if chunks < 1 or bytes_max < 64 * chunks:
+            raise ValueError("a pool needs chunks >= 1 of at least 64 bytes each")
+        self.bytes_max = int(bytes_max)
+        self.chunks = int(chunks)
+        self.chunk_bytes = self.bytes_max // self.chunks // 64 * 64
+        self.pin = pin
+        self._free: list = []
+        self.allocated = 0
+        self.high_water = 0
+
+    def take(self):
+        """A free chunk (a 1-d uint8 CPU tensor of chunk_bytes), allocated while under the
+        bound; RuntimeError when all chunks are taken."""
+        import torch
+        if self._free:
+            return self._free.pop()
+        if self.allocated >= self.chunks:
+            raise RuntimeError("host chunk pool exhausted")
+        buf = torch.empty(self.chunk_bytes, dtype=torch.uint8, pin_memory=self.pin)
+        self.allocated += 1
+        self.high_water = max(self.high_water, self.allocated * self.chunk_bytes)
+        return buf
+
+    def give(self, buf) -> None:
+        self._free.append(buf)
+
+
+def _pieces(t, max_bytes: int):
+    """Views of t, at most max_bytes each (one element at least), whose bytes in row-major order
+    are t's: slices of a contiguous t flattened, else blocks of rows (of sub-rows, recursively)."""
+    es = t.element_size()
+    if t.numel() * es <= max_bytes or t.dim() == 0:
+        yield t
+    elif t.is_contiguous():
+        flat = t.reshape(-1)
+        step = max(1, max_bytes // es)
+        for i in range(0, flat.numel(), step):
+            yield flat[i:i + step]
+    else:
+        row = (t.numel() // t.size(0)) * es
+        if row > max_bytes:
+            for i in range(t.size(0)):
+                yield from _pieces(t[i], max_bytes)
+        else:
+            k = max(1, max_bytes // row)
+            for i in range(0, t.size(0), k):
+                yield t[i:i + k]
+
+
+def _host_chunks(t, pool: Optional[HostChunkPool]):
+    """t's bytes in row-major order as host memoryviews, each valid until the next is asked for:
+    a contiguous CPU t's own memory (pool None), else pieces copied into pool's chunks (a device
+    copy is issued for the next piece before the current one is handed out)."""
+    import torch
+    if pool is None:
+        if not t.is_contiguous() or t.device.type != "cpu":
+            raise ValueError("a device or non-contiguous tensor needs a pool")
+        if t.numel():
+            yield memoryview(_bytes_of(t).numpy())
+        return
+    cuda = t.device.type == "cuda"
+    pending = collections.deque()  # (chunk, nbytes, event or None)
+
+    def ready():
+        buf, n, ev = pending.popleft()
+        if ev is not None:
+            ev.synchronize()
+        return buf, n
+
+    for piece in _pieces(t, pool.chunk_bytes):
+        n = piece.numel() * piece.element_size()
+        if n == 0:
+            continue
+        buf = pool.take()
+        dst = buf[:n].view(t.dtype).view(piece.shape)
+        ev = None
+        if cuda:
+            with torch.cuda.device(t.device):
+                dst.copy_(piece, non_blocking=True)
+                ev = torch.cuda.Event()
+                ev.record()
+        else:
+            dst.copy_(piece)
+        pending.append((buf, n, ev))
+        if len(pending) == pool.chunks:
+            b, k = ready()
+            yield memoryview(b[:k].numpy())
+            pool.give(b)
+    while pending:
+        b, k = ready()
+        yield memoryview(b[:k].numpy())
+        pool.give(b)
+
+
+def _contiguous_stride(size) -> Tuple[int, ...]:
+    out, acc = [], 1
+    for s in reversed(tuple(size)):
+        out.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(out))
+
+
+def tensor_pickle(dtype, size) -> bytes:
+    """data.pkl of torch.save(t) for a contiguous tensor t of this dtype and size whose storage
+    holds exactly its elements (storage key '0', location 'cpu'): the same bytes as torch's
+    pickler writes (protocol 2)."""
+    import torch
+    storage_type = getattr(torch, torch.storage._dtype_to_storage_type_map()[dtype])
+    size = tuple(int(s) for s in size)
+    numel = 1
+    for s in size:
+        numel *= s
+    stub = object()
+
+    class _Tensor:
+        def __reduce_ex__(self, protocol):
+            return (torch._utils._rebuild_tensor_v2,
+                    (stub, 0, size, _contiguous_stride(size), False, collections.OrderedDict()))
+
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=2)
+    p.persistent_id = lambda o: ("storage", storage_type, "0", "cpu", numel) if o is stub else None
+    p.dump(_Tensor())
+    return buf.getvalue()
+
+
+_blob_templates: dict = {}
+
+
+def _blob_template(dtype, empty: bool):
+    """The records torch.save writes for a tensor of dtype with one element (none when empty):
+    [(name, bytes)] in order (data.pkl, data/0 unless this torch version omits an empty
+    storage's, and what the version adds: byteorder, version, ...)."""
+    import zipfile
+    import torch
+    key = (dtype, empty)
+    if key not in _blob_templates:
+        b = io.BytesIO()
+        torch.save(torch.zeros(0 if empty else 1, dtype=dtype), b)
+        with zipfile.ZipFile(b) as z:
+            recs = [(i.filename, z.read(i)) for i in z.infolist()]
+        if not empty and not any(n.endswith("/data/0") for n, _ in recs):
+            raise RuntimeError("torch.save wrote no data/0 record")
+        _blob_templates[key] = recs
+    return _blob_templates[key]
+
+
+def _local_header(name: bytes, cursor: int, flags: int, align: int) -> bytes:
+    pad = (-(cursor + 30 + len(name) + 4)) % align  # the data starts aligned, as torch's writer
+    return (struct.pack("<IHHHHHIIIHH", 0x04034B50, 0, flags, 0, 0, 0, 0, 0, 0, len(name),
+                        4 + pad) + name + b"FB" + struct.pack("<H", pad) + b"Z" * pad)
+
+
+def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
+                      storage_bytes_max: int = tensor_blob_storage_bytes_max) -> str:
+    """Writes to w (write(buffer)) the blob torch.save writes of a fresh row-major copy of t,
+    in the zip layout torch's writer uses (records as this torch version's torch.save, stored,
+    aligned as torch aligns, data descriptors, zip64 end records), with the storage's bytes
+    streamed from t's memory: a contiguous CPU tensor's own bytes; a device tensor's or a
+    non-contiguous view's through pool's chunks (pool required for them). A Parameter is
+    saved as its data (a plain tensor). Returns "streamed", or "torch.save" when the storage exceeds
+    storage_bytes_max (zip64 sizes, not written here) or the dtype has no typed storage class
+    (float8 types): then t goes through torch.save of its host copy (t itself for a CPU tensor
+    that is its whole storage, else a contiguous copy)."""
+    import torch
+    t = t.detach().resolve_conj().resolve_neg()  # a lazy conj/neg view: its values (copied)
+    nbytes = t.numel() * t.element_size()
+    if nbytes > storage_bytes_max or t.dtype not in torch.storage._dtype_to_storage_type_map():
+        c = t.cpu()
+        st = c.untyped_storage() if hasattr(c, "untyped_storage") else c.storage()
+        if not c.is_contiguous() or c.storage_offset() != 0 or st.nbytes() != nbytes:
+            c = c.contiguous().clone()  # torch.save writes a view's whole storage
+        torch.save(c, w)
+        return "torch.save"
+    if pool is None and (t.device.type != "cpu" or not t.is_contiguous()):
+        raise ValueError("a device or non-contiguous tensor needs a pool")
+    records = []  # (name, flags, crc, size, offset) for the central directory
+    cursor = 0
+
+    def put(b) -> None:
+        nonlocal cursor
+        w.write(b)
+        cursor += len(b)
+
+    def record(name: str, chunks, size: int) -> None:
+        # torch's writer: a data descriptor after the data (flag bit 3) unless it is empty
+        nb, start, flags = name.encode(), cursor, 0x0808 if size else 0x0800
+        put(_local_header(nb, cursor, flags, align))
+        crc, n = 0, 0
+        for c in chunks:
+            crc = zlib.crc32(c, crc)
+            n += len(c)
+            put(c)
+        if n != size:
+            raise RuntimeError(f"{name}: {n} bytes streamed, {size} expected")
+        if size:
+            put(struct.pack("<IIII", 0x08074B50, crc, n, n))
+        records.append((nb, flags, crc, n, start))
+
+    template = _blob_template(t.dtype, nbytes == 0)
+    # newer torch versions record their (configurable) storage alignment; 1.13 aligns to 64
+    align = next((int(d) for n, d in template if n.endswith("/.storage_alignment")), 64)
+    for name, data in template:
+        base = name.split("/", 1)[1] if "/" in name else name
+        if base == "data.pkl":
+            pkl = tensor_pickle(t.dtype, t.size())
+            record(name, [pkl], len(pkl))
+        elif base == "data/0":
+            record(name, _host_chunks(t, None if t.device.type == "cpu" and t.is_contiguous()
+                                      else pool), nbytes)
+        else:
+            record(name, [data] if data else [], len(data))
+    cd_off = cursor
+    for nb, flags, crc, n, off in records:
+        put(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0, 0, flags, 0, 0, 0, crc, n, n,
+                        len(nb), 0, 0, 0, 0, 0, off) + nb)
+    cd_size, k, eocd64 = cursor - cd_off, len(records), cursor
+    put(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 0x2D, 0, 0, k, k, cd_size, cd_off))
+    put(struct.pack("<IIQI", 0x07064B50, 0, eocd64, 1))
+    put(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, k, k, cd_size, cd_off, 0))
+    return "streamed"
 
 # -- loads that land in the planner's tensors (plain functions, no DCP needed) -------------------
 #
@@ -347,9 +600,11 @@ def _narrow(t, offsets, lengths):
 
 
 def _bytes_of(t):
-    """A contiguous tensor's memory as a 1-d uint8 tensor (the same memory)."""
+    """A contiguous tensor's memory as a 1-d uint8 tensor (the same memory). as_strided, not
+    reshape: a contiguous tensor's extent-1 dimensions may have any stride, and so may the
+    reshape of a 1-element one, which view(uint8) refuses."""
     import torch
-    flat = t.reshape(-1)
+    flat = t.as_strided((t.numel(),), (1,))
     return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
 
 
@@ -539,7 +794,9 @@ if _ok:
 
         def __init__(self, checkpoint_id: str = "", *, client: Optional[Client] = None,
                      files_per_rank: int = 1, part_size: Optional[int] = None,
-                     parts_in_flight: int = 4, **client_kwargs):
+                     parts_in_flight: int = 4,
+                     pinned_pool_bytes_max: int = pinned_pool_bytes_max_default,
+                     **client_kwargs):
             _StorageWriter.__init__(self)
             if _Stager is not object:
                 _Stager.__init__(self, cache_staged_state_dict=False)
@@ -548,6 +805,10 @@ if _ok:
             self.files_per_rank = files_per_rank
             self.part_size = part_size
             self.parts_in_flight = parts_in_flight
+            self.pinned_pool_bytes_max = pinned_pool_bytes_max
+            # write_data's counts: tensor items streamed or through torch.save (storages over
+            # tensor_blob_storage_bytes_max), and the host pools' largest high-water mark.
+            self.last_stats: dict = {}
             self.reset(checkpoint_id)
 
         def reset(self, checkpoint_id=None):
@@ -596,12 +857,17 @@ if _ok:
                 sizes.append(n)
             groups = assign_files(sizes, self.files_per_rank)
             results = []
+            pools = []
 
             def write_file(n, idxs):
                 name = f"{file_prefix}{n}.distcp"
                 w = ObjectWriter(self.client, self.bucket, _join(self.prefix, name),
                                  part_size=self.part_size, parts_in_flight=self.parts_in_flight)
                 out = []
+                # one pool per file (files are written concurrently): pinned where CUDA is
+                pool = HostChunkPool(self.pinned_pool_bytes_max, pin=torch.cuda.is_available())
+                pools.append(pool)
+                hows = []
                 with w:
                     for i in idxs:
                         item = plan.items[i]
@@ -610,23 +876,23 @@ if _ok:
                         if item.type == WriteItemType.BYTE_IO:
                             w.write(data.getbuffer() if isinstance(data, io.BytesIO) else data)
                         else:
-                            t = data.detach()
-                            if t.device.type != "cpu":
-                                t = t.cpu()
-                            # torch.save writes a view's whole storage: save only the item's
-                            # bytes, as FileSystemWriter does.
-                            if (not t.is_contiguous() or t.untyped_storage().nbytes()
-                                    != t.numel() * t.element_size()):
-                                t = t.clone(memory_format=torch.contiguous_format)
-                            torch.save(t, w)
+                            # torch.save's bytes of a row-major copy, streamed from t's memory
+                            # (a device tensor's through the pool): no host copy of the tensor.
+                            hows.append(write_tensor_blob(w, data, pool=pool))
                         length = w.tell() - offset
                         out.append(WriteResult(index=item.index, size_in_bytes=length,
                                                storage_data=_StorageInfo(name, offset, length)))
-                return out
+                return out, hows
 
+            stats = {"streamed": 0, "torch.save": 0, "pool_high_water": 0,
+                     "pool_bytes_max": self.pinned_pool_bytes_max}
             with concurrent.futures.ThreadPoolExecutor(max(1, len(groups))) as ex:
-                for r in ex.map(lambda a: write_file(*a), enumerate(groups)):
+                for r, hows in ex.map(lambda a: write_file(*a), enumerate(groups)):
                     results.extend(r)
+                    for h in hows:
+                        stats[h] += 1
+            stats["pool_high_water"] = max([p.high_water for p in pools] + [0])
+            self.last_stats = stats
             fut = Future()
             fut.set_result(results)
             return fut

@@ -91,13 +91,23 @@ def test_dcp_save_load_and_filesystem_layout(server, client, bucket, tmp_path):
     import torch
     import torch.distributed.checkpoint as dcp
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.Linear(128, 8))
-    state = {"model": model.state_dict(), "step": 5, "extra": {"blob": b"x" * 100}}
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    # The model lives on the device: its tensors are written from device memory.
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.Linear(512, 8)).to(device)
+    state = {"model": model.state_dict(), "step": 5, "extra": {"blob": b"x" * 100}}
     uri = f"s3://{bucket}/ckpt/step5"
-    w = odd.StorageWriter(uri, files_per_rank=2, **settings(server))
+    w = odd.StorageWriter(uri, files_per_rank=2, pinned_pool_bytes_max=64 << 10,
+                          **settings(server))
     dcp.save_state_dict(state, storage_writer=w, no_dist=True) if not hasattr(dcp, "save") \
         else dcp.save(state, storage_writer=w)
+    # Every tensor streamed (torch.save's bytes, no torch.save); a device tensor (the 512 KiB
+    # weight among them) through the 64 KiB pinned pool, never a host copy of the tensor.
+    assert w.last_stats["streamed"] == 4 and w.last_stats["torch.save"] == 0, w.last_stats
+    assert w.last_stats["pool_high_water"] <= 64 << 10, w.last_stats
+    if device == "cuda":
+        assert w.last_stats["pool_high_water"] > 0, w.last_stats
+    else:
+        assert w.last_stats["pool_high_water"] == 0, w.last_stats  # contiguous CPU: none
     keys = sorted(o.key for o in client.list(bucket, "ckpt/step5/"))
     assert "ckpt/step5/.metadata" in keys and any(k.endswith(".distcp") for k in keys)
     target = {"model": {k: torch.zeros_like(v, device=device) for k, v in
@@ -106,26 +116,38 @@ def test_dcp_save_load_and_filesystem_layout(server, client, bucket, tmp_path):
     dcp.load_state_dict(target, storage_reader=r, no_dist=True) if not hasattr(dcp, "load") \
         else dcp.load(target, storage_reader=r)
     for k, v in model.state_dict().items():
-        assert torch.equal(target["model"][k].cpu(), v)
+        assert torch.equal(target["model"][k].cpu(), v.cpu())
     assert r.last_plan and len(r.last_plan) <= 2 * 2  # coalesced: few GETs per file
     # Every tensor landed without torch.load: device destinations by a GET into device memory
     # each (the 4 tensors of the model), CPU ones copied out of the coalesced GETs.
     assert r.last_stats["fallback"] == 0, r.last_stats
     if device == "cuda":
         assert r.last_stats["direct_gets"] == 4, r.last_stats
+    # torch's own FileSystemReader reads what StorageWriter wrote (copied to a directory).
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    for k in keys:
+        (ours / k.rsplit("/", 1)[1]).write_bytes(client.get(bucket, k))
+    target3 = {"model": {k: torch.zeros_like(v, device="cpu") for k, v in
+                         model.state_dict().items()}, "step": 0, "extra": {"blob": b""}}
+    fsr = dcp.FileSystemReader(str(ours))
+    dcp.load(target3, storage_reader=fsr) if hasattr(dcp, "load") else dcp.load_state_dict(
+        target3, storage_reader=fsr, no_dist=True)
+    for k, v in model.state_dict().items():
+        assert torch.equal(target3["model"][k], v.cpu())
     # What torch's own FileSystemWriter wrote, copied to the bucket, loads through the reader.
     fsw = dcp.FileSystemWriter(str(tmp_path / "fs"))
     dcp.save(state, storage_writer=fsw) if hasattr(dcp, "save") else dcp.save_state_dict(
         state, storage_writer=fsw, no_dist=True)
     for p in (tmp_path / "fs").iterdir():
         client.put(bucket, f"fs/{p.name}", p.read_bytes())
-    target2 = {"model": {k: torch.zeros_like(v) for k, v in model.state_dict().items()},
-               "step": 0, "extra": {"blob": b""}}
+    target2 = {"model": {k: torch.zeros_like(v, device="cpu") for k, v in
+                         model.state_dict().items()}, "step": 0, "extra": {"blob": b""}}
     r2 = odd.StorageReader(f"s3://{bucket}/fs", **settings(server))
     dcp.load(target2, storage_reader=r2) if hasattr(dcp, "load") else dcp.load_state_dict(
         target2, storage_reader=r2, no_dist=True)
     for k, v in model.state_dict().items():
-        assert torch.equal(target2["model"][k], v)
+        assert torch.equal(target2["model"][k], v.cpu())
     assert r2.last_stats["fallback"] == 0, r2.last_stats  # FileSystemWriter's blobs parse
     # async_save (torch >= 2.3) works with the writer.
     if hasattr(dcp, "async_save"):
@@ -401,3 +423,239 @@ def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path)
     print(f"fuzz: {rejected} of {iterations} blobs rejected, slowest {slowest * 1000:.1f} ms")
     assert 0 < rejected < iterations
     assert slowest < 2.0
+
+
+# -- tensor blobs written from the tensor's memory (write_tensor_blob) ---------------------------
+
+def _writer_cases():
+    import torch
+    torch.manual_seed(3)
+    big = torch.randn(64, 48)
+    return {
+        "float32": torch.randn(5, 7),
+        "bool": torch.rand(13) > 0.5,
+        "bfloat16": torch.randn(4, 9).to(torch.bfloat16),
+        "float16": torch.randn(3, 3, 3).half(),
+        "int8": torch.randint(-128, 127, (33,), dtype=torch.int8),
+        "int64": torch.arange(-20, 20),
+        "empty": torch.empty(0, 3),
+        "empty_bool": torch.empty(0, dtype=torch.bool),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+        "transposed_view": big.t()[5:40],
+        "strided_view": big[::3, 1::2],
+        "row_slice_of_a_bigger_storage": big[10:20],
+        "parameter": torch.nn.Parameter(torch.randn(6, 10)),
+        "complex_conj_view": torch.randn(4, 3, dtype=torch.complex64).conj(),
+    }
+
+
+def _torch_save_bytes(t):
+    import io
+    import torch
+    b = io.BytesIO()
+    fresh = torch.empty(t.shape, dtype=t.dtype)  # row-major strides, extent-1 dimensions too
+    fresh.copy_(t.detach())
+    torch.save(fresh, b)
+    return b.getvalue()
+
+
+def _records(blob):
+    import io
+    import zipfile
+    with zipfile.ZipFile(io.BytesIO(blob)) as z:
+        assert z.testzip() is None  # every record's CRC32 is right
+        return {i.filename: z.read(i) for i in z.infolist()
+                if not i.filename.endswith("serialization_id")}
+
+
+@pytest.mark.parametrize("name", sorted(_writer_cases()))
+def test_write_tensor_blob_is_what_torch_save_writes(name):
+    import io
+    import torch
+    t = _writer_cases()[name]
+    pool = odd.HostChunkPool(256, pin=False)  # 2 chunks of 128 bytes: views go in pieces
+    b = io.BytesIO()
+    assert odd.write_tensor_blob(b, t, pool=pool) == "streamed"
+    blob = b.getvalue()
+    ref = _torch_save_bytes(t)
+    if ref == _torch_save_bytes(t):  # torch.save deterministic (1.13): byte for byte
+        assert blob == ref
+    else:  # torch writes a serialization id per save: the same records otherwise
+        assert _records(blob) == _records(ref)
+    assert _records(blob) == _records(ref)
+    got = torch.load(io.BytesIO(blob))
+    assert type(got) is torch.Tensor and got.dtype == t.dtype and got.is_contiguous()
+    assert torch.equal(got, t.detach())
+    lay = odd.parse_tensor_blob(blob, blob, len(blob))
+    assert (lay.dtype, lay.size, lay.storage_offset) == (t.dtype, tuple(t.shape), 0)
+    assert lay.data_bytes == t.numel() * t.element_size()
+    if t.numel():
+        assert blob[lay.data_offset:lay.data_offset + lay.data_bytes] == \
+            got.reshape(-1).view(torch.uint8).numpy().tobytes()
+    assert pool.high_water <= pool.bytes_max
+    if t.is_contiguous():
+        assert pool.high_water == 0  # a contiguous CPU tensor needs no staging
+
+
+def test_write_tensor_blob_streams_a_contiguous_cpu_tensor_from_its_own_memory():
+    import io
+    import torch
+    t = torch.randn(1000, 100)
+    t_bytes = t.numel() * t.element_size()
+
+    class Recorder(io.RawIOBase):
+        def __init__(self):
+            self.writes, self.out = [], io.BytesIO()
+
+        def write(self, b):
+            mv = memoryview(b)
+            self.writes.append((len(mv), _address(mv)))
+            return self.out.write(mv)
+
+    r = Recorder()
+    assert odd.write_tensor_blob(r, t) == "streamed"  # no pool needed
+    storage_writes = [(n, addr) for n, addr in r.writes if n == t_bytes]
+    assert storage_writes == [(t_bytes, t.data_ptr())]  # one write, of the tensor's own memory
+    assert max(n for n, _ in r.writes if n != t_bytes) < 4096
+    assert torch.equal(torch.load(io.BytesIO(r.out.getvalue())), t)
+    with pytest.raises(ValueError, match="pool"):
+        odd.write_tensor_blob(io.BytesIO(), t.t())  # a view without a pool
+
+
+def _address(mv):
+    import numpy as np
+    return np.frombuffer(mv, dtype=np.uint8).ctypes.data if len(mv) else 0
+
+
+def test_host_chunk_pool_bound_holds_for_a_large_view():
+    import io
+    import torch
+    t = torch.randn(512, 512).t()  # 1 MiB, not contiguous
+    pool = odd.HostChunkPool(64 << 10, pin=False)
+    b = io.BytesIO()
+    odd.write_tensor_blob(b, t, pool=pool)
+    assert torch.equal(torch.load(io.BytesIO(b.getvalue())), t)
+    assert pool.high_water == 64 << 10 == pool.bytes_max  # both chunks used, never more
+    p = odd.HostChunkPool(256, chunks=2, pin=False)
+    p.take(), p.take()
+    with pytest.raises(RuntimeError, match="exhausted"):
+        p.take()
+    with pytest.raises(ValueError):
+        odd.HostChunkPool(64, chunks=2)
+
+
+def test_write_tensor_blob_over_storage_bytes_max_goes_through_torch_save():
+    import io
+    import torch
+    big = torch.randn(40, 10)
+    for t in (big, big[5:9], big.t()):
+        b = io.BytesIO()
+        assert odd.write_tensor_blob(b, t, storage_bytes_max=100) == "torch.save"
+        assert b.getvalue() == _torch_save_bytes(t) or _records(b.getvalue()) == \
+            _records(_torch_save_bytes(t))
+        got = torch.load(io.BytesIO(b.getvalue()))
+        assert torch.equal(got, t) and got.numel() * 4 == len(
+            _records(b.getvalue())["archive/data/0"])  # a view's bytes only
+    assert odd.tensor_blob_storage_bytes_max < 1 << 32  # zip32 sizes and offsets
+
+
+def test_written_blobs_load_through_read_items_from_the_real_server(server, client, bucket):
+    import concurrent.futures
+    import torch
+    from objdirect.objects import ObjectWriter
+    src = {k: v.detach() for k, v in _writer_cases().items()}
+    src["large"] = torch.randn(3 << 20)  # 12 MiB: several parts
+    md = {}
+    pool = odd.HostChunkPool(1 << 20, pin=False)
+    with ObjectWriter(client, bucket, "wck/__0_0.distcp", part_size=5 << 20,
+                      parts_in_flight=2) as w:
+        for k, t in src.items():
+            off = w.tell()
+            odd.write_tensor_blob(w, t, pool=pool)
+            md[k] = Info("__0_0.distcp", off, w.tell() - off)
+    assert w.buffers_allocated <= 3 and pool.high_water <= 1 << 20
+    dest = {k: torch.zeros(t.shape, dtype=t.dtype) for k, t in src.items()}
+    items = [_tensor_item(k, tuple(t.shape), k) for k, t in src.items()]
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        stats = odd.read_items(
+            items, md, executor=ex,
+            get=lambda p, o, n: client.get(bucket, "wck/" + p, offset=o, length=n),
+            get_into=lambda p, buf, o, n: client.get_into(bucket, "wck/" + p, buf, offset=o,
+                                                          length=n).nbytes,
+            resolve_tensor=lambda req: dest[req.dest_index],
+            commit_tensor=lambda req, t: None, load_bytes=None)
+    assert stats["fallback"] == 0, stats
+    for k, t in src.items():
+        assert torch.equal(dest[k], t), k
+
+
+gpu = False
+try:
+    import torch as _torch
+    gpu = _torch.cuda.is_available()
+except ImportError:
+    pass
+
+
+@pytest.mark.skipif(not gpu and not os.environ.get("OBJDIRECT_REQUIRE_GPU"),
+                    reason="no CUDA device on this machine")
+def test_write_tensor_blob_from_device_memory_through_the_bounded_pinned_pool():
+    import io
+    import torch
+    base = torch.randn(2048, 2048, device="cuda")  # 16 MiB
+    for t in (base, base.t()[3:1000], base.to(torch.bfloat16)):
+        pool = odd.HostChunkPool(1 << 20)  # pinned, 2 chunks of 512 KiB
+        b = io.BytesIO()
+        assert odd.write_tensor_blob(b, t, pool=pool) == "streamed"
+        assert pool.high_water <= 1 << 20  # no host copy of the whole tensor
+        assert pool._free and all(c.is_pinned() for c in pool._free)
+        got = torch.load(io.BytesIO(b.getvalue()))
+        assert torch.equal(got, t.cpu())
+        assert _records(b.getvalue()) == _records(_torch_save_bytes(t.cpu()))
+
+
+def test_write_tensor_blob_round_trips_random_views_and_pool_sizes():
+    import io
+    import torch
+    rng = random.Random(16)
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+              torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool]
+    for _ in range(60):
+        dims = [rng.randint(0, 9) for _ in range(rng.randint(0, 4))]
+        base = (torch.randn(dims) * 50).to(rng.choice(dtypes))
+        t = base
+        for d in range(t.dim()):  # a random slice with a random step in each dimension
+            if t.size(d) > 1 and rng.random() < 0.5:
+                lo = rng.randint(0, t.size(d) - 1)
+                t = t.narrow(d, lo, rng.randint(1, t.size(d) - lo))[
+                    (slice(None),) * d + (slice(None, None, rng.randint(1, 3)),)]
+        if t.dim() >= 2 and rng.random() < 0.5:
+            t = t.transpose(0, t.dim() - 1)
+        pool = odd.HostChunkPool(64 * rng.choice([2, 4, 16]), chunks=rng.choice([1, 2]),
+                                 pin=False)
+        b = io.BytesIO()
+        odd.write_tensor_blob(b, t, pool=pool)
+        assert _records(b.getvalue()) == _records(_torch_save_bytes(t)), (t.shape, t.stride())
+        assert torch.equal(torch.load(io.BytesIO(b.getvalue())), t)
+        assert pool.high_water <= pool.bytes_max
+
+
+def test_read_items_lands_in_a_one_element_destination_with_any_stride(server, client, bucket):
+    import torch
+    src = {"a": torch.tensor([7.5]), "b": torch.arange(6.).reshape(6, 1)}
+    data, md = _fsw_file(list(src.items()))
+    client.put(bucket, "one/__0_0.distcp", data)
+    # contiguous by torch's rule (extent-1 dimensions' strides ignored), strides not 1
+    dest = {"a": torch.zeros(8)[::4][:1], "b": torch.zeros(6, 3)[:, :1]}
+    assert dest["a"].is_contiguous() and dest["a"].stride() == (4,)
+    items = [_tensor_item(k, tuple(t.shape), k) for k, t in src.items()]
+    stats = odd.read_items(
+        items, md, gap_bytes=0,
+        get=lambda p, o, n: client.get(bucket, "one/" + p, offset=o, length=n),
+        get_into=lambda p, buf, o, n: client.get_into(bucket, "one/" + p, buf, offset=o,
+                                                      length=n).nbytes,
+        resolve_tensor=lambda req: dest[req.dest_index], commit_tensor=lambda req, t: None,
+        load_bytes=None)
+    assert torch.equal(dest["a"], src["a"]) and stats["fallback_reasons"] == {
+        "destination not contiguous": 1}, stats  # b: a column of a wider tensor
+    assert torch.equal(dest["b"], src["b"])
