@@ -168,6 +168,43 @@ def test_missing_wrong_and_superfluous_keys(es3, eb, ssrv):
         es3.head_object(Bucket=eb, Key="x")
 
 
+def test_sse_s3_or_kms_with_sse_c_is_refused(es3, eb, ssrv):
+    """SSE-C and x-amz-server-side-encryption (AES256 or aws:kms) or a KMS key id together: 400
+    InvalidArgument with AWS's message, on PutObject, CreateMultipartUpload and CopyObject, and
+    nothing written; SSE-S3 alone and SSE-C alone still work."""
+    incompatible = ("Server Side Encryption with Customer provided key is incompatible with the "
+                    "encryption method specified.")
+    for extra in ({"x-amz-server-side-encryption": "AES256"},
+                  {"x-amz-server-side-encryption": "aws:kms"},
+                  {"x-amz-server-side-encryption-aws-kms-key-id": "some-key"}):
+        h = dict(key_headers(KEY_A), **extra)
+        f = objd.assert_error(objd.request(ssrv, "PUT", objd.opath(eb, "both"), headers=h, body=b"x"),
+                              400, "InvalidArgument")
+        assert f["Message"] == incompatible
+        f = objd.assert_error(objd.request(ssrv, "POST", objd.opath(eb, "both"), query={"uploads": None},
+                                           headers=h),
+                              400, "InvalidArgument")
+        assert f["Message"] == incompatible
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.put_object(Bucket=eb, Key="both", Body=b"x", ServerSideEncryption="AES256", **sse(KEY_A))
+    assert err(e) == (400, "InvalidArgument", incompatible)
+    assert "Uploads" not in es3.list_multipart_uploads(Bucket=eb)
+    with pytest.raises(botocore.exceptions.ClientError):
+        es3.head_object(Bucket=eb, Key="both")
+    # A copy: SSE-C for the destination with SSE-S3 is refused; the source's SSE-C key (copy-source
+    # headers) with SSE-S3 for the destination is not a conflict.
+    es3.put_object(Bucket=eb, Key="src", Body=b"source", **sse(KEY_A))
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.copy_object(Bucket=eb, Key="dst", CopySource={"Bucket": eb, "Key": "src"},
+                        ServerSideEncryption="AES256", **copy_sse(KEY_A), **sse(KEY_B))
+    assert err(e) == (400, "InvalidArgument", incompatible)
+    es3.copy_object(Bucket=eb, Key="dst", CopySource={"Bucket": eb, "Key": "src"},
+                    ServerSideEncryption="AES256", **copy_sse(KEY_A))
+    assert es3.get_object(Bucket=eb, Key="dst")["Body"].read() == b"source"
+    es3.put_object(Bucket=eb, Key="s3only", Body=b"y", ServerSideEncryption="AES256")
+    assert es3.get_object(Bucket=eb, Key="s3only")["Body"].read() == b"y"
+
+
 def test_ciphertext_on_disk(es3, eb, ssrv):
     if backend() != "local":
         pytest.skip("reads the local backend's data files")
