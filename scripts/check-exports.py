@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 # The OBJDIRECT_API declarations of include/objdirect/ (namespace objdirect).
-PUBLIC_CLASSES = ("Client", "ClientConfig", "ClientStats", "MemoryHandle", "Status")
+PUBLIC_CLASSES = ("Client", "ClientConfig", "ClientStats", "MemoryHandle", "SseCustomerKey",
+                  "Status")
 PUBLIC_FUNCTIONS = ("s3_code", "http_status", "errc_name", "from_s3_code", "from_http_status",
                     "path_name", "split_range", "plan_upload")
 # Members of public classes that are implementation details all the same.

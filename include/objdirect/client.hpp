@@ -41,6 +41,7 @@
 // caller must keep buffers alive and untouched until the call (or its future) completes.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -97,6 +98,32 @@ struct ObjectInfo {
   std::map<std::string, std::string> metadata;
 };
 
+// An SSE-C customer key (docs/sse-c.md): the 32 bytes of the AES-256 key the server encrypts an
+// object with and never stores. A request that carries it sends
+// x-amz-server-side-encryption-customer-algorithm: AES256, -customer-key (base64 of the 32 bytes)
+// and -customer-key-MD5 (base64 of their MD5, computed by the client), all three in the SigV4
+// SignedHeaders, on HTTP and on RDMA requests alike (the token request is the signed request).
+// An object written with a key must be read (get, head, copy's source) with the same key: no key
+// is 400 invalid_request, another key 403 access_denied. The server accepts these headers only
+// over TLS (https endpoints) unless it runs with --sse-c-over-http.
+// Each copy owns its bytes and wipes them (OPENSSL_cleanse) when destroyed or assigned over; the
+// client wipes the header values it builds from a key once the request is sent, and never logs
+// them. Thread safety: a value; concurrent const use is safe.
+class OBJDIRECT_API SseCustomerKey {
+ public:
+  static constexpr std::size_t size_bytes = 32;
+  // Errors: invalid_argument unless raw is exactly 32 bytes.
+  static Result<SseCustomerKey> from_bytes(std::string_view raw);
+  SseCustomerKey(const SseCustomerKey& o) noexcept;
+  SseCustomerKey& operator=(const SseCustomerKey& o) noexcept;
+  ~SseCustomerKey();
+  const std::array<std::byte, size_bytes>& bytes() const noexcept { return key_; }
+
+ private:
+  SseCustomerKey() = default;
+  std::array<std::byte, size_bytes> key_{};
+};
+
 // What an upload sets besides the bytes (put with options, create_multipart_upload with options).
 // Validated by the call: invalid_argument for a content type or metadata value with a control
 // character (CR, LF, NUL, ...), a metadata name that is empty or not an HTTP token, or names
@@ -105,6 +132,28 @@ struct PutOptions {
   std::string content_type;  // Content-Type; empty: the server's default (binary/octet-stream)
   // x-amz-meta-NAME: VALUE, NAME without the prefix (sent lower-case, as S3 stores it).
   std::vector<std::pair<std::string, std::string>> metadata;
+  // SSE-C: the object is encrypted at rest with this key (on the PutObject, or on the
+  // CreateMultipartUpload and every UploadPart and the CompleteMultipartUpload of a multipart
+  // upload). Host memory only.
+  std::optional<SseCustomerKey> sse_c;
+};
+
+// What a read sends besides the range (get with options).
+struct GetOptions {
+  // Not empty: the ETag (unquoted) the read is pinned to, as GetRequest::if_match.
+  std::string if_match;
+  // SSE-C: the key the object was written with (on every request of the read, and on the HEAD
+  // an empty buffer asks). Host memory only.
+  std::optional<SseCustomerKey> sse_c;
+};
+
+// What a server-side copy sends besides the names (copy with options).
+struct CopyOptions {
+  // The source object's SSE-C key (x-amz-copy-source-server-side-encryption-customer-*), needed
+  // when the source was written with one; also sent on the HEAD of the source.
+  std::optional<SseCustomerKey> source_sse_c;
+  // SSE-C for the copy: encrypted with this key (none: stored without SSE-C).
+  std::optional<SseCustomerKey> sse_c;
 };
 
 struct ListOptions {
@@ -162,12 +211,16 @@ struct GetRequest {
   // mixing versions (Python's get_ranges_into pins its ranges so). Host memory only: with CUDA
   // device memory it is invalid_argument.
   std::string if_match;
+  // SSE-C: the object's key (GetOptions::sse_c). Host memory only.
+  std::optional<SseCustomerKey> sse_c;
 };
 
 struct PutRequest {
   std::string bucket;
   std::string key;
   std::span<const std::byte> src;
+  // SSE-C: encrypt with this key (PutOptions::sse_c). Host memory only.
+  std::optional<SseCustomerKey> sse_c;
 };
 
 // The client library's counters, from Client::stats(): a consistent snapshot of everything this
@@ -259,6 +312,12 @@ class OBJDIRECT_API Client {
                              std::span<std::byte> dst, std::optional<ByteRange> range = {});
   Result<TransferResult> get(std::string_view bucket, std::string_view key, const MemoryHandle& dst,
                              std::optional<ByteRange> range = {});
+  // The same with GetOptions (if_match, SSE-C key). With an SSE-C key, CUDA device memory is
+  // invalid_argument. Errors also: invalid_request (the object needs a key, or has none and one
+  // was given), access_denied (another key), invalid_argument (the server refused the headers).
+  Result<TransferResult> get(std::string_view bucket, std::string_view key,
+                             std::span<std::byte> dst, std::optional<ByteRange> range,
+                             const GetOptions& options);
 
   // Writes src as the object (replacing it). Single PUT up to part_size_bytes, multipart above.
   // Errors: no_such_bucket, access_denied, entity_too_large, unavailable, timeout, io_error,
@@ -306,6 +365,9 @@ class OBJDIRECT_API Client {
   // HeadObject. Errors: no_such_key (also for a missing bucket: HEAD has no body to tell),
   // access_denied, unavailable, timeout.
   Result<ObjectInfo> head(std::string_view bucket, std::string_view key);
+  // HeadObject of an SSE-C object, with its key. Errors also as get with GetOptions::sse_c.
+  Result<ObjectInfo> head(std::string_view bucket, std::string_view key,
+                          const SseCustomerKey& sse_c);
   // One page of ListObjectsV2. Errors: no_such_bucket, access_denied, unavailable, io_error.
   Result<ListPage> list(std::string_view bucket, const ListOptions& options = {});
   // DeleteObject (a missing key is not an error in S3).
@@ -329,6 +391,12 @@ class OBJDIRECT_API Client {
   // precondition_failed (the source was replaced during a multipart copy), unavailable, timeout.
   Result<TransferResult> copy(std::string_view src_bucket, std::string_view src_key,
                               std::string_view dst_bucket, std::string_view dst_key);
+  // The same with the SSE-C keys of the source and of the copy (CopyOptions): each CopyObject,
+  // UploadPartCopy and the HEAD of the source carry the source's key in the copy-source headers;
+  // the CopyObject, or the CreateMultipartUpload, UploadPartCopy parts and Complete, the copy's.
+  Result<TransferResult> copy(std::string_view src_bucket, std::string_view src_key,
+                              std::string_view dst_bucket, std::string_view dst_key,
+                              const CopyOptions& options);
 
   // A presigned URL (SigV4 query authentication, docs/client.md "Presigned URLs") for `method`
   // ("GET", "HEAD", "PUT", "DELETE") on the object, valid for `expires` from now: the endpoint,
@@ -364,6 +432,11 @@ class OBJDIRECT_API Client {
   Result<TransferResult> upload_part(std::string_view bucket, std::string_view key,
                                      std::string_view upload_id, std::uint32_t part_number,
                                      std::span<const std::byte> src);
+  // The same for an upload created with PutOptions::sse_c: every part must carry the upload's key
+  // (AWS: none is 400 invalid_request, another 400 invalid_argument).
+  Result<TransferResult> upload_part(std::string_view bucket, std::string_view key,
+                                     std::string_view upload_id, std::uint32_t part_number,
+                                     std::span<const std::byte> src, const SseCustomerKey& sse_c);
   struct CompletedPart {
     std::uint32_t part_number = 0;
     std::string etag;  // as upload_part returned it
@@ -374,6 +447,12 @@ class OBJDIRECT_API Client {
   Result<TransferResult> complete_multipart_upload(std::string_view bucket, std::string_view key,
                                                    std::string_view upload_id,
                                                    std::span<const CompletedPart> parts);
+  // The same for an SSE-C upload: the Complete carries the key (AWS asks for it when the upload
+  // has checksums), and so does the HEAD that confirms a Complete whose answer was lost.
+  Result<TransferResult> complete_multipart_upload(std::string_view bucket, std::string_view key,
+                                                   std::string_view upload_id,
+                                                   std::span<const CompletedPart> parts,
+                                                   const SseCustomerKey& sse_c);
   // AbortMultipartUpload: drops the parts. Errors: no_such_upload.
   Status abort_multipart_upload(std::string_view bucket, std::string_view key,
                                 std::string_view upload_id);

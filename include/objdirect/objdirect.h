@@ -150,6 +150,24 @@ OBJDIRECT_API int od_presign(od_client* client, const char* method, const char* 
 /* HeadObject. Errors: OD_ENOTFOUND, OD_EACCESS, OD_EUNREACHABLE, OD_ETIMEDOUT, OD_EIO. */
 OBJDIRECT_API int od_head(od_client* client, const char* bucket, const char* key,
                           od_object_info* info);
+
+/* SSE-C (objdirect::SseCustomerKey, client.hpp; docs/sse-c.md): sse_c_key points at the
+ * OD_SSE_C_KEY_BYTES (32) bytes of an AES-256 key; the library sends it with the algorithm AES256
+ * and the MD5 it computes, and wipes its own copies when the call returns (the caller's bytes
+ * are the caller's). Host memory only. od_put_sse_c: od_put_with_options (options may be NULL)
+ * with the object encrypted under the key (multipart uploads: every part and the Complete carry
+ * it); od_get_sse_c and od_head_sse_c: od_get and od_head of an object written with the key.
+ * Errors as the plain calls, and: OD_EINVAL (NULL key; the object needs a key or has none: the
+ * server's 400 InvalidRequest), OD_EACCESS (another key: 403). */
+#define OD_SSE_C_KEY_BYTES 32
+OBJDIRECT_API int od_put_sse_c(od_client* client, const char* bucket, const char* key,
+                               const void* buf, size_t len, const od_put_options* options,
+                               const uint8_t* sse_c_key, od_result* result);
+OBJDIRECT_API int od_get_sse_c(od_client* client, const char* bucket, const char* key, void* buf,
+                               size_t len, uint64_t offset, uint64_t length,
+                               const uint8_t* sse_c_key, od_result* result);
+OBJDIRECT_API int od_head_sse_c(od_client* client, const char* bucket, const char* key,
+                                const uint8_t* sse_c_key, od_object_info* info);
 /* DeleteObject (deleting a missing key succeeds). */
 OBJDIRECT_API int od_delete(od_client* client, const char* bucket, const char* key);
 /* CreateBucket / DeleteBucket. */

@@ -367,7 +367,7 @@ class Client:
     # -- data ------------------------------------------------------------------------------------
 
     def get_into(self, bucket: str, key: str, buf, *, offset: int = 0,
-                 length: Optional[int] = None) -> TransferResult:
+                 length: Optional[int] = None, sse_c_key=None) -> TransferResult:
         """Reads an object into ``buf``; returns (nbytes, path).
 
         With offset 0 and no length, the whole object, which must fit in buf (InvalidArgument
@@ -375,12 +375,17 @@ class Client:
         ``length`` bytes of buf (length defaults to len(buf) in bytes); a range past the end is
         cut, and nbytes says how many bytes landed. Raises NoSuchKey, NoSuchBucket, InvalidRange
         (offset at or past the end), PreconditionFailed (replaced during a multi-part read), ...
+
+        sse_c_key: the SSE-C key the object was written with (see put); host memory only. Without
+        it an SSE-C object raises InvalidRequest, with another key AccessDenied.
         """
         return TransferResult._from_native(
             self._native.get_into(bucket, key, buf, _nonneg(offset, "offset"),
-                                  None if length is None else _nonneg(length, "length")))
+                                  None if length is None else _nonneg(length, "length"),
+                                  sse_c_key))
 
-    def get(self, bucket: str, key: str, *, offset: int = 0, length: Optional[int] = None) -> bytes:
+    def get(self, bucket: str, key: str, *, offset: int = 0, length: Optional[int] = None,
+            sse_c_key=None) -> bytes:
         """The object (or the range [offset, offset+length), cut at the end) as bytes, filled in
         place (no copy) and with no HEAD. With a length: one ranged GET (in parts above
         part_size_bytes). Without: a first GET of up to 256 KiB
@@ -388,22 +393,30 @@ class Client:
         the size from its reply, so an object that fits costs one request; a larger one costs
         one more GET for the rest, pinned to the first reply's ETag with If-Match (an object
         replaced in between is read again). length=0 makes no request. Raises NoSuchKey,
-        InvalidRange (offset at or past the end of a non-empty object), ..."""
+        InvalidRange (offset at or past the end of a non-empty object), ...
+        sse_c_key as get_into's."""
         return self._native.get_bytes(bucket, key, _nonneg(offset, "offset"),
-                                      None if length is None else _nonneg(length, "length"))
+                                      None if length is None else _nonneg(length, "length"),
+                                      sse_c_key)
 
     def put(self, bucket: str, key: str, buf, *, content_type: Optional[str] = None,
-            metadata: Optional[dict] = None) -> TransferResult:
+            metadata: Optional[dict] = None, sse_c_key=None) -> TransferResult:
         """Writes buf (any buffer kind; bytes included) as the object; returns (nbytes, path).
 
         Objects above part_size_bytes go as a multipart upload (aborted on failure).
         content_type sets Content-Type; metadata ({name: value}) the x-amz-meta-* headers (names
         sent lower-case; names plus values at most 2 KiB; host memory only). Raises NoSuchBucket,
         AccessDenied, InvalidArgument (bad metadata), ...
+
+        sse_c_key: SSE-C (docs/sse-c.md), as boto3's SSECustomerKey: the 32 bytes of an AES-256 key
+        (bytes, bytes-like, or a str of 32 UTF-8 bytes); the library sends the algorithm AES256 and
+        the key's MD5, over HTTP and RDMA alike, and wipes its own copies after the call. The
+        object can then be read only with the same key. Host memory only. The server takes SSE-C
+        only over TLS unless it runs with --sse-c-over-http (InvalidRequest otherwise).
         """
         meta = [(str(k), str(v)) for k, v in (metadata or {}).items()]
         return TransferResult._from_native(
-            self._native.put(bucket, key, buf, content_type or "", meta))
+            self._native.put(bucket, key, buf, content_type or "", meta, sse_c_key))
 
     # -- batches, ranges, registration -----------------------------------------------------------
 
@@ -481,9 +494,10 @@ class Client:
 
     # -- control ---------------------------------------------------------------------------------
 
-    def head(self, bucket: str, key: str) -> ObjectInfo:
-        """HeadObject. Raises NoSuchKey (also for a missing bucket: HEAD has no body to tell)."""
-        return ObjectInfo(*self._native.head(bucket, key))
+    def head(self, bucket: str, key: str, *, sse_c_key=None) -> ObjectInfo:
+        """HeadObject. Raises NoSuchKey (also for a missing bucket: HEAD has no body to tell).
+        sse_c_key: the key of an SSE-C object (as get_into's)."""
+        return ObjectInfo(*self._native.head(bucket, key, sse_c_key))
 
     def presign(self, bucket: str, key: str, *, method: str = "GET",
                 expires_in: int = 3600) -> str:
@@ -531,11 +545,15 @@ class Client:
         """The names of the caller's buckets."""
         return self._native.list_buckets()
 
-    def copy(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> TransferResult:
+    def copy(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str, *,
+             copy_source_sse_c_key=None, sse_c_key=None) -> TransferResult:
         """Server-side copy (CopyObject; UploadPartCopy parts above 5 GiB): no object byte
-        passes through this process. Raises NoSuchKey, NoSuchBucket, AccessDenied, ..."""
-        return TransferResult._from_native(self._native.copy(src_bucket, src_key, dst_bucket,
-                                                             dst_key))
+        passes through this process. Raises NoSuchKey, NoSuchBucket, AccessDenied, ...
+
+        copy_source_sse_c_key: the source's SSE-C key (boto3's CopySourceSSECustomerKey);
+        sse_c_key: the copy's (none: the copy is stored without SSE-C)."""
+        return TransferResult._from_native(self._native.copy(
+            src_bucket, src_key, dst_bucket, dst_key, copy_source_sse_c_key, sse_c_key))
 
     def delete_objects(self, bucket: str, keys) -> list:
         """DeleteObjects in batches of 1000 keys. Returns [(key, errc, message)] of the keys the
@@ -544,22 +562,25 @@ class Client:
 
     # -- explicit multipart uploads (streams of unknown size) ------------------------------------
 
-    def create_multipart_upload(self, bucket: str, key: str) -> str:
-        """CreateMultipartUpload; returns the upload id."""
-        return self._native.create_multipart_upload(bucket, key)
+    def create_multipart_upload(self, bucket: str, key: str, *, sse_c_key=None) -> str:
+        """CreateMultipartUpload; returns the upload id. sse_c_key: the SSE-C key the object
+        is encrypted with; every upload_part and the complete then take the same key."""
+        return self._native.create_multipart_upload(bucket, key, sse_c_key)
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                    buf) -> TransferResult:
+                    buf, *, sse_c_key=None) -> TransferResult:
         """UploadPart number part_number (1..10000) from any buffer kind, over RDMA when it can.
-        All parts but the last must be at least 5 MiB. result.etag is the part's ETag."""
+        All parts but the last must be at least 5 MiB. result.etag is the part's ETag.
+        sse_c_key: the upload's SSE-C key (none: InvalidRequest; another: InvalidArgument)."""
         return TransferResult._from_native(
-            self._native.upload_part(bucket, key, upload_id, part_number, buf))
+            self._native.upload_part(bucket, key, upload_id, part_number, buf, sse_c_key))
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str,
-                                  parts) -> TransferResult:
-        """CompleteMultipartUpload; parts is [(part_number, etag)] in ascending order."""
+                                  parts, *, sse_c_key=None) -> TransferResult:
+        """CompleteMultipartUpload; parts is [(part_number, etag)] in ascending order.
+        sse_c_key: the upload's SSE-C key (sent as AWS asks, and on a confirming HEAD)."""
         return TransferResult._from_native(self._native.complete_multipart_upload(
-            bucket, key, upload_id, [(int(n), str(e)) for n, e in parts]))
+            bucket, key, upload_id, [(int(n), str(e)) for n, e in parts], sse_c_key))
 
     def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         """AbortMultipartUpload: drops the uploaded parts. Raises NoSuchUpload."""

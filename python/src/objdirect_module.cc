@@ -357,6 +357,28 @@ class NativeRegistration {
 
 // ---- the client ---------------------------------------------------------------------------------
 
+// sse_c_key= of the Python calls: None, or the 32 bytes of an SSE-C key as bytes, bytearray,
+// memoryview or str (UTF-8, as boto3's SSECustomerKey), read in place: the only copy made is the
+// SseCustomerKey, which wipes itself (the Python object is the caller's).
+std::optional<SseCustomerKey> sse_key(py::handle k) {
+  if (k.is_none()) return std::nullopt;
+  std::string_view raw;
+  py::buffer_info info;
+  if (PyUnicode_Check(k.ptr())) {
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(k.ptr(), &n);
+    if (p == nullptr) throw py::error_already_set();
+    raw = std::string_view(p, static_cast<std::size_t>(n));
+  } else if (PyObject_CheckBuffer(k.ptr())) {
+    info = py::reinterpret_borrow<py::buffer>(k).request();
+    raw = std::string_view(static_cast<const char*>(info.ptr),
+                           static_cast<std::size_t>(info.size * info.itemsize));
+  } else {
+    throw py::type_error("sse_c_key must be bytes (32 of them), a bytes-like object or str");
+  }
+  return value_or_raise(SseCustomerKey::from_bytes(raw));
+}
+
 class NativeClient {
  public:
   // `overrides`: keys of ClientConfig with values to use instead of what load() found.
@@ -459,14 +481,18 @@ class NativeClient {
   // range [offset, offset + length) with length defaulting to the buffer's size (cut at the end
   // of the object).
   py::tuple get_into(const std::string& bucket, const std::string& key, py::handle buf,
-                     std::uint64_t offset, std::optional<std::uint64_t> length) {
+                     std::uint64_t offset, std::optional<std::uint64_t> length,
+                     py::handle sse_c_key) {
+    GetOptions o;
+    o.sse_c = sse_key(sse_c_key);
     auto b = BorrowedBuffer::acquire(buf, /*writable=*/true);
     std::span<std::byte> dst(b->data(), b->size());
     std::optional<ByteRange> range = range_of(dst, offset, length);
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->get(bucket, key, dst, range);
+      r = o.sse_c ? client_->get(bucket, key, dst, range, o)
+                  : client_->get(bucket, key, dst, range);
     }
     return to_tuple(value_or_raise(std::move(r)));
   }
@@ -598,7 +624,9 @@ class NativeClient {
   // (raised): NoSuchKey, InvalidRange (offset at or past the end of a non-empty object),
   // PreconditionFailed, ...
   py::bytes get_bytes(const std::string& bucket, const std::string& key, std::uint64_t offset,
-                      std::optional<std::uint64_t> length) {
+                      std::optional<std::uint64_t> length, py::handle sse_c_key) {
+    GetOptions o;
+    o.sse_c = sse_key(sse_c_key);
     if (length && *length == 0) return py::bytes("", 0);
     constexpr std::uint64_t no_end = std::numeric_limits<std::uint64_t>::max();
     const std::uint64_t end = length && *length <= no_end - offset ? offset + *length : no_end;
@@ -614,7 +642,7 @@ class NativeClient {
       Result<TransferResult> r = Status(Errc::internal, "not run");
       {
         py::gil_scoped_release nogil;
-        r = client_->get(bucket, key, bytes_of(0, window), ByteRange{offset, window});
+        r = client_->get(bucket, key, bytes_of(0, window), ByteRange{offset, window}, o);
       }
       if (!r.ok()) {
         Py_DECREF(raw);
@@ -628,8 +656,8 @@ class NativeClient {
         if (_PyBytes_Resize(&raw, static_cast<Py_ssize_t>(window + rest)) != 0) {
           throw py::error_already_set();
         }
-        GetRequest g{bucket, key, bytes_of(window, rest), ByteRange{offset + window, rest},
-                     r->etag};
+        GetRequest g{bucket,  key,    bytes_of(window, rest), ByteRange{offset + window, rest},
+                     r->etag, o.sse_c};
         std::vector<Result<TransferResult>> rs;
         {
           py::gil_scoped_release nogil;
@@ -659,29 +687,32 @@ class NativeClient {
   // content_type / metadata: PutOptions (none given: the plain put, which also takes CUDA memory).
   py::tuple put(const std::string& bucket, const std::string& key, py::handle buf,
                 const std::string& content_type,
-                const std::vector<std::pair<std::string, std::string>>& metadata) {
+                const std::vector<std::pair<std::string, std::string>>& metadata,
+                py::handle sse_c_key) {
+    PutOptions o;
+    o.content_type = content_type;
+    o.metadata = metadata;
+    o.sse_c = sse_key(sse_c_key);
     auto b = BorrowedBuffer::acquire(buf, /*writable=*/false);
     std::span<const std::byte> src(b->data(), b->size());
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      if (content_type.empty() && metadata.empty()) {
+      if (content_type.empty() && metadata.empty() && !o.sse_c) {
         r = client_->put(bucket, key, src);
       } else {
-        PutOptions o;
-        o.content_type = content_type;
-        o.metadata = metadata;
         r = client_->put(bucket, key, src, o);
       }
     }
     return to_tuple(value_or_raise(std::move(r)));
   }
 
-  py::tuple head(const std::string& bucket, const std::string& key) {
+  py::tuple head(const std::string& bucket, const std::string& key, py::handle sse_c_key) {
+    const auto k = sse_key(sse_c_key);
     Result<ObjectInfo> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->head(bucket, key);
+      r = k ? client_->head(bucket, key, *k) : client_->head(bucket, key);
     }
     ObjectInfo i = value_or_raise(std::move(r));
     py::dict meta;
@@ -731,11 +762,15 @@ class NativeClient {
   }
   // Server-side copy (CopyObject, or UploadPartCopy parts): a TransferResult tuple.
   py::tuple copy(const std::string& src_bucket, const std::string& src_key,
-                 const std::string& dst_bucket, const std::string& dst_key) {
+                 const std::string& dst_bucket, const std::string& dst_key,
+                 py::handle copy_source_sse_c_key, py::handle sse_c_key) {
+    CopyOptions o;
+    o.source_sse_c = sse_key(copy_source_sse_c_key);
+    o.sse_c = sse_key(sse_c_key);
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->copy(src_bucket, src_key, dst_bucket, dst_key);
+      r = client_->copy(src_bucket, src_key, dst_bucket, dst_key, o);
     }
     return to_tuple(value_or_raise(std::move(r)));
   }
@@ -755,23 +790,29 @@ class NativeClient {
     return out;
   }
 
-  std::string create_multipart_upload(const std::string& bucket, const std::string& key) {
+  std::string create_multipart_upload(const std::string& bucket, const std::string& key,
+                                      py::handle sse_c_key) {
+    PutOptions o;
+    o.sse_c = sse_key(sse_c_key);
     Result<std::string> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->create_multipart_upload(bucket, key);
+      r = client_->create_multipart_upload(bucket, key, o);
     }
     return value_or_raise(std::move(r));
   }
 
   py::tuple upload_part(const std::string& bucket, const std::string& key,
-                        const std::string& upload_id, std::uint32_t part_number, py::handle buf) {
+                        const std::string& upload_id, std::uint32_t part_number, py::handle buf,
+                        py::handle sse_c_key) {
+    const auto k = sse_key(sse_c_key);
     auto b = BorrowedBuffer::acquire(buf, /*writable=*/false);
     std::span<const std::byte> src(b->data(), b->size());
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->upload_part(bucket, key, upload_id, part_number, src);
+      r = k ? client_->upload_part(bucket, key, upload_id, part_number, src, *k)
+            : client_->upload_part(bucket, key, upload_id, part_number, src);
     }
     return to_tuple(value_or_raise(std::move(r)));
   }
@@ -779,13 +820,15 @@ class NativeClient {
   // parts: [(part_number, etag)] in ascending order.
   py::tuple complete_multipart_upload(
       const std::string& bucket, const std::string& key, const std::string& upload_id,
-      const std::vector<std::pair<std::uint32_t, std::string>>& parts) {
+      const std::vector<std::pair<std::uint32_t, std::string>>& parts, py::handle sse_c_key) {
+    const auto k = sse_key(sse_c_key);
     std::vector<Client::CompletedPart> ps;
     for (const auto& [n, etag] : parts) ps.push_back({n, etag});
     Result<TransferResult> r = Status(Errc::internal, "not run");
     {
       py::gil_scoped_release nogil;
-      r = client_->complete_multipart_upload(bucket, key, upload_id, ps);
+      r = k ? client_->complete_multipart_upload(bucket, key, upload_id, ps, *k)
+            : client_->complete_multipart_upload(bucket, key, upload_id, ps);
     }
     return to_tuple(value_or_raise(std::move(r)));
   }
@@ -893,13 +936,15 @@ PYBIND11_MODULE(_objdirect, m) {
       .def("config", &NativeClient::config)
       .def("first_window_bytes", &NativeClient::first_window_bytes)
       .def("get_into", &NativeClient::get_into, py::arg("bucket"), py::arg("key"), py::arg("buf"),
-           py::arg("offset") = 0, py::arg("length") = py::none())
+           py::arg("offset") = 0, py::arg("length") = py::none(), py::arg("sse_c_key") = py::none())
       .def("get_bytes", &NativeClient::get_bytes, py::arg("bucket"), py::arg("key"),
-           py::arg("offset") = 0, py::arg("length") = py::none())
+           py::arg("offset") = 0, py::arg("length") = py::none(), py::arg("sse_c_key") = py::none())
       .def("put", &NativeClient::put, py::arg("bucket"), py::arg("key"), py::arg("buf"),
            py::arg("content_type") = std::string(),
-           py::arg("metadata") = std::vector<std::pair<std::string, std::string>>())
-      .def("head", &NativeClient::head)
+           py::arg("metadata") = std::vector<std::pair<std::string, std::string>>(),
+           py::arg("sse_c_key") = py::none())
+      .def("head", &NativeClient::head, py::arg("bucket"), py::arg("key"),
+           py::arg("sse_c_key") = py::none())
       .def("presign", &NativeClient::presign, py::arg("method"), py::arg("bucket"), py::arg("key"),
            py::arg("expires_s"))
       .def("list_page", &NativeClient::list_page)
@@ -907,11 +952,18 @@ PYBIND11_MODULE(_objdirect, m) {
       .def("create_bucket", &NativeClient::create_bucket)
       .def("delete_bucket", &NativeClient::delete_bucket)
       .def("list_buckets", &NativeClient::list_buckets)
-      .def("copy", &NativeClient::copy)
+      .def("copy", &NativeClient::copy, py::arg("src_bucket"), py::arg("src_key"),
+           py::arg("dst_bucket"), py::arg("dst_key"), py::arg("copy_source_sse_c_key") = py::none(),
+           py::arg("sse_c_key") = py::none())
       .def("delete_objects", &NativeClient::delete_objects)
-      .def("create_multipart_upload", &NativeClient::create_multipart_upload)
-      .def("upload_part", &NativeClient::upload_part)
-      .def("complete_multipart_upload", &NativeClient::complete_multipart_upload)
+      .def("create_multipart_upload", &NativeClient::create_multipart_upload, py::arg("bucket"),
+           py::arg("key"), py::arg("sse_c_key") = py::none())
+      .def("upload_part", &NativeClient::upload_part, py::arg("bucket"), py::arg("key"),
+           py::arg("upload_id"), py::arg("part_number"), py::arg("buf"),
+           py::arg("sse_c_key") = py::none())
+      .def("complete_multipart_upload", &NativeClient::complete_multipart_upload, py::arg("bucket"),
+           py::arg("key"), py::arg("upload_id"), py::arg("parts"),
+           py::arg("sse_c_key") = py::none())
       .def("abort_multipart_upload", &NativeClient::abort_multipart_upload)
       .def("get_many", &NativeClient::get_many)
       .def("put_many", &NativeClient::put_many)

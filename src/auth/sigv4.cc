@@ -1,5 +1,7 @@
 #include "auth/sigv4.hpp"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 
 #include "auth/sigv2.hpp"
@@ -545,6 +547,8 @@ std::string sign(const RequestView& req, const Credentials& c, std::string_view 
   std::string sig = signature_hex(keys ? keys->get(c.secret_key, ymd, region, service)
                                        : signing_key(c.secret_key, ymd, region, service),
                                   string_to_sign(date, scope, canonical));
+  // The canonical request holds every signed header value, an SSE-C key's among them.
+  OPENSSL_cleanse(canonical.data(), canonical.size());
   std::string out(kAlgorithm);
   out += " Credential=" + c.access_key + "/" + scope + ", SignedHeaders=";
   for (std::size_t i = 0; i < names.size(); ++i) {

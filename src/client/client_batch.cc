@@ -71,12 +71,15 @@ std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest>
   const auto pins = impl_->pin_batch(std::move(bufs), sizes);
   (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
     const auto& r = requests[i];
-    if (r.if_match.empty()) {
+    if (r.if_match.empty() && !r.sse_c) {
       out[i] = get(r.bucket, r.key, r.dst, r.range);
     } else if (!r.dst.empty() && is_device_memory(r.dst.data())) {
-      out[i] = Status(Errc::invalid_argument, "if_match needs host memory, not CUDA device memory");
+      out[i] = Status(Errc::invalid_argument,
+                      "if_match and SSE-C need host memory, not CUDA device memory");
     } else {
-      out[i] = impl_->get_host(r.bucket, r.key, r.dst, r.range, false, r.if_match);
+      client::SecretHeaders sse;
+      if (r.sse_c) sse.h = client::sse_c_headers(*r.sse_c);
+      out[i] = impl_->get_host(r.bucket, r.key, r.dst, r.range, false, r.if_match, sse.h);
     }
     return Status::Ok();
   });
@@ -95,7 +98,13 @@ std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest>
   const auto pins = impl_->pin_batch(std::move(bufs), sizes);
   (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
     const auto& r = requests[i];
-    out[i] = put(r.bucket, r.key, r.src);
+    if (r.sse_c) {
+      PutOptions o;
+      o.sse_c = r.sse_c;
+      out[i] = put(r.bucket, r.key, r.src, o);
+    } else {
+      out[i] = put(r.bucket, r.key, r.src);
+    }
     return Status::Ok();
   });
   return out;

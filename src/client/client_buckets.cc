@@ -24,10 +24,13 @@ Result<std::vector<std::string>> Client::list_buckets() {
   return names;
 }
 
-Result<ObjectInfo> Client::Impl::head(std::string_view bucket, std::string_view key) {
+Result<ObjectInfo> Client::Impl::head(std::string_view bucket, std::string_view key,
+                                      const client::Headers& sse) {
   HttpRequest req;
+  client::HeadersWiper wipe{req.headers};
   req.method = "HEAD";
   req.target = client::object_target(bucket, key);
+  req.headers = sse;
   auto r = http->execute(req);
   if (!r.ok()) return r.status();
   if (!r->ok()) {
@@ -52,6 +55,12 @@ Result<ObjectInfo> Client::Impl::head(std::string_view bucket, std::string_view 
 
 Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key) {
   return impl_->head(bucket, key);
+}
+
+Result<ObjectInfo> Client::head(std::string_view bucket, std::string_view key,
+                                const SseCustomerKey& sse_c) {
+  client::SecretHeaders sse(client::sse_c_headers(sse_c));
+  return impl_->head(bucket, key, sse.h);
 }
 
 Result<ListPage> Client::list(std::string_view bucket, const ListOptions& o) {

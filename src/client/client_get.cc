@@ -22,13 +22,16 @@ using client::parse_u64;
 Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target,
                                                        std::optional<Piece> range,
                                                        std::span<std::byte> dst,
-                                                       const std::string& if_match, bool direct) {
+                                                       const std::string& if_match, bool direct,
+                                                       const client::Headers& sse) {
   GetOutcome out;
   HttpRequest req;
+  client::HeadersWiper wipe{req.headers};
   req.method = "GET";
   req.target = target;
   if (range) req.headers.emplace_back("range", client::range_header(range->offset, range->length));
   if (!if_match.empty()) req.headers.emplace_back("if-match", "\"" + if_match + "\"");
+  req.headers.insert(req.headers.end(), sse.begin(), sse.end());
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
   std::string token = try_token(dst, out.info, hold, fabric_used, direct);
@@ -99,6 +102,19 @@ Result<TransferResult> Client::get(std::string_view bucket, std::string_view key
   return impl_->get_host(bucket, key, dst, range, false);
 }
 
+Result<TransferResult> Client::get(std::string_view bucket, std::string_view key,
+                                   std::span<std::byte> dst, std::optional<ByteRange> range,
+                                   const GetOptions& options) {
+  if (!options.sse_c && options.if_match.empty()) return get(bucket, key, dst, range);
+  if (!dst.empty() && is_device_memory(dst.data())) {
+    return Status(Errc::invalid_argument,
+                  "GetOptions (if_match, SSE-C key) need host memory, not CUDA device memory");
+  }
+  client::SecretHeaders sse;
+  if (options.sse_c) sse.h = client::sse_c_headers(*options.sse_c);
+  return impl_->get_host(bucket, key, dst, range, false, options.if_match, sse.h);
+}
+
 Result<TransferResult> Client::Impl::get_device(std::string_view bucket, std::string_view key,
                                                 std::span<std::byte> dst,
                                                 std::optional<ByteRange> range, void* cuda_stream) {
@@ -121,7 +137,8 @@ Result<TransferResult> Client::Impl::get_device(std::string_view bucket, std::st
 Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::string_view key,
                                               std::span<std::byte> dst,
                                               std::optional<ByteRange> range, bool direct,
-                                              std::string_view if_match) {
+                                              std::string_view if_match,
+                                              const client::Headers& sse) {
   const std::string target = client::object_target(bucket, key);
   const std::uint64_t part = cfg.part_size_bytes;
   TransferResult res;
@@ -141,7 +158,7 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
   } else if (dst.empty()) {
     // Nothing to read into: HEAD tells whether the object is empty. Never ask for a body the
     // buffer cannot hold (dropping a connection mid-body wastes the server's work).
-    auto h = head(bucket, key);
+    auto h = head(bucket, key, sse);
     ++res.requests;
     if (!h.ok()) return h.status();
     if (h->size > 0) {
@@ -159,12 +176,12 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
 
   // First request: learns the size and the ETag that pins the remaining parts.
   const std::string pin(if_match);
-  auto o = get_one(target, first, first ? dst.subspan(0, first->length) : dst, pin, direct);
+  auto o = get_one(target, first, first ? dst.subspan(0, first->length) : dst, pin, direct, sse);
   ++res.requests;
   if (!o.ok() && o.code() == Errc::invalid_range && !range) {
     // A ranged GET of an empty object: fetch it whole.
     first.reset();
-    o = get_one(target, std::nullopt, dst, pin, direct);
+    o = get_one(target, std::nullopt, dst, pin, direct, sse);
     ++res.requests;
   }
   if (!o.ok()) {
@@ -220,7 +237,7 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
     std::atomic<std::uint64_t> bytes{0};
     Status st = run_parallel(pieces.size(), cfg.concurrency, [&](std::size_t i) -> Status {
       const Piece& p = pieces[i];
-      auto r = get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct);
+      auto r = get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct, sse);
       if (!r.ok()) return r.status();
       if (r->bytes != p.length) {
         return Status(Errc::io_error, "part at " + std::to_string(p.offset) + " carried " +

@@ -203,9 +203,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // it then: whatever would have gone over HTTP (declined, refused, no token) returns
   // Errc::rdma_declined instead, and a declined reply's body is read into host memory and
   // dropped, so that the caller can move the bytes through the bounce path.
+  // sse: SSE-C headers (client::sse_c_headers) sent on the request; empty for none.
   Result<GetOutcome> get_one(const std::string& target, std::optional<Piece> range,
                              std::span<std::byte> dst, const std::string& if_match,
-                             bool direct = false);
+                             bool direct = false, const client::Headers& sse = {});
 
   // The host flow of Client::get; direct: the buffer is device memory the fabric registers
   // itself (GPUDirect), and anything but RDMA fails with rdma_declined instead of touching it
@@ -213,13 +214,15 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // the first reply.
   Result<TransferResult> get_host(std::string_view bucket, std::string_view key,
                                   std::span<std::byte> dst, std::optional<ByteRange> range,
-                                  bool direct, std::string_view if_match = {});
+                                  bool direct, std::string_view if_match = {},
+                                  const client::Headers& sse = {});
   // Device memory: GPUDirect when the fabric can, else (or when declined) the staging pipeline.
   Result<TransferResult> get_device(std::string_view bucket, std::string_view key,
                                     std::span<std::byte> dst, std::optional<ByteRange> range,
                                     void* cuda_stream);
   // HeadObject (Client::head; get_host asks it for an empty buffer).
-  Result<ObjectInfo> head(std::string_view bucket, std::string_view key);
+  Result<ObjectInfo> head(std::string_view bucket, std::string_view key,
+                          const client::Headers& sse = {});
 
   // --- one PUT / UploadPart request -------------------------------------------------------------
   struct PutOutcome {
@@ -253,12 +256,22 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // the upload on failure.
   Result<std::string> complete_upload(const std::string& target, const std::string& upload_id,
                                       const std::vector<std::string>& etags,
-                                      const std::vector<std::string>& crc32c = {});
+                                      const std::vector<std::string>& crc32c = {},
+                                      const client::Headers& sse = {});
 
   // The host flow of Client::put (single PUT or multipart upload); direct as get_host.
   Result<TransferResult> put_host(std::string_view bucket, std::string_view key,
                                   std::span<const std::byte> src, bool direct,
                                   const PutOptions* options = nullptr);
+  // Client::complete_multipart_upload; sse: the upload's SSE-C headers, or empty.
+  Result<TransferResult> complete_parts(std::string_view bucket, std::string_view key,
+                                        std::string_view upload_id,
+                                        std::span<const CompletedPart> parts,
+                                        const client::Headers& sse);
+  // Client::upload_part; sse: the upload's SSE-C headers, or empty.
+  Result<TransferResult> upload_part(std::string_view bucket, std::string_view key,
+                                     std::string_view upload_id, std::uint32_t part_number,
+                                     std::span<const std::byte> src, const client::Headers& sse);
   // Device memory, as get_device.
   Result<TransferResult> put_device(std::string_view bucket, std::string_view key,
                                     std::span<const std::byte> src, void* cuda_stream);

@@ -54,6 +54,7 @@ Result<std::string> xml_request(client::HttpClient& http, std::string method, st
                                 std::string body = {},
                                 std::vector<std::pair<std::string, std::string>> headers = {}) {
   HttpRequest req;
+  client::HeadersWiper wipe{req.headers};
   req.method = std::move(method);
   req.target = std::move(target);
   req.headers = std::move(headers);
@@ -121,12 +122,30 @@ Result<client::Headers> client::put_option_headers(const PutOptions& options) {
 
 Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_view src_key,
                                     std::string_view dst_bucket, std::string_view dst_key) {
+  return copy(src_bucket, src_key, dst_bucket, dst_key, CopyOptions{});
+}
+
+Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_view src_key,
+                                    std::string_view dst_bucket, std::string_view dst_key,
+                                    const CopyOptions& options) {
+  // SSE-C: the source's key as copy-source headers (and on its HEAD), the copy's as usual.
+  client::SecretHeaders src_sse, src_head_sse, dst_sse;
+  if (options.source_sse_c) {
+    src_sse.h = client::sse_c_headers(*options.source_sse_c, true);
+    src_head_sse.h = client::sse_c_headers(*options.source_sse_c);
+  }
+  if (options.sse_c) dst_sse.h = client::sse_c_headers(*options.sse_c);
+  auto with_sse = [&](client::Headers h) {
+    h.insert(h.end(), src_sse.h.begin(), src_sse.h.end());
+    h.insert(h.end(), dst_sse.h.begin(), dst_sse.h.end());
+    return h;
+  };
   const std::uint64_t threshold = config().copy_multipart_threshold_bytes;
   if (threshold == 0 || threshold > limits::put_bytes_max) {
     return Status(Errc::invalid_argument, "copy_multipart_threshold_bytes must be 1.." +
                                               std::to_string(limits::put_bytes_max));
   }
-  auto info = head(src_bucket, src_key);
+  auto info = impl_->head(src_bucket, src_key, src_head_sse.h);
   if (!info.ok()) return info.status();
   const std::string target = client::object_target(dst_bucket, dst_key);
   const std::string source = client::object_target(src_bucket, src_key);
@@ -137,9 +156,9 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
   res.reason = "server-side copy";
 
   if (info->size <= threshold) {
-    auto body = xml_request(
-        *impl_->http, "PUT", target, {},
-        {{"x-amz-copy-source", source}, {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
+    auto body = xml_request(*impl_->http, "PUT", target, {},
+                            with_sse({{"x-amz-copy-source", source},
+                                      {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}}));
     ++res.requests;
     if (!body.ok()) return body.status();
     auto copied = s3::decode_copy_result(*body);
@@ -151,7 +170,9 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
 
   auto plan = client::plan_upload(info->size, std::max(config().part_size_bytes, threshold));
   if (!plan.ok()) return plan.status();
-  auto upload_id = create_multipart_upload(dst_bucket, dst_key);
+  PutOptions create_options;
+  create_options.sse_c = options.sse_c;
+  auto upload_id = create_multipart_upload(dst_bucket, dst_key, create_options);
   ++res.requests;
   if (!upload_id.ok()) return upload_id.status();
   const std::string uid = uri_encode(*upload_id, true);
@@ -161,9 +182,9 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
     auto body = xml_request(
         *impl_->http, "PUT",
         target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid, {},
-        {{"x-amz-copy-source", source},
-         {"x-amz-copy-source-range", client::range_header(p.offset, p.length)},
-         {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}});
+        with_sse({{"x-amz-copy-source", source},
+                  {"x-amz-copy-source-range", client::range_header(p.offset, p.length)},
+                  {"x-amz-copy-source-if-match", "\"" + info->etag + "\""}}));
     if (!body.ok()) return body.status();
     auto copied = s3::decode_copy_result(*body);
     if (!copied.ok()) return client::reply_error(copied.status(), "UploadPartCopy");
@@ -176,7 +197,9 @@ Result<TransferResult> Client::copy(std::string_view src_bucket, std::string_vie
     (void)abort_multipart_upload(dst_bucket, dst_key, *upload_id);
     return st;
   }
-  auto done = complete_multipart_upload(dst_bucket, dst_key, *upload_id, parts);
+  auto done = options.sse_c ? complete_multipart_upload(dst_bucket, dst_key, *upload_id, parts,
+                                                        *options.sse_c)
+                            : complete_multipart_upload(dst_bucket, dst_key, *upload_id, parts);
   ++res.requests;
   if (!done.ok()) return done.status();
   res.etag = done->etag;
@@ -220,6 +243,10 @@ Result<std::string> Client::create_multipart_upload(std::string_view bucket, std
                                                     const PutOptions& options) {
   auto headers = client::put_option_headers(options);
   if (!headers.ok()) return headers.status();
+  if (options.sse_c) {
+    client::SecretHeaders sse(client::sse_c_headers(*options.sse_c));
+    headers->insert(headers->end(), sse.h.begin(), sse.h.end());
+  }
   auto body = xml_request(*impl_->http, "POST", client::object_target(bucket, key) + "?uploads", {},
                           std::move(*headers));
   if (!body.ok()) return body.status();
@@ -232,11 +259,27 @@ Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket
                                                          std::string_view key,
                                                          std::string_view upload_id,
                                                          std::span<const CompletedPart> parts) {
+  return impl_->complete_parts(bucket, key, upload_id, parts, {});
+}
+
+Result<TransferResult> Client::complete_multipart_upload(std::string_view bucket,
+                                                         std::string_view key,
+                                                         std::string_view upload_id,
+                                                         std::span<const CompletedPart> parts,
+                                                         const SseCustomerKey& sse_c) {
+  client::SecretHeaders sse(client::sse_c_headers(sse_c));
+  return impl_->complete_parts(bucket, key, upload_id, parts, sse.h);
+}
+
+Result<TransferResult> Client::Impl::complete_parts(std::string_view bucket, std::string_view key,
+                                                    std::string_view upload_id,
+                                                    std::span<const CompletedPart> parts,
+                                                    const client::Headers& sse) {
   std::vector<std::pair<std::uint32_t, std::string>> numbered;
   numbered.reserve(parts.size());
   for (const auto& p : parts) numbered.emplace_back(p.part_number, p.etag);
-  auto etag = client::complete_upload_confirmed(*impl_->http, client::object_target(bucket, key),
-                                                std::string(upload_id), numbered);
+  auto etag = client::complete_upload_confirmed(*http, client::object_target(bucket, key),
+                                                std::string(upload_id), numbered, {}, sse);
   if (!etag.ok()) return etag.status();
   TransferResult res;
   res.etag = std::move(*etag);

@@ -33,6 +33,7 @@ Result<Client::Impl::PutOutcome> Client::Impl::put_one(const std::string& target
   }
   if (!token.empty()) {
     HttpRequest req;
+    client::HeadersWiper wipe{req.headers};
     req.method = "PUT";
     req.target = target;
     req.send_content_length = true;
@@ -72,6 +73,7 @@ Result<Client::Impl::PutOutcome> Client::Impl::put_one(const std::string& target
     out.info.plain = true;
   }
   HttpRequest req;
+  client::HeadersWiper wipe{req.headers};
   req.method = "PUT";
   req.target = target;
   req.send_content_length = true;
@@ -90,6 +92,7 @@ Result<std::string> Client::Impl::xml_call(const std::string& method, const std:
                                            std::string body, const std::string& checksum_algorithm,
                                            const client::Headers& extra) {
   HttpRequest req;
+  client::HeadersWiper wipe{req.headers};
   req.method = method;
   req.target = target;
   req.send_content_length = method == "POST" || method == "PUT";
@@ -123,13 +126,14 @@ void Client::Impl::abort_upload(const std::string& target, const std::string& up
 Result<std::string> Client::Impl::complete_upload(const std::string& target,
                                                   const std::string& upload_id,
                                                   const std::vector<std::string>& etags,
-                                                  const std::vector<std::string>& crc32c) {
+                                                  const std::vector<std::string>& crc32c,
+                                                  const client::Headers& sse) {
   std::vector<std::pair<std::uint32_t, std::string>> parts;
   parts.reserve(etags.size());
   for (std::size_t i = 0; i < etags.size(); ++i) {
     parts.emplace_back(static_cast<std::uint32_t>(i + 1), etags[i]);
   }
-  auto etag = client::complete_upload_confirmed(*http, target, upload_id, parts, crc32c);
+  auto etag = client::complete_upload_confirmed(*http, target, upload_id, parts, crc32c, sse);
   if (!etag.ok()) abort_upload(target, upload_id);
   return etag;
 }
@@ -142,10 +146,13 @@ Result<TransferResult> Client::put(std::string_view bucket, std::string_view key
 
 Result<TransferResult> Client::put(std::string_view bucket, std::string_view key,
                                    std::span<const std::byte> src, const PutOptions& options) {
-  if (options.content_type.empty() && options.metadata.empty()) return put(bucket, key, src);
+  if (options.content_type.empty() && options.metadata.empty() && !options.sse_c) {
+    return put(bucket, key, src);
+  }
   if (!src.empty() && is_device_memory(src.data())) {
-    return Status(Errc::invalid_argument,
-                  "PutOptions (content type, metadata) need host memory, not CUDA device memory");
+    return Status(
+        Errc::invalid_argument,
+        "PutOptions (content type, metadata, SSE-C key) need host memory, not CUDA device memory");
   }
   return impl_->put_host(bucket, key, src, false, &options);
 }
@@ -171,11 +178,18 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
                                               std::span<const std::byte> src, bool direct,
                                               const PutOptions* options) {
   const std::string target = client::object_target(bucket, key);
-  client::Headers extra;
+  // extra: on the PutObject or the CreateMultipartUpload; sse (SSE-C) also on every part and
+  // the Complete.
+  client::SecretHeaders extra;
+  client::SecretHeaders sse;
   if (options) {
     auto h = client::put_option_headers(*options);
     if (!h.ok()) return h.status();
-    extra = std::move(*h);
+    extra.h = std::move(*h);
+    if (options->sse_c) {
+      sse.h = client::sse_c_headers(*options->sse_c);
+      extra.h.insert(extra.h.end(), sse.h.begin(), sse.h.end());
+    }
   }
   auto plan = client::plan_upload(src.size(), cfg.part_size_bytes, cfg.multipart_threshold_bytes);
   if (!plan.ok()) return plan.status();
@@ -183,7 +197,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   res.object_size = src.size();
   PathInfo info;
   if (!plan->multipart) {
-    auto o = put_one(target, src, {}, direct, extra);
+    auto o = put_one(target, src, {}, direct, extra.h);
     if (!o.ok()) return o.status();
     res.bytes = src.size();
     res.etag = o->etag;
@@ -193,7 +207,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
     return res;
   }
 
-  auto created = create_upload(target, {}, extra);
+  auto created = create_upload(target, {}, extra.h);
   ++res.requests;
   if (!created.ok()) return created.status();
   const std::string upload_id = std::move(*created);
@@ -206,7 +220,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   Status st = run_parallel(parts.size(), cfg.concurrency, [&](std::size_t i) -> Status {
     const Piece& p = parts[i];
     auto o = put_one(target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
-                     src.subspan(p.offset, p.length), {}, direct);
+                     src.subspan(p.offset, p.length), {}, direct, sse.h);
     if (!o.ok()) return o.status();
     requests += o->requests;
     if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
@@ -219,7 +233,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
     abort_upload(target, upload_id);
     return st;
   }
-  auto done = complete_upload(target, upload_id, etags);
+  auto done = complete_upload(target, upload_id, etags, {}, sse.h);
   ++res.requests;
   if (!done.ok()) return done.status();
   res.etag = std::move(*done);
@@ -230,18 +244,20 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   return res;
 }
 
-Result<TransferResult> Client::upload_part(std::string_view bucket, std::string_view key,
-                                           std::string_view upload_id, std::uint32_t part_number,
-                                           std::span<const std::byte> src) {
+Result<TransferResult> Client::Impl::upload_part(std::string_view bucket, std::string_view key,
+                                                 std::string_view upload_id,
+                                                 std::uint32_t part_number,
+                                                 std::span<const std::byte> src,
+                                                 const client::Headers& sse) {
   if (part_number == 0 || part_number > limits::parts_max) {
     return Status(Errc::invalid_argument, "part number must be 1.." +
                                               std::to_string(limits::parts_max) + ", got " +
                                               std::to_string(part_number));
   }
-  auto o = impl_->put_one(client::object_target(bucket, key) +
-                              "?partNumber=" + std::to_string(part_number) +
-                              "&uploadId=" + uri_encode(upload_id, true),
-                          src);
+  auto o =
+      put_one(client::object_target(bucket, key) + "?partNumber=" + std::to_string(part_number) +
+                  "&uploadId=" + uri_encode(upload_id, true),
+              src, {}, false, sse);
   if (!o.ok()) return o.status();
   if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
   TransferResult res;
@@ -251,5 +267,23 @@ Result<TransferResult> Client::upload_part(std::string_view bucket, std::string_
   res.requests = o->requests;
   o->info.fill(res);
   return res;
+}
+
+Result<TransferResult> Client::upload_part(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id, std::uint32_t part_number,
+                                           std::span<const std::byte> src) {
+  return impl_->upload_part(bucket, key, upload_id, part_number, src, {});
+}
+
+Result<TransferResult> Client::upload_part(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id, std::uint32_t part_number,
+                                           std::span<const std::byte> src,
+                                           const SseCustomerKey& sse_c) {
+  if (!src.empty() && is_device_memory(src.data())) {
+    return Status(Errc::invalid_argument,
+                  "an SSE-C part needs host memory, not CUDA device memory");
+  }
+  client::SecretHeaders sse(client::sse_c_headers(sse_c));
+  return impl_->upload_part(bucket, key, upload_id, part_number, src, sse.h);
 }
 }  // namespace objdirect

@@ -13,10 +13,13 @@ namespace {
 // Whether HEAD shows the object this Complete makes (expected: the multipart ETag, or empty when
 // the parts' ETags are not MD5s and only the "-N" suffix can be checked).
 std::optional<std::string> completed_etag(HttpClient& http, const std::string& target,
-                                          const std::string& expected, std::size_t n_parts) {
+                                          const std::string& expected, std::size_t n_parts,
+                                          const Headers& sse) {
   HttpRequest head;
+  HeadersWiper wipe{head.headers};
   head.method = "HEAD";
   head.target = target;
+  head.headers = sse;
   auto r = http.execute(head);
   if (!r.ok() || !r->ok()) return std::nullopt;
   std::string etag = s3::unquote_etag(r->header("etag").value_or(""));
@@ -35,7 +38,7 @@ std::optional<std::string> completed_etag(HttpClient& http, const std::string& t
 Result<std::string> complete_upload_confirmed(
     HttpClient& http, const std::string& target, const std::string& upload_id,
     std::span<const std::pair<std::uint32_t, std::string>> parts,
-    std::span<const std::string> crc32c) {
+    std::span<const std::string> crc32c, const Headers& sse) {
   std::vector<std::string> md5s;
   md5s.reserve(parts.size());
   for (const auto& p : parts) md5s.push_back(p.second);
@@ -43,11 +46,13 @@ Result<std::string> complete_upload_confirmed(
 
   const std::string body = complete_multipart_body(parts, crc32c);
   HttpRequest req;
+  HeadersWiper wipe{req.headers};
   req.method = "POST";
   req.target = target + "?uploadId=" + uri_encode(upload_id, true);
   req.send_content_length = true;
   req.body = std::as_bytes(std::span(body.data(), body.size()));
   req.headers.emplace_back("content-type", "application/xml");
+  req.headers.insert(req.headers.end(), sse.begin(), sse.end());
   req.retry = false;  // the loop is here
   req.xml_reply = true;
 
@@ -63,7 +68,7 @@ Result<std::string> complete_upload_confirmed(
       if (!r->ok()) {
         Status st = status_from_response(*r);
         if (maybe_done && st.code() == Errc::no_such_upload) {
-          if (auto etag = completed_etag(http, target, expected, parts.size())) {
+          if (auto etag = completed_etag(http, target, expected, parts.size(), sse)) {
             http.count_complete_confirmed();
             return *etag;
           }
@@ -74,7 +79,7 @@ Result<std::string> complete_upload_confirmed(
       }
       auto etag = parse_complete_reply(r->body);
       if (!etag.ok() && maybe_done && etag.code() == Errc::no_such_upload) {
-        if (auto done = completed_etag(http, target, expected, parts.size())) {
+        if (auto done = completed_etag(http, target, expected, parts.size(), sse)) {
           http.count_complete_confirmed();
           return *done;
         }
@@ -87,7 +92,7 @@ Result<std::string> complete_upload_confirmed(
     maybe_done = maybe_done || !answered_error;
     reasons += (reasons.empty() ? "" : ", ") + *reason;
     if (maybe_done) {
-      if (auto etag = completed_etag(http, target, expected, parts.size())) {
+      if (auto etag = completed_etag(http, target, expected, parts.size(), sse)) {
         http.count_retry(*reason);
         http.count_complete_confirmed();
         return *etag;

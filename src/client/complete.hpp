@@ -23,10 +23,11 @@ namespace objdirect::client {
 
 // target: "/bucket/key"; parts: (part number, ETag unquoted) in ascending order. Returns the
 // object's ETag (unquoted). Errors: those of the Complete (invalid_part, no_such_upload, ...),
-// with the attempts named after retries. crc32c: as complete_multipart_body's.
+// with the attempts named after retries. crc32c: as complete_multipart_body's. sse: the upload's
+// SSE-C headers (sse_c_headers), sent on the Complete and on the confirming HEAD; empty for none.
 Result<std::string> complete_upload_confirmed(
     HttpClient& http, const std::string& target, const std::string& upload_id,
     std::span<const std::pair<std::uint32_t, std::string>> parts,
-    std::span<const std::string> crc32c = {});
+    std::span<const std::string> crc32c = {}, const Headers& sse = {});
 
 }  // namespace objdirect::client

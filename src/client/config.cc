@@ -2,11 +2,15 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "common/retry.hpp"
 #include "objdirect/client.hpp"
@@ -98,6 +102,78 @@ std::string value_of(const Section* s, const char* key) {
   return it == s->end() ? std::string() : it->second;
 }
 
+// A size as awscli reads multipart_threshold and multipart_chunksize
+// (awscli.customizations.s3.utils.human_readable_to_bytes): a whole number of bytes, or one with a
+// case-insensitive suffix KB, MB, GB, TB or KiB, MiB, GiB, TiB, all 1024-based ("8MB" is 8 MiB);
+// blanks around the number are allowed (Python's int()), fractions are not.
+std::optional<std::uint64_t> awscli_size(std::string_view text) {
+  std::string v = trim(text);
+  for (auto& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::uint64_t mult = 1;
+  static constexpr std::pair<std::string_view, std::uint64_t> kSuffixes[] = {
+      {"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"tib", 1ull << 40},
+      {"kb", 1ull << 10},  {"mb", 1ull << 20},  {"gb", 1ull << 30},  {"tb", 1ull << 40}};
+  for (const auto& [suffix, m] : kSuffixes) {
+    if (v.size() >= suffix.size() && v.ends_with(suffix)) {
+      v = trim(std::string_view(v).substr(0, v.size() - suffix.size()));
+      mult = m;
+      break;
+    }
+  }
+  if (!v.empty() && v[0] == '+') v.erase(0, 1);
+  std::uint64_t n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || n > UINT64_MAX / mult) {
+    return std::nullopt;
+  }
+  return n * mult;
+}
+
+// The keys of the profile's nested "s3 =" block that awscli's s3 commands read, as ClientConfig
+// settings: addressing_style, max_concurrent_requests (concurrency), multipart_threshold and
+// multipart_chunksize (multipart_threshold_bytes, part_size_bytes; sizes as awscli_size);
+// use_accelerate_endpoint = true is refused (S3 Transfer Acceleration is an AWS endpoint, and
+// objdirect talks to the configured one). Other keys (max_bandwidth: the client has no bandwidth
+// limiter; max_queue_size, payload_signing_enabled, preferred_transfer_client, ...) are not read.
+Status apply_s3_block(const Section* fs, const std::string& source, ClientConfig& c) {
+  auto bad = [&](const char* key, const std::string& value, std::string_view want) {
+    return Status(Errc::invalid_argument,
+                  source + ": s3." + key + " = '" + value + "': " + std::string(want));
+  };
+  if (std::string a = value_of(fs, "s3.addressing_style"); !a.empty()) c.addressing_style = a;
+  if (std::string v = value_of(fs, "s3.max_concurrent_requests"); !v.empty()) {
+    std::uint32_t n = 0;
+    const std::string t = trim(v);
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size() || n == 0) {
+      return bad("max_concurrent_requests", v, "a whole number of at least 1");
+    }
+    c.concurrency = n;
+  }
+  if (std::string v = value_of(fs, "s3.multipart_threshold"); !v.empty()) {
+    auto n = awscli_size(v);
+    if (!n || *n == 0) return bad("multipart_threshold", v, "a size such as 8MB or 8388608");
+    c.multipart_threshold_bytes = *n;
+  }
+  if (std::string v = value_of(fs, "s3.multipart_chunksize"); !v.empty()) {
+    auto n = awscli_size(v);
+    if (!n || *n == 0) return bad("multipart_chunksize", v, "a size such as 8MB or 8388608");
+    c.part_size_bytes = *n;
+  }
+  if (std::string v = value_of(fs, "s3.use_accelerate_endpoint"); !v.empty()) {
+    std::string t = trim(v);
+    for (auto& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (t == "true") {
+      return bad("use_accelerate_endpoint", v,
+                 "S3 Transfer Acceleration is not supported: objdirect sends every request to "
+                 "the profile's endpoint (endpoint_url / AWS_ENDPOINT_URL); remove the key or "
+                 "set it to false");
+    }
+    if (t != "false") return bad("use_accelerate_endpoint", v, "true or false");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
@@ -175,8 +251,8 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
   } else {
     c.ca_bundle = value_of(fs, "ca_bundle");
   }
-  // The profile's nested "s3 =" block (awscli's S3 settings); Client::create checks the value.
-  if (std::string a = value_of(fs, "s3.addressing_style"); !a.empty()) c.addressing_style = a;
+  // The profile's nested "s3 =" block (awscli's S3 settings); Client::create checks the values.
+  if (auto st = apply_s3_block(fs, conf_path + " [" + profile + "]", c); !st.ok()) return st;
   if (const char* f = env("OBJDIRECT_FABRIC")) c.fabric = f;
   if (const char* o = env("OBJDIRECT_FABRIC_ORDER")) c.fabric_order = o;
   if (const char* m = env("OBJDIRECT_FABRIC_FAILURE_MEMORY_MS")) {

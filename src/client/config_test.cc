@@ -110,6 +110,52 @@ TEST_F(ConfigTest, NestedS3AddressingStyleIsRead) {
   EXPECT_NE(cl.status().message().find("sideways"), std::string::npos);
 }
 
+// The other keys awscli's s3 commands read from the block: max_concurrent_requests,
+// multipart_threshold and multipart_chunksize with awscli's 1024-based suffixes.
+TEST_F(ConfigTest, NestedS3TransferSettingsAreRead) {
+  write(home_ / ".aws/config",
+        "[default]\ns3 =\n  max_concurrent_requests = 20\n  multipart_threshold = 64MB\n"
+        "  multipart_chunksize = 16MiB\n  max_bandwidth = 50MB/s\n"
+        "  use_accelerate_endpoint = false\n"
+        "[profile kb]\ns3 =\n  multipart_threshold = 512kb\n  multipart_chunksize = 10485760\n"
+        "[profile big]\ns3 =\n  multipart_chunksize = 1 GB\n  multipart_threshold = 2TiB\n");
+  auto c = ClientConfig::load();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->concurrency, 20u);
+  EXPECT_EQ(c->multipart_threshold_bytes, 64ull << 20);
+  EXPECT_EQ(c->part_size_bytes, 16ull << 20);
+  auto kb = ClientConfig::load("kb");
+  ASSERT_TRUE(kb.ok()) << kb.status().to_string();
+  EXPECT_EQ(kb->multipart_threshold_bytes, 512ull << 10);
+  EXPECT_EQ(kb->part_size_bytes, 10485760u);
+  EXPECT_EQ(kb->concurrency, 8u);  // the default
+  auto big = ClientConfig::load("big");
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_EQ(big->part_size_bytes, 1ull << 30);
+  EXPECT_EQ(big->multipart_threshold_bytes, 2ull << 40);
+}
+
+// Values awscli refuses are refused, naming the file, the profile, the key and the value;
+// use_accelerate_endpoint = true is refused (there is no accelerate endpoint to go to).
+TEST_F(ConfigTest, NestedS3BadValuesAreRefused) {
+  for (const char* line :
+       {"max_concurrent_requests = 0", "max_concurrent_requests = ten", "multipart_threshold = 8XB",
+        "multipart_threshold = 1.5MB", "multipart_chunksize = MB", "multipart_chunksize = -8MB",
+        "multipart_chunksize = 0", "use_accelerate_endpoint = true",
+        "use_accelerate_endpoint = maybe"}) {
+    write(home_ / ".aws/config", std::string("[default]\ns3 =\n  ") + line + "\n");
+    auto c = ClientConfig::load();
+    ASSERT_FALSE(c.ok()) << line;
+    EXPECT_EQ(c.code(), Errc::invalid_argument) << line;
+    const std::string key(line, std::string_view(line).find(' '));
+    EXPECT_NE(c.status().message().find("s3." + key), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("[default]"), std::string::npos) << c.status().message();
+  }
+  write(home_ / ".aws/config", "[default]\ns3 =\n  use_accelerate_endpoint = true\n");
+  EXPECT_NE(ClientConfig::load().status().message().find("Transfer Acceleration"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, NamedProfileUsesProfileSectionInConfig) {
   write(home_ / ".aws/credentials",
         "[default]\naws_access_key_id = D\naws_secret_access_key = DS\n"

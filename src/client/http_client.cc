@@ -1,5 +1,7 @@
 #include "client/http_client.hpp"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -487,6 +489,31 @@ std::optional<std::chrono::milliseconds> HttpClient::retry_after(const Result<Ht
   return retry::parse_retry_after(*h, std::chrono::system_clock::now());
 }
 
+namespace {
+
+// The allocator of the request's header fields: what it frees is wiped first (OPENSSL_cleanse),
+// so that an SSE-C key's header value does not stay behind in freed memory (docs/sse-c.md).
+template <class T>
+struct WipingAllocator {
+  using value_type = T;
+  WipingAllocator() = default;
+  template <class U>
+  WipingAllocator(const WipingAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return std::allocator<T>().allocate(n); }
+  void deallocate(T* p, std::size_t n) noexcept {
+    OPENSSL_cleanse(p, n * sizeof(T));
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const WipingAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+using RequestFields = bhttp::basic_fields<WipingAllocator<char>>;
+
+}  // namespace
+
 Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& req,
                                               std::optional<std::span<std::byte>> sink,
                                               bool& reply_started, bool& reusable,
@@ -504,6 +531,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
 
   // --- sign ---
   sigv4::RequestView view;
+  HeadersWiper wipe_view{view.headers};
   view.method = req.method;
   view.target = target;
   view.headers.reserve(req.headers.size() + 5);
@@ -529,7 +557,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
       sigv4::sign(view, opts_.credentials, opts_.region, "s3", now, &signing_keys_);
 
   // --- write ---
-  bhttp::request<bhttp::buffer_body> msg;
+  bhttp::request<bhttp::buffer_body, RequestFields> msg;
   msg.method_string(req.method);
   msg.target(target);
   msg.version(11);
@@ -542,7 +570,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   msg.body().size = req.body.size();
   msg.body().more = false;
 
-  bhttp::request_serializer<bhttp::buffer_body> sr(msg);
+  bhttp::request_serializer<bhttp::buffer_body, RequestFields> sr(msg);
   std::size_t n = 0;
   while (!sr.is_done()) {
     auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {

@@ -41,8 +41,9 @@ inline constexpr std::size_t client_response_body_bytes_max = 16 * 1024 * 1024;
 }  // namespace objdirect::limits
 
 namespace objdirect {
-struct PutOptions;  // objdirect/client.hpp
-}
+struct PutOptions;     // objdirect/client.hpp
+class SseCustomerKey;  // objdirect/client.hpp
+}  // namespace objdirect
 
 namespace objdirect::client {
 
@@ -221,5 +222,32 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 // The content-type and x-amz-meta-* headers of an upload's PutOptions (client_ops.cc), after the
 // checks PutOptions documents. Errors: invalid_argument naming the bad name or value.
 Result<Headers> put_option_headers(const PutOptions& options);
+
+// SSE-C (sse_c.cc, docs/sse-c.md): the three x-amz-server-side-encryption-customer-* headers of
+// `key` (algorithm AES256, the key and its MD5 in base64); copy_source: the
+// x-amz-copy-source-server-side-encryption-customer-* names of a copy's source. The key's value
+// is a secret: hold the headers in SecretHeaders, and wipe each request that copied them
+// (wipe_secret_headers) once it is sent.
+Headers sse_c_headers(const SseCustomerKey& key, bool copy_source = false);
+// Whether `name` (lower-case) is a header whose value is a secret (an SSE-C key).
+bool is_secret_header(std::string_view name);
+// Overwrites the values of the secret headers in h (OPENSSL_cleanse), leaving them empty.
+void wipe_secret_headers(Headers& h);
+
+// Headers that wipe their secret values when they go (not copyable, so no copy escapes).
+struct SecretHeaders {
+  Headers h;
+  SecretHeaders() = default;
+  explicit SecretHeaders(Headers v) : h(std::move(v)) {}
+  SecretHeaders(const SecretHeaders&) = delete;
+  SecretHeaders& operator=(const SecretHeaders&) = delete;
+  ~SecretHeaders() { wipe_secret_headers(h); }
+};
+
+// Wipes the secret values of headers it does not own (a request's) when it goes.
+struct HeadersWiper {
+  Headers& h;
+  ~HeadersWiper() { wipe_secret_headers(h); }
+};
 
 }  // namespace objdirect::client

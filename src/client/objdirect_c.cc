@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "common/limits.hpp"
@@ -33,6 +34,7 @@ int code_of(objdirect::Errc e) {
     case Errc::invalid_bucket_name:
     case Errc::key_too_long:
     case Errc::entity_too_large:
+    case Errc::invalid_request:
       return OD_EINVAL;
     case Errc::no_such_bucket:
     case Errc::no_such_key:
@@ -97,6 +99,55 @@ void fill(od_result* out, const objdirect::TransferResult& r) {
   copy_str(out->etag, sizeof(out->etag), r.etag);
   copy_str(out->fabric, sizeof(out->fabric), r.fabric);
   copy_str(out->reason, sizeof(out->reason), r.reason);
+}
+
+std::optional<objdirect::SseCustomerKey> c_key(const uint8_t* sse_c_key) {
+  auto k = objdirect::SseCustomerKey::from_bytes(
+      std::string_view(reinterpret_cast<const char*>(sse_c_key), OD_SSE_C_KEY_BYTES));
+  return std::move(*k);  // 32 bytes: always valid
+}
+
+int put_with(const char* fn, od_client* client, const char* bucket, const char* key,
+             const void* buf, size_t len, const od_put_options* options, const uint8_t* sse_c_key,
+             od_result* result) {
+  if (!client || !bucket || !key || (!buf && len)) {
+    return fail(OD_EINVAL, std::string(fn) + ": NULL argument");
+  }
+  objdirect::PutOptions o;
+  if (sse_c_key) o.sse_c = c_key(sse_c_key);
+  if (options) {
+    if (options->metadata_count > 0 && !options->metadata) {
+      return fail(OD_EINVAL, std::string(fn) + ": metadata is NULL with metadata_count > 0");
+    }
+    if (options->content_type) o.content_type = options->content_type;
+    for (size_t i = 0; i < options->metadata_count; ++i) {
+      const od_metadata& m = options->metadata[i];
+      if (!m.name || !m.value) {
+        return fail(OD_EINVAL, std::string(fn) + ": metadata entry " + std::to_string(i) +
+                                   " has a NULL name or value");
+      }
+      o.metadata.emplace_back(m.name, m.value);
+    }
+  }
+  auto r = client->client->put(bucket, key, std::span(static_cast<const std::byte*>(buf), len), o);
+  if (!r.ok()) return fail(r.status());
+  fill(result, *r);
+  return ok();
+}
+
+int head_with(const char* fn, od_client* client, const char* bucket, const char* key,
+              const uint8_t* sse_c_key, od_object_info* info) {
+  if (!client || !bucket || !key) return fail(OD_EINVAL, std::string(fn) + ": NULL argument");
+  auto r = sse_c_key ? client->client->head(bucket, key, *c_key(sse_c_key))
+                     : client->client->head(bucket, key);
+  if (!r.ok()) return fail(r.status());
+  if (info) {
+    std::memset(info, 0, sizeof(*info));
+    info->size = r->size;
+    copy_str(info->etag, sizeof(info->etag), r->etag);
+    copy_str(info->last_modified, sizeof(info->last_modified), r->last_modified);
+  }
+  return ok();
 }
 
 }  // namespace
@@ -166,25 +217,26 @@ int od_put(od_client* client, const char* bucket, const char* key, const void* b
 
 int od_put_with_options(od_client* client, const char* bucket, const char* key, const void* buf,
                         size_t len, const od_put_options* options, od_result* result) {
-  if (!client || !bucket || !key || (!buf && len)) {
-    return fail(OD_EINVAL, "od_put_with_options: NULL argument");
+  return put_with("od_put_with_options", client, bucket, key, buf, len, options, nullptr, result);
+}
+
+int od_put_sse_c(od_client* client, const char* bucket, const char* key, const void* buf,
+                 size_t len, const od_put_options* options, const uint8_t* sse_c_key,
+                 od_result* result) {
+  if (!sse_c_key) return fail(OD_EINVAL, "od_put_sse_c: NULL key");
+  return put_with("od_put_sse_c", client, bucket, key, buf, len, options, sse_c_key, result);
+}
+
+int od_get_sse_c(od_client* client, const char* bucket, const char* key, void* buf, size_t len,
+                 uint64_t offset, uint64_t length, const uint8_t* sse_c_key, od_result* result) {
+  if (!client || !bucket || !key || (!buf && len) || !sse_c_key) {
+    return fail(OD_EINVAL, "od_get_sse_c: NULL argument");
   }
-  objdirect::PutOptions o;
-  if (options) {
-    if (options->metadata_count > 0 && !options->metadata) {
-      return fail(OD_EINVAL, "od_put_with_options: metadata is NULL with metadata_count > 0");
-    }
-    if (options->content_type) o.content_type = options->content_type;
-    for (size_t i = 0; i < options->metadata_count; ++i) {
-      const od_metadata& m = options->metadata[i];
-      if (!m.name || !m.value) {
-        return fail(OD_EINVAL, "od_put_with_options: metadata entry " + std::to_string(i) +
-                                   " has a NULL name or value");
-      }
-      o.metadata.emplace_back(m.name, m.value);
-    }
-  }
-  auto r = client->client->put(bucket, key, std::span(static_cast<const std::byte*>(buf), len), o);
+  std::optional<objdirect::ByteRange> range;
+  if (length) range = objdirect::ByteRange{offset, length};
+  objdirect::GetOptions o;
+  o.sse_c = c_key(sse_c_key);
+  auto r = client->client->get(bucket, key, std::span(static_cast<std::byte*>(buf), len), range, o);
   if (!r.ok()) return fail(r.status());
   fill(result, *r);
   return ok();
@@ -212,16 +264,13 @@ int od_presign(od_client* client, const char* method, const char* bucket, const 
 }
 
 int od_head(od_client* client, const char* bucket, const char* key, od_object_info* info) {
-  if (!client || !bucket || !key) return fail(OD_EINVAL, "od_head: NULL argument");
-  auto r = client->client->head(bucket, key);
-  if (!r.ok()) return fail(r.status());
-  if (info) {
-    std::memset(info, 0, sizeof(*info));
-    info->size = r->size;
-    copy_str(info->etag, sizeof(info->etag), r->etag);
-    copy_str(info->last_modified, sizeof(info->last_modified), r->last_modified);
-  }
-  return ok();
+  return head_with("od_head", client, bucket, key, nullptr, info);
+}
+
+int od_head_sse_c(od_client* client, const char* bucket, const char* key, const uint8_t* sse_c_key,
+                  od_object_info* info) {
+  if (!sse_c_key) return fail(OD_EINVAL, "od_head_sse_c: NULL key");
+  return head_with("od_head_sse_c", client, bucket, key, sse_c_key, info);
 }
 
 int od_client_stats(od_client* client, od_stats* out) {

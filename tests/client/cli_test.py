@@ -15,6 +15,7 @@ Run by ctest (cli_pytest) with OBJDIRECT_BIN_DIR=<build>/bin; a missing binary f
 import hashlib
 import json
 import os
+import shutil
 import pty
 import re
 import select
@@ -235,6 +236,65 @@ def test_stdin_upload_and_stdout_download(server, bucket):
         assert down.returncode == 0 and down.stdout == data, down.stderr
     bad = run(server, "cp", "-", f"s3://{bucket}/", check=False)
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+
+
+def test_stdin_upload_guesses_no_content_type_as_awscli(server, bucket):
+    """`cp - s3://B/K.json` sends no Content-Type (the server stores binary/octet-stream), single
+    and multipart, as `aws s3 cp -` does (checked against the AWS CLI itself when installed);
+    --content-type always wins."""
+    s3 = s3_client(server)
+    for size in (100, 6 * MIB):
+        data = os.urandom(size)
+        for key, extra in (("plain.json", []), ("typed.json", ["--content-type", "text/x-typed"])):
+            up = subprocess.run([binary("objdirect"), "cp", "--part-size", "5MiB", *extra, "-",
+                                 f"s3://{bucket}/{size}/{key}"], input=data, capture_output=True,
+                                env=cli_env(server), timeout=120)
+            assert up.returncode == 0, up.stderr
+        h = s3.head_object(Bucket=bucket, Key=f"{size}/plain.json")
+        assert h["ContentType"] == "binary/octet-stream", (size, h["ContentType"])
+        assert s3.head_object(Bucket=bucket, Key=f"{size}/typed.json")["ContentType"] == \
+            "text/x-typed"
+        assert h["ETag"].strip('"').endswith("-2") == (size > 5 * MIB)
+    for aws in ("/usr/bin/aws", shutil.which("aws")):
+        if not aws or not os.access(aws, os.X_OK):
+            continue
+        env = cli_env(server, AWS_DEFAULT_REGION="us-east-1")
+        p = subprocess.run([aws, "--endpoint-url", server.endpoint, "s3", "cp", "-",
+                            f"s3://{bucket}/aws.json"], input=b"{}", capture_output=True, env=env,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert s3.head_object(Bucket=bucket, Key="aws.json")["ContentType"] == \
+            s3.head_object(Bucket=bucket, Key="100/plain.json")["ContentType"], aws
+
+
+def test_profile_s3_block_transfer_settings(server, bucket, tmp_path):
+    """The profile's nested `s3 =` block as awscli reads it: multipart_chunksize and
+    multipart_threshold (with awscli's MB suffix, 1024-based) decide the part plan and
+    max_concurrent_requests the width; command-line flags still win; use_accelerate_endpoint =
+    true is refused with a message naming it."""
+    cfg = tmp_path / "config"
+    cfg.write_text("[default]\ns3 =\n  multipart_chunksize = 5MB\n  multipart_threshold = 6MB\n"
+                   "  max_concurrent_requests = 2\n")
+    env = cli_env(server, AWS_CONFIG_FILE=str(cfg))
+    f = tmp_path / "twelve.bin"
+    f.write_bytes(os.urandom(12 * MIB))
+    small = tmp_path / "six.bin"
+    small.write_bytes(os.urandom(6 * MIB - 1))
+    run(server, "cp", str(f), f"s3://{bucket}/p", env=env)
+    run(server, "cp", str(small), f"s3://{bucket}/s", env=env)
+    run(server, "cp", "--part-size", "8MiB", str(f), f"s3://{bucket}/flag", env=env)
+    run(server, "cp", str(f), f"s3://{bucket}/default")  # no profile: 8 MiB parts
+    s3 = s3_client(server)
+    etag = lambda k: s3.head_object(Bucket=bucket, Key=k)["ETag"].strip('"')
+    assert etag("p").endswith("-3")  # 5 MiB chunks
+    assert "-" not in etag("s")  # under the 6 MB threshold: one PutObject
+    assert etag("flag").endswith("-2") and etag("default").endswith("-2")
+    cfg.write_text("[default]\ns3 =\n  use_accelerate_endpoint = true\n")
+    p = run(server, "cp", str(small), f"s3://{bucket}/acc", env=env, check=False)
+    assert p.returncode != 0 and "use_accelerate_endpoint" in p.stderr, p.stderr
+    cfg.write_text("[default]\ns3 =\n  multipart_chunksize = 1.5MB\n")
+    p = run(server, "ls", env=env, check=False)
+    assert p.returncode != 0 and "s3.multipart_chunksize" in p.stderr, p.stderr
 
 
 # -- interrupted downloads --------------------------------------------------------------------------

@@ -168,6 +168,43 @@ def test_missing_wrong_and_superfluous_keys(es3, eb, ssrv):
         es3.head_object(Bucket=eb, Key="x")
 
 
+def test_sse_s3_or_kms_with_sse_c_is_refused(es3, eb, ssrv):
+    """SSE-C and x-amz-server-side-encryption (AES256 or aws:kms) or a KMS key id together: 400
+    InvalidArgument with AWS's message, on PutObject, CreateMultipartUpload and CopyObject, and
+    nothing written; SSE-S3 alone and SSE-C alone still work."""
+    incompatible = ("Server Side Encryption with Customer provided key is incompatible with the "
+                    "encryption method specified.")
+    for extra in ({"x-amz-server-side-encryption": "AES256"},
+                  {"x-amz-server-side-encryption": "aws:kms"},
+                  {"x-amz-server-side-encryption-aws-kms-key-id": "some-key"}):
+        h = dict(key_headers(KEY_A), **extra)
+        f = objd.assert_error(objd.request(ssrv, "PUT", objd.opath(eb, "both"), headers=h, body=b"x"),
+                              400, "InvalidArgument")
+        assert f["Message"] == incompatible
+        f = objd.assert_error(objd.request(ssrv, "POST", objd.opath(eb, "both"), query={"uploads": None},
+                                           headers=h),
+                              400, "InvalidArgument")
+        assert f["Message"] == incompatible
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.put_object(Bucket=eb, Key="both", Body=b"x", ServerSideEncryption="AES256", **sse(KEY_A))
+    assert err(e) == (400, "InvalidArgument", incompatible)
+    assert "Uploads" not in es3.list_multipart_uploads(Bucket=eb)
+    with pytest.raises(botocore.exceptions.ClientError):
+        es3.head_object(Bucket=eb, Key="both")
+    # A copy: SSE-C for the destination with SSE-S3 is refused; the source's SSE-C key (copy-source
+    # headers) with SSE-S3 for the destination is not a conflict.
+    es3.put_object(Bucket=eb, Key="src", Body=b"source", **sse(KEY_A))
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        es3.copy_object(Bucket=eb, Key="dst", CopySource={"Bucket": eb, "Key": "src"},
+                        ServerSideEncryption="AES256", **copy_sse(KEY_A), **sse(KEY_B))
+    assert err(e) == (400, "InvalidArgument", incompatible)
+    es3.copy_object(Bucket=eb, Key="dst", CopySource={"Bucket": eb, "Key": "src"},
+                    ServerSideEncryption="AES256", **copy_sse(KEY_A))
+    assert es3.get_object(Bucket=eb, Key="dst")["Body"].read() == b"source"
+    es3.put_object(Bucket=eb, Key="s3only", Body=b"y", ServerSideEncryption="AES256")
+    assert es3.get_object(Bucket=eb, Key="s3only")["Body"].read() == b"y"
+
+
 def test_ciphertext_on_disk(es3, eb, ssrv):
     if backend() != "local":
         pytest.skip("reads the local backend's data files")
@@ -331,9 +368,84 @@ def test_awscli_s3_cp_sse_c(ssrv, es3, eb, tmp_path):
     assert out.read_bytes() == src.read_bytes()
 
 
+def cli_env(ssrv):
+    env = dict(os.environ, AWS_ENDPOINT_URL=ssrv.endpoint, AWS_ACCESS_KEY_ID=objd.ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=objd.SECRET_KEY, AWS_REGION=objd.REGION, FI_TCP_IFACE="lo")
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_CA_BUNDLE", None)
+    return env
+
+
+def test_objdirect_cli_sse_c(ssrv, es3, eb, tmp_path):
+    """`objdirect cp/stat/cat --sse-c AES256 --sse-c-key KEY|fileb://PATH` and the copy-source
+    pair, as `aws s3 cp` spells them: uploads (one PutObject, a multipart upload, stdin) that
+    boto3 reads back with the key, downloads over RDMA (libfabric tcp) and HTTP, S3 -> S3 copies
+    re-encrypting under another key, and the refusals of a wrong key or a malformed option."""
+    exe = os.path.join(os.environ["OBJDIRECT_BIN_DIR"], "objdirect")
+    env = cli_env(ssrv)
+    keyfile = tmp_path / "key.bin"
+    keyfile.write_bytes(KEY_A)
+    text_key = "0123456789abcdef0123456789ABCDEF"  # 32 characters: the key as given
+    a = ["--sse-c", "AES256", "--sse-c-key", f"fileb://{keyfile}"]
+    b = ["--sse-c", "AES256", "--sse-c-key", text_key]
+
+    def run(*args, stdin=None):
+        return subprocess.run([exe, *args], env=env, capture_output=True, timeout=120, input=stdin)
+
+    small = tmp_path / "small.bin"
+    small.write_bytes(MARKER * 100)
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom((11 << 20) + 7))
+    p = run("cp", *a, str(small), f"s3://{eb}/small")
+    assert p.returncode == 0, p.stderr.decode()
+    p = run("cp", *a, "--part-size", "5MiB", str(big), f"s3://{eb}/big")
+    assert p.returncode == 0, p.stderr.decode()
+    assert es3.get_object(Bucket=eb, Key="small", **sse(KEY_A))["Body"].read() == small.read_bytes()
+    got = es3.get_object(Bucket=eb, Key="big", **sse(KEY_A))
+    assert got["ETag"].strip('"').endswith("-3") and got["Body"].read() == big.read_bytes()
+    p = run("cp", *b, "-", f"s3://{eb}/stdin", stdin=MARKER * 3)
+    assert p.returncode == 0, p.stderr.decode()
+    assert es3.get_object(Bucket=eb, Key="stdin", **sse(text_key.encode()))["Body"].read() == MARKER * 3
+
+    # Downloads: over RDMA with the key, in 5 MiB ranged parts.
+    p = run("cp", *a, "--json", "--fabric", "libfabric:tcp", "--rdma", "required", "--part-size",
+            "5MiB", f"s3://{eb}/big", str(tmp_path / "big.out"))
+    assert p.returncode == 0, p.stderr.decode()
+    assert b'"rdma"' in p.stdout and (tmp_path / "big.out").read_bytes() == big.read_bytes()
+    p = run("cat", *a, f"s3://{eb}/small")
+    assert p.returncode == 0 and p.stdout == small.read_bytes(), p.stderr.decode()
+    p = run("stat", *a, "--json", f"s3://{eb}/big")
+    assert p.returncode == 0 and b'"size":%d' % big.stat().st_size in p.stdout, p.stderr.decode()
+    # A wrong key (403) and none (400) fail and write nothing.
+    for args in (b, []):
+        p = run("cp", *args, "--fabric", "libfabric:tcp", f"s3://{eb}/small", str(tmp_path / "no"))
+        assert p.returncode != 0 and not (tmp_path / "no").exists(), p.stdout
+
+    # S3 -> S3: the source's key in the copy-source pair, the copy under another key.
+    p = run("cp", "--sse-c-copy-source", "AES256", "--sse-c-copy-source-key", f"fileb://{keyfile}",
+            *b, f"s3://{eb}/small", f"s3://{eb}/copied")
+    assert p.returncode == 0, p.stderr.decode()
+    assert es3.get_object(Bucket=eb, Key="copied", **sse(text_key.encode()))["Body"].read() == \
+        small.read_bytes()
+    p = run("cp", *b, f"s3://{eb}/small", f"s3://{eb}/copied2")  # no source key
+    assert p.returncode != 0
+
+    # Malformed options: exit 2 (bad arguments), naming the option, never the key.
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"x" * 31)
+    for args, words in ((["--sse-c", "AES256"], "--sse-c-key"),
+                        (["--sse-c-key", text_key], "--sse-c"),
+                        (["--sse-c", "AES128", "--sse-c-key", text_key], "--sse-c"),
+                        (["--sse-c", "AES256", "--sse-c-key", "tooshort"], "32 bytes"),
+                        (["--sse-c", "AES256", "--sse-c-key", f"fileb://{short}"], "31 bytes")):
+        p = run("cp", *args, str(small), f"s3://{eb}/bad")
+        assert p.returncode == 2, (args, p.stderr.decode())
+        assert words in p.stderr.decode() and text_key not in p.stderr.decode(), p.stderr.decode()
+
+
 def test_rdma_get_without_key_moves_nothing(ssrv, es3, eb, tmp_path):
-    """The objdirect CLI's RDMA GET sends no SSE-C headers: refused before any byte moves, as a
-    plain GET is; an unencrypted object beside it comes by RDMA."""
+    """The objdirect CLI's RDMA GET of an SSE-C object without the key: refused before any byte
+    moves, as a plain GET is; an unencrypted object beside it comes by RDMA."""
     body = MARKER * 40000
     es3.put_object(Bucket=eb, Key="r", Body=body, **sse(KEY_A))
     es3.put_object(Bucket=eb, Key="p", Body=body)

@@ -13,6 +13,7 @@
 // to one thread that removes those files and aborts the multipart uploads in flight.
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -34,6 +35,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/checksum.hpp"
@@ -254,7 +256,9 @@ struct Options {
   bool recursive = false;
   bool quiet = false;   // --quiet: no progress bar, no per-file lines, no summary line
   bool dryrun = false;  // --dryrun: print "(dryrun) upload: A to B" lines, change nothing
-  PutOptions put;       // --content-type, --metadata (uploads)
+  PutOptions put;       // --content-type, --metadata, --sse-c-key (uploads)
+  GetOptions read;      // --sse-c-key (downloads, stat, cat)
+  CopyOptions copy;     // --sse-c-copy-source-key (the source), --sse-c-key (the copy)
   // --exclude / --include, in command-line order: the last pattern that matches a file's path
   // relative to the source (or destination) root decides; no match: included (as aws-cli).
   struct Filter {
@@ -501,6 +505,28 @@ int run_parallel(std::size_t n, std::size_t width, Fn&& fn) {
 
 // --- one file -------------------------------------------------------------------------------
 
+// SSE-C (--sse-c-key): the calls that take the key when it is given. The upload's key is
+// PutOptions::sse_c (on the PutObject or the CreateMultipartUpload, every part, the Complete).
+Result<TransferResult> upload_part(Client& c, const PutOptions& put, const S3Url& dst,
+                                   const std::string& upload_id, std::uint32_t number,
+                                   std::span<const std::byte> src) {
+  if (put.sse_c) return c.upload_part(dst.bucket, dst.key, upload_id, number, src, *put.sse_c);
+  return c.upload_part(dst.bucket, dst.key, upload_id, number, src);
+}
+
+Result<TransferResult> complete_upload(Client& c, const PutOptions& put, const S3Url& dst,
+                                       const std::string& upload_id,
+                                       std::span<const Client::CompletedPart> parts) {
+  if (put.sse_c)
+    return c.complete_multipart_upload(dst.bucket, dst.key, upload_id, parts, *put.sse_c);
+  return c.complete_multipart_upload(dst.bucket, dst.key, upload_id, parts);
+}
+
+Result<ObjectInfo> head(Client& c, const std::optional<SseCustomerKey>& key,
+                        const std::string& bucket, const std::string& name) {
+  return key ? c.head(bucket, name, *key) : c.head(bucket, name);
+}
+
 // Uploads a local file: one PutObject up to part_size, else a multipart upload whose parts go up
 // `width` at a time (aborted on failure).
 int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t width,
@@ -563,8 +589,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
   std::vector<Client::CompletedPart> parts(plan->parts.size());
   int rc = run_parallel(parts.size(), width, [&](std::size_t i) {
     const auto& p = plan->parts[i];
-    auto r =
-        c.upload_part(dst.bucket, dst.key, *uid, p.part_number, data.subspan(p.offset, p.length));
+    auto r = upload_part(c, put, dst, *uid, p.part_number, data.subspan(p.offset, p.length));
     if (!r.ok()) return report(r.status());
     parts[i] = {p.part_number, r->etag};
     prog.add(p.length);
@@ -575,7 +600,7 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
     (void)c.abort_multipart_upload(dst.bucket, dst.key, *uid);
     return rc;
   }
-  auto done = c.complete_multipart_upload(dst.bucket, dst.key, *uid, parts);
+  auto done = complete_upload(c, put, dst, *uid, parts);
   if (!done.ok()) {
     (void)c.abort_multipart_upload(dst.bucket, dst.key, *uid);
     return report(done.status());
@@ -591,7 +616,8 @@ int upload_file(Client& c, const std::string& src, const S3Url& dst, std::size_t
 // in the same directory, parts `width` at a time. Every part must come from the same version of
 // the object (its ETag); else the download fails with nothing written.
 int download_file(Client& c, const S3Url& src, std::uint64_t size, const std::string& etag,
-                  const fs::path& final_path, std::size_t width, Progress& prog, Summary& sum) {
+                  const fs::path& final_path, std::size_t width, Progress& prog, Summary& sum,
+                  const GetOptions& read) {
   fs::path dir = final_path.has_parent_path() ? final_path.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + final_path.filename().string() + ".objdirect-XXXXXX")).string();
   std::vector<char> name(tmpl.begin(), tmpl.end());
@@ -644,8 +670,8 @@ int download_file(Client& c, const S3Url& src, std::uint64_t size, const std::st
   auto pieces = split_range(0, size, c.config().part_size_bytes);
   int rc = run_parallel(pieces.size(), width, [&](std::size_t i) {
     const auto& p = pieces[i];
-    auto r =
-        c.get(src.bucket, src.key, data.subspan(p.offset, p.length), ByteRange{p.offset, p.length});
+    auto r = c.get(src.bucket, src.key, data.subspan(p.offset, p.length),
+                   ByteRange{p.offset, p.length}, read);
     if (!r.ok()) return report(r.status());
     if (r->bytes != p.length || r->object_size != size || (!etag.empty() && r->etag != etag)) {
       return fail_msg(kGeneric, "s3://" + src.bucket + "/" + src.key +
@@ -808,12 +834,12 @@ int cmd_cp_download(Client& c, const Options& o, const S3Url& src, const std::st
     if (dst.ends_with('/') || fs::is_directory(dst, ec)) {
       final_path = fs::path(dst) / fs::path(src.key).filename();
     }
-    auto info = c.head(src.bucket, src.key);
+    auto info = head(c, o.read.sse_c, src.bucket, src.key);
     if (!info.ok()) return report(info.status());
     if (o.dryrun) return dryrun_line(o, "download: " + s3_str(src) + " to " + final_path.string());
     Progress prog(o, info->size, 1);
     auto t0 = Clock::now();
-    int rc = download_file(c, src, info->size, info->etag, final_path, width, prog, sum);
+    int rc = download_file(c, src, info->size, info->etag, final_path, width, prog, sum, o.read);
     prog.finish();
     if (rc != kOk) return rc;
     print_summary(o, "download", sum, std::chrono::duration<double>(Clock::now() - t0).count());
@@ -863,12 +889,14 @@ int cmd_cp_download(Client& c, const Options& o, const S3Url& src, const std::st
   int rc = run_parallel(small.size(), width, [&](std::size_t i) {
     const Item& it = items[small[i]];
     const auto& e = (*entries)[it.entry];
-    return download_file(c, S3Url{src.bucket, e.key}, e.size, e.etag, it.path, 1, prog, sum);
+    return download_file(c, S3Url{src.bucket, e.key}, e.size, e.etag, it.path, 1, prog, sum,
+                         o.read);
   });
   for (std::size_t i = 0; rc == kOk && i < large.size(); ++i) {
     const Item& it = items[large[i]];
     const auto& e = (*entries)[it.entry];
-    rc = download_file(c, S3Url{src.bucket, e.key}, e.size, e.etag, it.path, width, prog, sum);
+    rc = download_file(c, S3Url{src.bucket, e.key}, e.size, e.etag, it.path, width, prog, sum,
+                       o.read);
   }
   prog.finish();
   if (rc != kOk) return rc;
@@ -882,7 +910,7 @@ int cmd_cp_copy(Client& c, const Options& o, const S3Url& src, S3Url dst) {
   Summary sum;
   auto t0 = Clock::now();
   auto copy_one = [&](const std::string& skey, const std::string& dkey, Progress& prog) {
-    auto r = c.copy(src.bucket, skey, dst.bucket, dkey);
+    auto r = c.copy(src.bucket, skey, dst.bucket, dkey, o.copy);
     if (!r.ok()) return report(r.status());
     prog.add(r->bytes, false);
     sum.add(*r, true);
@@ -981,8 +1009,8 @@ int upload_stdin(Client& c, const Options& o, const S3Url& dst) {
       }
       // The next part is read while this one is uploaded.
       auto up = std::async(std::launch::async, [&, number, len = n] {
-        return c.upload_part(dst.bucket, dst.key, *uid, number,
-                             std::span(cur.data(), static_cast<std::size_t>(len)));
+        return upload_part(c, o.put, dst, *uid, number,
+                           std::span(cur.data(), static_cast<std::size_t>(len)));
       });
       const ssize_t m = read_full(STDIN_FILENO, next);
       const int read_errno = errno;
@@ -998,7 +1026,7 @@ int upload_stdin(Client& c, const Options& o, const S3Url& dst) {
       std::swap(cur, next);
       n = m;
     }
-    auto done = c.complete_multipart_upload(dst.bucket, dst.key, *uid, parts);
+    auto done = complete_upload(c, o.put, dst, *uid, parts);
     if (!done.ok()) return fail(report(done.status()));
     ++sum.files;
     ++sum.requests;
@@ -1164,7 +1192,7 @@ int cmd_stat(const Options& o, const std::string& url) {
   if (!u.ok()) return report(u.status());
   auto c = make_client(o);
   if (!c.ok()) return report(c.status());
-  auto info = (*c)->head(u->bucket, u->key);
+  auto info = head(**c, o.read.sse_c, u->bucket, u->key);
   if (!info.ok()) return report(info.status());
   if (o.json) {
     std::printf(
@@ -1191,7 +1219,7 @@ int cmd_cat(const Options& o, const std::string& url) {
   std::uint64_t offset = 0;
   for (;;) {
     buf.resize(window);
-    auto r = (*c)->get(u->bucket, u->key, buf, ByteRange{offset, window});
+    auto r = (*c)->get(u->bucket, u->key, buf, ByteRange{offset, window}, o.read);
     if (!r.ok()) {
       if (r.code() == Errc::invalid_range && offset > 0) break;   // ended on a window boundary
       if (r.code() == Errc::invalid_range && offset == 0) break;  // empty object
@@ -1282,7 +1310,7 @@ int run_ops(Client& c, const Options& o, std::vector<Op>& ops, const char* what)
         return fail_msg(kGeneric,
                         "cannot create " + op.local.parent_path().string() + ": " + ec.message());
       }
-      rc = download_file(c, op.src, op.size, op.etag, op.local, w, prog, sum);
+      rc = download_file(c, op.src, op.size, op.etag, op.local, w, prog, sum, o.read);
       if (rc == kOk && op.mtime_s) {
         // As aws-cli: the file gets the object's time, so that the next sync finds it current.
         const struct timespec ts[2] = {{static_cast<time_t>(*op.mtime_s), 0},
@@ -1293,7 +1321,7 @@ int run_ops(Client& c, const Options& o, std::vector<Op>& ops, const char* what)
         }
       }
     } else {
-      auto r = c.copy(op.src.bucket, op.src.key, op.dst.bucket, op.dst.key);
+      auto r = c.copy(op.src.bucket, op.src.key, op.dst.bucket, op.dst.key, o.copy);
       if (!r.ok()) return report(r.status());
       prog.add(r->bytes, false);
       sum.add(*r, true);
@@ -1602,7 +1630,7 @@ int cmd_mv(const Options& o, const std::string& src, std::string dst) {
         return fail_msg(kBadArgs,
                         "source " + src + " names no object (use --recursive for a prefix)");
       }
-      auto info = (*c)->head(s3src->bucket, s3src->key);
+      auto info = head(**c, s3dst ? o.copy.source_sse_c : o.read.sse_c, s3src->bucket, s3src->key);
       if (!info.ok()) return report(info.status());
       op.src = *s3src;
       op.size = info->size;
@@ -1761,9 +1789,29 @@ int main(int argc, char** argv) {
                     "or a JSON object {\"KEY\":\"VALUE\",...}");
   };
 
+  // SSE-C, with aws-cli's names (docs/sse-c.md): the algorithm (AES256, the only one) and the key
+  // as given or fileb://PATH; for a copy's source the --sse-c-copy-source pair.
+  std::string sse_c, sse_c_key, sse_c_source, sse_c_source_key;
+  auto add_sse_c = [&](CLI::App* sub, bool copies) {
+    sub->add_option("--sse-c", sse_c,
+                    "SSE-C with a customer key: AES256 (needs --sse-c-key); uploads are encrypted, "
+                    "downloads decrypted with it")
+        ->check(CLI::IsMember({"AES256"}));
+    sub->add_option("--sse-c-key", sse_c_key,
+                    "The SSE-C key: 32 bytes as given, or fileb://PATH of a 32-byte file");
+    if (!copies) return;
+    sub->add_option("--sse-c-copy-source", sse_c_source,
+                    "The S3 source of a copy is SSE-C encrypted: AES256 (needs "
+                    "--sse-c-copy-source-key)")
+        ->check(CLI::IsMember({"AES256"}));
+    sub->add_option("--sse-c-copy-source-key", sse_c_source_key,
+                    "The copy source's SSE-C key: 32 bytes as given, or fileb://PATH");
+  };
+
   auto* cp = app.add_subcommand(
       "cp", "Copy local -> S3, S3 -> local, or S3 -> S3 (server-side); --recursive for trees");
   add_common(cp);
+  add_sse_c(cp, true);
   cp->add_option("SRC", a, "local path or s3://BUCKET/KEY (a directory or prefix with -r)")
       ->required();
   cp->add_option("DST", b, "local path or s3://BUCKET/KEY (a directory or prefix with -r)")
@@ -1779,6 +1827,7 @@ int main(int argc, char** argv) {
       "Make DST hold what SRC holds (local -> S3, S3 -> local, S3 -> S3): copies files that are "
       "missing, of another size or newer (by time; by ETag with --checksum)");
   add_common(sync);
+  add_sse_c(sync, true);
   sync->add_option("SRC", a, "local directory or s3://BUCKET[/PREFIX]")->required();
   sync->add_option("DST", b, "local directory or s3://BUCKET[/PREFIX]")->required();
   sync->add_flag("--delete", sync_flags.del,
@@ -1794,6 +1843,7 @@ int main(int argc, char** argv) {
   auto* mv = app.add_subcommand(
       "mv", "Move: cp, then delete the source (local -> S3, S3 -> local, S3 -> S3)");
   add_common(mv);
+  add_sse_c(mv, true);
   mv->add_option("SRC", a, "local path or s3://BUCKET/KEY (a directory or prefix with -r)")
       ->required();
   mv->add_option("DST", b, "local path or s3://BUCKET/KEY (a directory or prefix with -r)")
@@ -1829,9 +1879,11 @@ int main(int argc, char** argv) {
   add_transfer(rm, false);
   auto* st = app.add_subcommand("stat", "Show an object's size, ETag and date");
   add_common(st);
+  add_sse_c(st, false);
   st->add_option("URL", a, "s3://BUCKET/KEY")->required();
   auto* cat = app.add_subcommand("cat", "Write an object to stdout");
   add_common(cat);
+  add_sse_c(cat, false);
   cat->add_option("URL", a, "s3://BUCKET/KEY")->required();
   app.add_subcommand("bench",
                      "Run objdirect-bench (beside this binary) with the arguments that follow; "
@@ -1863,6 +1915,29 @@ int main(int argc, char** argv) {
   if (!metadata.empty()) {
     if (Status st = cli::parse_metadata(metadata, o.put); !st.ok()) {
       return fail_msg(kBadArgs, st.message());
+    }
+  }
+  // SSE-C: each key needs its algorithm and the other way round, as aws-cli checks. The key's
+  // text is wiped from the option's string once it is parsed (argv itself is the caller's:
+  // fileb:// keeps the key off the command line).
+  for (auto [alg, alg_name, key, key_name] :
+       {std::tuple{&sse_c, "--sse-c", &sse_c_key, "--sse-c-key"},
+        std::tuple{&sse_c_source, "--sse-c-copy-source", &sse_c_source_key,
+                   "--sse-c-copy-source-key"}}) {
+    if (alg->empty() != key->empty()) {
+      return fail_msg(kBadArgs, std::string(alg->empty() ? alg_name : key_name) + " needs " +
+                                    (alg->empty() ? key_name : alg_name));
+    }
+    if (key->empty()) continue;
+    auto k = cli::parse_sse_c_key(key_name, *key);
+    OPENSSL_cleanse(key->data(), key->size());
+    if (!k.ok()) return fail_msg(kBadArgs, k.status().message());
+    if (alg == &sse_c) {
+      o.put.sse_c = *k;
+      o.read.sse_c = *k;
+      o.copy.sse_c = *k;
+    } else {
+      o.copy.source_sse_c = *k;
     }
   }
   if (cp->parsed()) return cmd_cp(o, a, b);

@@ -1,9 +1,13 @@
 #include "upload_options.hpp"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/json.hpp>
 #include <cctype>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 namespace objdirect::cli {
@@ -113,6 +117,31 @@ Status parse_metadata(std::string_view text, PutOptions& out) {
     text.remove_prefix(comma + 1);
   }
   return Status::Ok();
+}
+
+Result<SseCustomerKey> parse_sse_c_key(std::string_view option, std::string_view value) {
+  constexpr std::string_view kFile = "fileb://";
+  if (!value.starts_with(kFile)) {
+    auto k = SseCustomerKey::from_bytes(value);
+    if (!k.ok()) {
+      return Status(Errc::invalid_argument,
+                    std::string(option) + " must be 32 bytes (AES256), got " +
+                        std::to_string(value.size()) + "; or fileb://PATH of a 32-byte file");
+    }
+    return k;
+  }
+  const std::string path(value.substr(kFile.size()));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(Errc::invalid_argument, std::string(option) + ": cannot read " + path);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto k = SseCustomerKey::from_bytes(raw);
+  const std::size_t n = raw.size();
+  OPENSSL_cleanse(raw.data(), raw.size());
+  if (!k.ok()) {
+    return Status(Errc::invalid_argument, std::string(option) + ": " + path + " holds " +
+                                              std::to_string(n) + " bytes, not 32 (AES256)");
+  }
+  return k;
 }
 
 }  // namespace objdirect::cli

@@ -24,4 +24,9 @@ std::string guess_content_type(std::string_view file_name);
 // without '=', an empty name).
 Status parse_metadata(std::string_view text, PutOptions& out);
 
+// --sse-c-key / --sse-c-copy-source-key, as `aws s3 cp` reads them: the key's bytes as given
+// (32 characters), or fileb://PATH: the file's bytes (exactly 32). Errors: invalid_argument
+// (another length, a file that cannot be read), naming the option but never the key.
+Result<SseCustomerKey> parse_sse_c_key(std::string_view option, std::string_view value);
+
 }  // namespace objdirect::cli

@@ -106,6 +106,7 @@ Result<storage::ObjectMeta> meta_from_headers(const Ctx& c) {
     if (!tags.ok()) return tags.status();
     m.tags = std::move(*tags);
   }
+  OBJDIRECT_RETURN_IF_ERROR(check_sse_exclusive(c));
   if (auto sse = c.header("x-amz-server-side-encryption"); sse && *sse != "AES256") {
     return Status(Errc::not_implemented, "Server-side encryption '" + *sse + "' is not supported");
   }

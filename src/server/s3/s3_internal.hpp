@@ -360,6 +360,12 @@ inline bool key_matches(const storage::SseCustomer& sse, const CustomerKey& key)
 }
 // x-amz-server-side-encryption-customer-algorithm and -key-MD5 of an SSE-C object (none else).
 void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse);
+// SSE-C and SSE-S3 / SSE-KMS are exclusive, as AWS has them: a request with any
+// x-amz-server-side-encryption-customer-* header and x-amz-server-side-encryption (AES256 or
+// aws:kms) or an -aws-kms-* header is 400 InvalidArgument "Server Side Encryption with Customer
+// provided key is incompatible with the encryption method specified." (copy-source headers do
+// not count: they describe the source). Checked before either is looked at.
+Status check_sse_exclusive(const Ctx& c);
 
 // --- object headers (object_ops.cc) ---
 // Builds ObjectMeta's user-controlled fields from request headers (Content-Type, x-amz-meta-*,

@@ -123,10 +123,23 @@ void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse) {
   f.set("x-amz-server-side-encryption-customer-key-MD5", sse.key_md5);
 }
 
+Status check_sse_exclusive(const Ctx& c) {
+  if (!headers_of(c, false).any()) return Status::Ok();
+  if (c.header("x-amz-server-side-encryption") ||
+      c.header("x-amz-server-side-encryption-aws-kms-key-id") ||
+      c.header("x-amz-server-side-encryption-context")) {
+    return Status(Errc::invalid_argument,
+                  "Server Side Encryption with Customer provided key is incompatible with the "
+                  "encryption method specified.");
+  }
+  return Status::Ok();
+}
+
 Result<std::optional<CustomerKey>> S3Service::Impl::request_customer_key(const Ctx& c,
                                                                          bool copy_source) {
   const SseCHeaders h = headers_of(c, copy_source);
   if (!h.any()) return std::optional<CustomerKey>();
+  if (!copy_source) OBJDIRECT_RETURN_IF_ERROR(check_sse_exclusive(c));
   if (!opts.secure_transport && !opts.sse_c_over_http) {
     return Status(Errc::invalid_request,
                   "Requests specifying Server Side Encryption with Customer provided keys must be "
