@@ -63,7 +63,6 @@ TEST(RadosOptions, LimitsAreEnforced) {
   EXPECT_EQ(bad([](auto& o) { o.gc_interval_s = 0; }), Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.gc_interval_s = rl::gc_interval_s_max + 1; }),
             Errc::invalid_argument);
-  EXPECT_EQ(bad([](auto& o) { o.intent_expire_s = 0; }), Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.intent_expire_s = rl::intent_expire_s_max + 1; }),
             Errc::invalid_argument);
   EXPECT_EQ(bad([](auto& o) { o.conf_file.clear(); }), Errc::invalid_argument);

@@ -155,9 +155,9 @@ Result<std::unique_ptr<ObjectStore>> open(const RadosStoreOptions& o) {
     return Status(Errc::invalid_argument, "gc_interval_s must be within [1, " +
                                               std::to_string(rl::gc_interval_s_max) + "]");
   }
-  if (o.intent_expire_s == 0 || o.intent_expire_s > rl::intent_expire_s_max) {
-    return Status(Errc::invalid_argument, "intent_expire_s must be within [1, " +
-                                              std::to_string(rl::intent_expire_s_max) + "]");
+  if (o.intent_expire_s > rl::intent_expire_s_max) {
+    return Status(Errc::invalid_argument,
+                  "intent_expire_s must be <= " + std::to_string(rl::intent_expire_s_max));
   }
   if (o.inflight_writes == 0 || o.inflight_writes > rl::inflight_writes_max) {
     return Status(Errc::invalid_argument, "inflight_writes must be within [1, " +
