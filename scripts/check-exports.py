@@ -17,7 +17,8 @@ import sys
 # The OBJDIRECT_API declarations of include/objdirect/ (namespace objdirect).
 PUBLIC_CLASSES = ("Client", "ClientConfig", "ClientStats", "MemoryHandle", "Status")
 PUBLIC_FUNCTIONS = ("s3_code", "http_status", "errc_name", "from_s3_code", "from_http_status",
-                    "path_name", "split_range", "plan_upload")
+                    "path_name", "split_range", "plan_upload", "memory_kind_name", "memory_kind",
+                    "cuda_memory_status")
 # Members of public classes that are implementation details all the same.
 PRIVATE_MEMBERS = ("Impl", "Pin")
 # What the linker itself defines in every shared object.
