@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/sigv4.hpp"
 #include "common/retry.hpp"
 #include "common/status.hpp"
 #include "common/time.hpp"
@@ -259,6 +260,9 @@ struct Core {
   std::string base;       // "http://host:port"
   std::string authority;  // "host:port" as the Host header
   Counters ctr;
+  // The upstream signing keys: derived once per (date, region, service), not per request (the
+  // four HMACs of the chain cost more than signing one request). Thread-safe, bounded.
+  sigv4::SigningKeyCache signing_keys;
   std::unique_ptr<Pool> pool;
   std::unique_ptr<retry::Retrier> retrier_ptr;  // from opts.retry, set by open_s3_store
   retry::Retrier& retrier() { return *retrier_ptr; }
@@ -394,6 +398,7 @@ class S3Store final : public ObjectStore {
  public:
   explicit S3Store(std::shared_ptr<Core> core) : core_(std::move(core)) {}
   const Counters& counters() const { return core_->ctr; }
+  std::uint64_t signing_key_derivations() const { return core_->signing_keys.derivations(); }
   Status create_bucket(const BucketInfo& info) override;
   Status delete_bucket(std::string_view bucket) override;
   Result<BucketInfo> head_bucket(std::string_view bucket) override;
