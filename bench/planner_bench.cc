@@ -1,7 +1,7 @@
 // The client transfer planner: how long cutting a download or an upload into parts takes.
 #include <benchmark/benchmark.h>
 
-#include "client/planner.hpp"
+#include "objdirect/plan.hpp"
 
 namespace objdirect {
 namespace {
@@ -9,7 +9,7 @@ namespace {
 // A download of state.range(0) GiB cut into 8 MiB Range GETs.
 void BM_PlannerSplitRange(benchmark::State& state) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(state.range(0)) << 30;
-  for (auto _ : state) benchmark::DoNotOptimize(client::split_range(0, bytes, 8ull << 20));
+  for (auto _ : state) benchmark::DoNotOptimize(split_range(0, bytes, 8ull << 20));
   state.SetLabel(std::to_string(bytes / (8ull << 20)) + " parts");
 }
 BENCHMARK(BM_PlannerSplitRange)->Arg(1)->Arg(64);
@@ -18,7 +18,7 @@ BENCHMARK(BM_PlannerSplitRange)->Arg(1)->Arg(64);
 void BM_PlannerPlanUpload(benchmark::State& state) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(state.range(0)) << 30;
   for (auto _ : state) {
-    auto p = client::plan_upload(bytes, 8ull << 20);
+    auto p = plan_upload(bytes, 8ull << 20);
     if (!p.ok()) state.SkipWithError("plan_upload failed");
     benchmark::DoNotOptimize(p);
   }

@@ -18,7 +18,8 @@ import sys
 PUBLIC_CLASSES = ("Client", "ClientConfig", "ClientStats", "MemoryHandle", "SseCustomerKey",
                   "Status")
 PUBLIC_FUNCTIONS = ("s3_code", "http_status", "errc_name", "from_s3_code", "from_http_status",
-                    "path_name", "split_range", "plan_upload")
+                    "path_name", "split_range", "plan_upload", "memory_kind_name", "memory_kind",
+                    "cuda_memory_status")
 # Members of public classes that are implementation details all the same.
 PRIVATE_MEMBERS = ("Impl", "Pin")
 # What the linker itself defines in every shared object.

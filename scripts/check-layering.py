@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Refuses an #include against the allowed direction between the layers of src/ (docs/architecture.md,
 "Layers"). Each folder under src/ may include only the folders listed for it; include/objdirect/
-(the public API) is open to every layer. tools/, bench/, python/ and tests/ may use any layer.
+(the public API) is open to every layer. tools/, bench/, python/ and tests/ may use any layer
+(but tools/, bench/ and python/src/ not the private headers of src/client/, below).
 pugixml belongs to the S3 wire-format library: <pugixml.hpp> and pugi:: appear only in src/s3/.
 
 The transport seam (docs/architecture.md, "The transport seam"): a backend's headers (libfabric's
@@ -22,9 +23,11 @@ only inside that backend's folder, by the factory src/storage/open_store.cc, and
 fuzz targets (*_test.*, *_fuzz.*; tests/ is not checked). Everything else opens a store with
 storage::open_store() and talks to it through storage/object_store.hpp.
 
-The CLI (docs/architecture.md, "The public API"): tools/objdirect/ drives the client library
-through its public API only: it includes no "client/..." header (the private headers of
-src/client/, such as client/planner.hpp, whose public part is objdirect/plan.hpp).
+The client library's own users (docs/architecture.md, "The public API"): the CLI, the bench and
+the other tools (tools/), the micro-benchmarks (bench/) and the Python module (python/src/) drive
+the client library through its public API only: they include no "client/..." header (the
+private headers of src/client/, such as client/planner.hpp, whose public part is
+objdirect/plan.hpp).
 
 Usage: scripts/check-layering.py [REPO_ROOT]   (exit 1 and one line per violation when refused)
 """
@@ -213,14 +216,18 @@ def store_seam_violations(root: pathlib.Path):
                    f"src/storage/{m.group(1)}/ (open stores with storage/open_store.hpp)")
 
 
-def cli_violations(root: pathlib.Path):
+# Folders whose code uses the client library through include/objdirect/ only.
+PUBLIC_API_USERS = (("tools",), ("bench",), ("python", "src"))
+
+
+def client_user_violations(root: pathlib.Path):
     for _, rel, text in all_sources(root):
-        if rel.parts[:2] != ("tools", "objdirect"):
+        if not any(rel.parts[:len(top)] == top for top in PUBLIC_API_USERS):
             continue
         for m in INCLUDE.finditer(text):
             if m.group(1).startswith("client/"):
                 line = text.count("\n", 0, m.start()) + 1
-                yield (f"{rel}:{line}: the CLI includes the client library's private "
+                yield (f"{rel}:{line}: includes the client library's private "
                        f"\"{m.group(1)}\" (use the public API, include/objdirect/)")
 
 
@@ -228,7 +235,8 @@ def main() -> int:
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent)
     bad = (list(violations(root.resolve())) + list(seam_violations(root.resolve())) +
            list(public_api_violations(root.resolve())) +
-           list(store_seam_violations(root.resolve())) + list(cli_violations(root.resolve())))
+           list(store_seam_violations(root.resolve())) +
+           list(client_user_violations(root.resolve())))
     for v in bad:
         print(v)
     if bad:

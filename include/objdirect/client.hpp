@@ -38,7 +38,8 @@
 // connection is Errc::timeout; a malformed reply is Errc::io_error.
 //
 // Thread safety: a Client is thread-safe; any number of threads may call any method at once. The
-// caller must keep buffers alive and untouched until the call (or its future) completes.
+// caller must keep buffers alive and untouched until the call (or its future) completes. The free
+// functions (path_name, memory_kind_name, memory_kind, cuda_memory_status) are thread-safe too.
 #pragma once
 
 #include <array>
@@ -68,6 +69,25 @@ enum class TransferPath : std::uint8_t {
 };
 // "rdma", "http", "http-fallback".
 OBJDIRECT_API std::string_view path_name(TransferPath path) noexcept;
+
+// Where a data buffer lives, as every data call classifies it (see "CUDA device memory" above).
+enum class MemoryKind : std::uint8_t {
+  host,          // host memory: pageable, pinned, or memory the CUDA driver does not know
+  cuda_device,   // cudaMalloc / cuMemAlloc memory: the library never touches it from the CPU
+  cuda_managed,  // cudaMallocManaged memory: moved through CUDA copies too
+};
+// "host", "cuda-device", "cuda-managed".
+OBJDIRECT_API std::string_view memory_kind_name(MemoryKind kind) noexcept;
+// The kind of the memory at ptr, as get, put and register_memory see it: host for nullptr, when
+// CUDA is not loaded in this process (a process that has not loaded CUDA holds no device memory;
+// this call never loads it), or when the driver does not know the pointer. Cheap: one driver
+// query once CUDA is loaded.
+OBJDIRECT_API MemoryKind memory_kind(const void* ptr) noexcept;
+// Whether the data calls can take device memory in this process: OK once CUDA is loaded here (by
+// the application, PyTorch, CuPy, ...) and usable. Otherwise unavailable, "CUDA is not loaded in
+// this process", with the loader's or the driver's message in parentheses when CUDA cannot be
+// used at all (no libcudart, no GPU); finding that out loads the CUDA libraries once.
+OBJDIRECT_API Status cuda_memory_status();
 
 // A byte range of an object: `length` bytes from `offset`.
 struct ByteRange {
@@ -223,6 +243,17 @@ struct PutRequest {
   std::optional<SseCustomerKey> sse_c;
 };
 
+// What a server offers for RDMA (Client::rdma_offer): its x-amz-rdma-fabrics and
+// x-amz-rdma-host-id headers (docs/token_format.md, "Fabric advertisement").
+struct RdmaOffer {
+  bool advertised = false;           // it sent x-amz-rdma-fabrics (servers without RDMA do not)
+  std::vector<std::string> fabrics;  // the fabrics it serves, in its order
+  // It runs on this client's kernel (shared-memory fabrics reach only such a server): both host
+  // ids known and equal, or, from a server that sends none, a loopback endpoint.
+  bool same_host = false;
+  std::string error;  // why a malformed advertisement was refused; fabrics is then empty
+};
+
 // The client library's counters, from Client::stats(): a consistent snapshot of everything this
 // Client did since create(). Counts only grow, except requests_in_flight.
 struct OBJDIRECT_API ClientStats {
@@ -376,6 +407,11 @@ class OBJDIRECT_API Client {
   Status create_bucket(std::string_view bucket);
   // Errors: no_such_bucket, bucket_not_empty.
   Status delete_bucket(std::string_view bucket);
+
+  // Asks the server what it offers for RDMA (one request, GET /?rdma-capabilities, counted as
+  // "RdmaCapabilities"), whatever this client's fabric setting; opens no fabric. Errors: those of
+  // any request (access_denied, unavailable, timeout, io_error).
+  Result<RdmaOffer> rdma_offer();
 
   // A snapshot of this client's counters (see ClientStats). Cheap; safe from any thread.
   ClientStats stats() const;

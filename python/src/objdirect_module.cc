@@ -34,9 +34,8 @@
 #include <utility>
 #include <vector>
 
-#include "client/cuda/cuda_api.hpp"
-#include "common/status.hpp"
 #include "objdirect/client.hpp"
+#include "objdirect/status.hpp"
 
 namespace py = pybind11;
 
@@ -128,17 +127,14 @@ const char* dlpack_device_name(std::int32_t type) {
 
 // Why libobjdirect cannot take device memory here (CUDA not loaded), or empty when it can.
 std::string cuda_unusable() {
-  if (cuda::cuda_loaded_in_process()) return {};
-  auto api = cuda::CudaApi::get();
-  return "no GPU data path: CUDA is not loaded in this process" +
-         (api.ok() ? std::string() : " (" + api.status().message() + ")");
+  const Status st = cuda_memory_status();
+  return st.ok() ? std::string() : "no GPU data path: " + st.message();
 }
 
 // Device memory as the CUDA driver sees it, or a refusal.
 void check_device_pointer(const void* p, const std::string& what) {
   if (std::string why = cuda_unusable(); !why.empty()) raise_device_unsupported(what, why);
-  auto kind = cuda::classify_buffer(p);
-  if (kind != cuda::PointerKind::device && kind != cuda::PointerKind::managed) {
+  if (memory_kind(p) == MemoryKind::host) {
     raise_device_unsupported(what, "the CUDA driver does not know this pointer as GPU memory");
   }
 }

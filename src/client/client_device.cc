@@ -20,6 +20,39 @@ using client::HttpRequest;
 using client::HttpResponse;
 using client::Piece;
 
+std::string_view memory_kind_name(MemoryKind kind) noexcept {
+  switch (kind) {
+    case MemoryKind::host:
+      return "host";
+    case MemoryKind::cuda_device:
+      return "cuda-device";
+    case MemoryKind::cuda_managed:
+      return "cuda-managed";
+  }
+  return "host";
+}
+
+MemoryKind memory_kind(const void* ptr) noexcept {
+  switch (cuda::classify_buffer(ptr)) {
+    case cuda::PointerKind::device:
+      return MemoryKind::cuda_device;
+    case cuda::PointerKind::managed:
+      return MemoryKind::cuda_managed;
+    case cuda::PointerKind::host:
+    case cuda::PointerKind::unknown:
+      break;
+  }
+  return MemoryKind::host;
+}
+
+Status cuda_memory_status() {
+  if (cuda::cuda_loaded_in_process()) return Status::Ok();
+  auto api = cuda::CudaApi::get();
+  std::string why = "CUDA is not loaded in this process";
+  if (!api.ok()) why += " (" + api.status().message() + ")";
+  return Status(Errc::unavailable, std::move(why));
+}
+
 bool Client::Impl::direct_capable(const void* p) {
   std::string reason;
   auto f = current_fabric(reason);

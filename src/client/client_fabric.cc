@@ -17,13 +17,32 @@ using client::Piece;
 using client::is_device_memory;
 using client::is_loopback;
 
-client::ServerFabrics Client::Impl::server_fabrics() {
+Result<client::ServerFabrics> Client::Impl::ask_server_fabrics() {
   HttpRequest req{"GET", "/?rdma-capabilities", {}, {}, false};
   req.xml_reply = true;  // the body is a ListBuckets document: a truncated one is retried
   auto r = http->execute(req);
-  if (!r.ok()) return {};
-  return client::parse_server_fabrics(r->header("x-amz-rdma-fabrics"),
-                                      r->header("x-amz-rdma-host-id"));
+  if (!r.ok()) return r.status();
+  auto s = client::parse_server_fabrics(r->header("x-amz-rdma-fabrics"),
+                                        r->header("x-amz-rdma-host-id"));
+  // Every S3 reply carries the advertisement, an error reply too (wrong credentials included).
+  if (!s.known && !r->ok()) return client::status_from_response(*r);
+  return s;
+}
+
+client::ServerFabrics Client::Impl::server_fabrics() {
+  auto r = ask_server_fabrics();
+  return r.ok() ? std::move(*r) : client::ServerFabrics{};
+}
+
+Result<RdmaOffer> Client::rdma_offer() {
+  auto s = impl_->ask_server_fabrics();
+  if (!s.ok()) return s.status();
+  RdmaOffer o;
+  o.advertised = s->known;
+  o.fabrics = std::move(s->offered);
+  o.same_host = client::same_host(*s, client::own_host_id(), is_loopback(impl_->endpoint.host));
+  o.error = std::move(s->fabrics_error);
+  return o;
 }
 
 void Client::Impl::settle_fabric() {

@@ -109,6 +109,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   std::string local_host;                                 // of our HTTP connection (libfabric tcp)
 
   // --- RDMA decision ------------------------------------------------------------------------
+  // GET /?rdma-capabilities: what the server advertises (any reply carries it), or the error of
+  // a request that failed or whose error reply had no advertisement.
+  Result<client::ServerFabrics> ask_server_fabrics();
+  // The same, empty when the request failed (the fabric choice then proposes nothing).
   client::ServerFabrics server_fabrics();
 
   // The candidates, once: the named fabric, or auto's list for this server.

@@ -318,8 +318,9 @@ Result<std::string> Client::presign(std::string_view method, std::string_view bu
   if (!cfg.session_token.empty()) {
     target += "?X-Amz-Security-Token=" + uri_encode(cfg.session_token, true);
   }
-  const std::string query = sigv4::presign(method, target, host, {cfg.access_key, cfg.secret_key},
-                                           cfg.region, expires, std::chrono::system_clock::now());
+  const std::string query =
+      sigv4::presign(method, target, host, {cfg.access_key, cfg.secret_key}, cfg.region, expires,
+                     std::chrono::system_clock::now(), &impl_->http->signing_keys());
   return (ep->tls ? "https://" : "http://") + host + query;
 }
 

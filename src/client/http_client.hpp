@@ -165,6 +165,8 @@ class HttpClient {
   // The Retry-After of a reply, if any.
   static std::optional<std::chrono::milliseconds> retry_after(const Result<HttpResponse>& r);
   retry::Retrier& retrier() noexcept { return retrier_; }
+  // The signing keys of these credentials and region (presigned URLs use them too).
+  sigv4::SigningKeyCache& signing_keys() noexcept { return signing_keys_; }
   // Counts one retry by reason in ClientStats (callers that run their own loop).
   void count_retry(const std::string& reason);
   // Counts a CompleteMultipartUpload whose lost answer HEAD confirmed (client/complete.hpp).

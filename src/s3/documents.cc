@@ -1,5 +1,6 @@
 #include "s3/documents.hpp"
 
+#include "common/assert.hpp"
 #include "common/limits.hpp"
 #include "s3/conditional.hpp"
 #include "s3/xml_internal.hpp"
@@ -193,7 +194,7 @@ Result<pugi::xml_node> load_reply(pugi::xml_document& doc, std::string_view body
 
 // --- ListBuckets ---------------------------------------------------------------------------------
 
-std::string encode_list_buckets(const ListBucketsResult& r) {
+std::string encode_list_buckets_unchecked(const ListBucketsResult& r) {
   XmlWriter w;
   w.open("ListAllMyBucketsResult", kDocumentXmlns);
   write_owner(w, "Owner", r.owner);
@@ -232,7 +233,7 @@ Result<ListBucketsResult> decode_list_buckets(std::string_view body) {
 
 // --- ListObjects ---------------------------------------------------------------------------------
 
-std::string encode_list_objects(const ListObjectsResult& r) {
+std::string encode_list_objects_unchecked(const ListObjectsResult& r) {
   const bool versions = r.kind == ListKind::versions;
   XmlWriter w;
   w.open(versions ? "ListVersionsResult" : "ListBucketResult", kDocumentXmlns);
@@ -371,7 +372,7 @@ Result<ListObjectsResult> decode_list_objects(std::string_view body) {
 
 // --- Multipart ----------------------------------------------------------------------------------
 
-std::string encode_initiate_multipart(const InitiateMultipartResult& r) {
+std::string encode_initiate_multipart_unchecked(const InitiateMultipartResult& r) {
   XmlWriter w;
   w.open("InitiateMultipartUploadResult", kDocumentXmlns);
   w.element("Bucket", r.bucket);
@@ -405,7 +406,7 @@ std::string encode_complete_multipart(const std::vector<CompletePart>& parts) {
   return w.finish();
 }
 
-std::string encode_complete_result(const CompleteMultipartResult& r) {
+std::string encode_complete_result_unchecked(const CompleteMultipartResult& r) {
   XmlWriter w;
   w.open("CompleteMultipartUploadResult", kDocumentXmlns);
   w.element("Location", r.location);
@@ -451,7 +452,7 @@ std::string encode_delete_objects(const DeleteRequest& r) {
   return w.finish();
 }
 
-std::string encode_delete_result(const DeleteResult& r) {
+std::string encode_delete_result_unchecked(const DeleteResult& r) {
   XmlWriter w;
   w.open("DeleteResult", kDocumentXmlns);
   for (const auto& d : r.deleted) {
@@ -501,7 +502,7 @@ Result<DeleteResult> decode_delete_result(std::string_view body) {
 
 // --- Put/GetBucketVersioning --------------------------------------------------------------------
 
-std::string encode_versioning(const VersioningConfiguration& v) {
+std::string encode_versioning_unchecked(const VersioningConfiguration& v) {
   XmlWriter w;
   w.open("VersioningConfiguration", kDocumentXmlns);
   if (!v.status.empty()) w.element("Status", v.status);
@@ -535,7 +536,7 @@ Result<VersioningConfiguration> decode_versioning(std::string_view body) {
 
 // --- CopyObject / UploadPartCopy -----------------------------------------------------------------
 
-std::string encode_copy_result(const CopyResult& r) {
+std::string encode_copy_result_unchecked(const CopyResult& r) {
   XmlWriter w;
   w.open(r.part ? "CopyPartResult" : "CopyObjectResult", kDocumentXmlns);
   w.element("LastModified", r.last_modified);
@@ -564,7 +565,7 @@ Result<CopyResult> decode_copy_result(std::string_view body) {
 // --- ListParts
 // ------------------------------------------------------------------------------------
 
-std::string encode_list_parts(const ListPartsResult& r) {
+std::string encode_list_parts_unchecked(const ListPartsResult& r) {
   XmlWriter w;
   w.open("ListPartsResult", kDocumentXmlns);
   w.element("Bucket", r.bucket);
@@ -623,7 +624,7 @@ Result<ListPartsResult> decode_list_parts(std::string_view body) {
 // --- ListMultipartUploads
 // -------------------------------------------------------------------------
 
-std::string encode_list_uploads(const ListUploadsResult& r) {
+std::string encode_list_uploads_unchecked(const ListUploadsResult& r) {
   XmlWriter w;
   w.open("ListMultipartUploadsResult", kDocumentXmlns);
   w.element("Bucket", r.bucket);
@@ -685,7 +686,7 @@ Result<ListUploadsResult> decode_list_uploads(std::string_view body) {
 
 // --- Error ---------------------------------------------------------------------------------------
 
-std::string encode_error(const ErrorDocument& e) {
+std::string encode_error_unchecked(const ErrorDocument& e) {
   XmlWriter w;
   w.open("Error");
   w.element("Code", e.code);
@@ -767,6 +768,153 @@ bool acl_is_owner_full_control(std::string_view body, std::string_view owner_id)
     if (std::string_view(child(grantee, "ID").child_value()) != owner_id) return false;
   }
   return true;
+}
+
+// --- The checked encoders ------------------------------------------------------------------------
+//
+// What the server (and the gateway, for PutBucketVersioning) sends is checked in every build
+// (OBJDIRECT_ASSERT): each document's preconditions, then that the bytes decode and encode back to
+// themselves (docs/s3-documents.md, "Checked encoders"). A failure is a programmer error (a
+// document the peer's decoder would refuse or read differently) and aborts before it is sent.
+
+namespace {
+
+// decode(bytes) is accepted and is `v` itself (the usual case: one decode and a comparison), or
+// else encodes back to `bytes`: the writer's lossy steps (U+FFFD for invalid UTF-8 and NUL, a
+// <Message> for an empty one) and fields the document's kind does not carry (a v1 page has no
+// continuation token) change the value but not the canonical bytes.
+template <typename T, typename Decode, typename Encode>
+bool round_trips(const T& v, const std::string& bytes, Decode decode, Encode encode) {
+  auto back = decode(bytes);
+  return back.ok() && (*back == v || encode(*back) == bytes);
+}
+
+// The decoders read <Checksum{ALGO}> back only for a plain tag that is neither
+// ChecksumAlgorithm nor ChecksumType.
+bool checksums_valid(const ChecksumList& checksums) {
+  for (const auto& [algo, value] : checksums) {
+    (void)value;
+    if (!is_plain_tag(algo) || algo == "Algorithm" || algo == "Type") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string encode_list_buckets(const ListBucketsResult& r) {
+  for (const auto& b : r.buckets) {
+    OBJDIRECT_ASSERT(!b.name.empty(), "every listed bucket has a name");
+  }
+  std::string bytes = encode_list_buckets_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_list_buckets, encode_list_buckets_unchecked),
+                   "a ListAllMyBucketsResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_list_objects(const ListObjectsResult& r) {
+  if (r.kind == ListKind::v2) {
+    OBJDIRECT_ASSERT(r.key_count == r.objects.size() + r.common_prefixes.size(),
+                     "a ListObjectsV2 page's KeyCount counts its keys and common prefixes");
+  }
+  if (r.kind != ListKind::versions) {
+    for (const auto& o : r.objects) {
+      OBJDIRECT_ASSERT(!o.delete_marker, "only ListObjectVersions lists delete markers");
+    }
+  }
+  for (const auto& o : r.objects) {
+    OBJDIRECT_ASSERT(!o.key.empty(), "every listed object has a key");
+  }
+  std::string bytes = encode_list_objects_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_list_objects, encode_list_objects_unchecked),
+                   "a ListBucketResult / ListVersionsResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_initiate_multipart(const InitiateMultipartResult& r) {
+  OBJDIRECT_ASSERT(!r.upload_id.empty(), "an InitiateMultipartUploadResult names its upload");
+  std::string bytes = encode_initiate_multipart_unchecked(r);
+  OBJDIRECT_ASSERT(
+      round_trips(r, bytes, decode_initiate_multipart, encode_initiate_multipart_unchecked),
+      "an InitiateMultipartUploadResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_complete_result(const CompleteMultipartResult& r) {
+  OBJDIRECT_ASSERT(!r.etag.empty(), "a CompleteMultipartUploadResult carries the object's ETag");
+  OBJDIRECT_ASSERT(checksums_valid(r.checksums), "checksum algorithms are plain element names");
+  std::string bytes = encode_complete_result_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_complete_result, encode_complete_result_unchecked),
+                   "a CompleteMultipartUploadResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_delete_result(const DeleteResult& r) {
+  for (const auto& e : r.errors) {
+    OBJDIRECT_ASSERT(!e.code.empty(), "a DeleteObjects error entry carries its code");
+  }
+  std::string bytes = encode_delete_result_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_delete_result, encode_delete_result_unchecked),
+                   "a DeleteResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_copy_result(const CopyResult& r) {
+  OBJDIRECT_ASSERT(!r.etag.empty(), "a copy result carries the copy's ETag");
+  OBJDIRECT_ASSERT(checksums_valid(r.checksums), "checksum algorithms are plain element names");
+  std::string bytes = encode_copy_result_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_copy_result, encode_copy_result_unchecked),
+                   "a CopyObjectResult / CopyPartResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_list_parts(const ListPartsResult& r) {
+  std::uint32_t previous = 0;
+  for (const auto& p : r.parts) {
+    OBJDIRECT_ASSERT(p.part_number > previous && p.part_number <= limits::parts_max,
+                     "ListParts lists part numbers 1..parts_max in ascending order");
+    OBJDIRECT_ASSERT(checksums_valid(p.checksums), "checksum algorithms are plain element names");
+    previous = p.part_number;
+  }
+  std::string bytes = encode_list_parts_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_list_parts, encode_list_parts_unchecked),
+                   "a ListPartsResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_list_uploads(const ListUploadsResult& r) {
+  for (const auto& u : r.uploads) {
+    OBJDIRECT_ASSERT(!u.key.empty() && !u.upload_id.empty(),
+                     "every listed upload has a key and an upload id");
+  }
+  std::string bytes = encode_list_uploads_unchecked(r);
+  OBJDIRECT_ASSERT(round_trips(r, bytes, decode_list_uploads, encode_list_uploads_unchecked),
+                   "a ListMultipartUploadsResult decodes back to itself");
+  return bytes;
+}
+
+std::string encode_versioning(const VersioningConfiguration& v) {
+  OBJDIRECT_ASSERT(v.status.empty() || v.status == "Enabled" || v.status == "Suspended",
+                   "a versioning status is Enabled or Suspended");
+  OBJDIRECT_ASSERT(v.mfa_delete.empty() || v.mfa_delete == "Enabled" || v.mfa_delete == "Disabled",
+                   "MfaDelete is Enabled or Disabled");
+  std::string bytes = encode_versioning_unchecked(v);
+  OBJDIRECT_ASSERT(round_trips(v, bytes, decode_versioning, encode_versioning_unchecked),
+                   "a VersioningConfiguration decodes back to itself");
+  return bytes;
+}
+
+std::string encode_error(const ErrorDocument& e) {
+  OBJDIRECT_ASSERT(!e.code.empty(), "an error document carries its code");
+  for (const auto& [tag, value] : e.details) {
+    (void)value;
+    OBJDIRECT_ASSERT(is_plain_tag(tag) && tag != "Code" && tag != "Message" && tag != "Resource" &&
+                         tag != "RequestId",
+                     "an error's details are further plain elements");
+  }
+  std::string bytes = encode_error_unchecked(e);
+  OBJDIRECT_ASSERT(round_trips(e, bytes, decode_error, encode_error_unchecked),
+                   "an Error document decodes back to itself");
+  return bytes;
 }
 
 }  // namespace objdirect::s3

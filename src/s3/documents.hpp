@@ -15,7 +15,15 @@
 // prefix), ignore unknown elements, take text exactly as sent (no trimming, except numbers and
 // booleans, which may carry surrounding whitespace) and fail with Errc::malformed_xml naming what
 // was wrong. For every value v a decoder accepts, decode(encode(v)) == v when v's strings are
-// valid UTF-8 (the writer replaces invalid bytes by U+FFFD).
+// valid UTF-8 (the writer replaces invalid bytes and NUL by U+FFFD).
+//
+// The reply encoders (the documents a server sends) are checked in every build (OBJDIRECT_ASSERT,
+// docs/s3-documents.md "Checked encoders"): each document's preconditions, listed beside it, then
+// that its bytes decode and encode back to themselves. A failure is a programmer error and
+// aborts. encode_*_unchecked (at the end) write the same bytes without the checks, for tests that
+// need a document the checks refuse and for the fuzz target's arbitrary decoded values. The two
+// request encoders (CompleteMultipartUpload, Delete) are not checked: their values come from the
+// client library's callers, whose mistakes are answered by the server, not by an abort.
 //
 // Thread safety: free functions without shared state.
 #pragma once
@@ -72,6 +80,7 @@ struct ListBucketsResult {
   std::optional<std::string> prefix;
   bool operator==(const ListBucketsResult&) const = default;
 };
+// Precondition: every bucket has a name.
 std::string encode_list_buckets(const ListBucketsResult& r);
 Result<ListBucketsResult> decode_list_buckets(std::string_view body);
 
@@ -114,6 +123,8 @@ struct ListObjectsResult {
   std::vector<std::string> common_prefixes;
   bool operator==(const ListObjectsResult&) const = default;
 };
+// Preconditions: every object has a key; v2: key_count == objects + common prefixes; v1 and v2
+// list no delete markers.
 std::string encode_list_objects(const ListObjectsResult& r);
 // Accepts either root; kind is v2 when <KeyCount> or a continuation element is present, versions
 // for <ListVersionsResult>, v1 otherwise.
@@ -127,6 +138,7 @@ struct InitiateMultipartResult {
   std::string upload_id;
   bool operator==(const InitiateMultipartResult&) const = default;
 };
+// Precondition: upload_id is not empty.
 std::string encode_initiate_multipart(const InitiateMultipartResult& r);
 // Errc::malformed_xml also when <UploadId> is missing or empty.
 Result<InitiateMultipartResult> decode_initiate_multipart(std::string_view body);
@@ -145,6 +157,8 @@ struct CompleteMultipartResult {
   std::string checksum_type;  // written when non-empty
   bool operator==(const CompleteMultipartResult&) const = default;
 };
+// Preconditions: etag is not empty; checksum algorithms are plain element names (not
+// "Algorithm" or "Type").
 std::string encode_complete_result(const CompleteMultipartResult& r);
 // S3 may report a failed completion inside a 200 reply: an <Error> document becomes its Status
 // (from_s3_code of its Code, its Message). Errc::malformed_xml when neither root is present.
@@ -176,6 +190,7 @@ struct DeleteResult {
   bool operator==(const DeleteResult&) const = default;
 };
 // Deleted entries first, then errors (the order is not significant to S3 clients).
+// Precondition: every error entry has a code.
 std::string encode_delete_result(const DeleteResult& r);
 Result<DeleteResult> decode_delete_result(std::string_view body);
 
@@ -187,6 +202,7 @@ struct CopyResult {
   ChecksumList checksums;
   bool operator==(const CopyResult&) const = default;
 };
+// Preconditions: etag is not empty; checksum algorithms as for the Complete result.
 std::string encode_copy_result(const CopyResult& r);
 // Errc::malformed_xml also when <ETag> is missing or empty.
 Result<CopyResult> decode_copy_result(std::string_view body);
@@ -215,6 +231,7 @@ struct ListPartsResult {
   std::vector<PartEntry> parts;
   bool operator==(const ListPartsResult&) const = default;
 };
+// Preconditions: part numbers ascending within 1..limits::parts_max; checksum algorithms as above.
 std::string encode_list_parts(const ListPartsResult& r);
 Result<ListPartsResult> decode_list_parts(std::string_view body);
 
@@ -245,6 +262,7 @@ struct ListUploadsResult {
   std::vector<std::string> common_prefixes;
   bool operator==(const ListUploadsResult&) const = default;
 };
+// Precondition: every upload has a key and an upload id.
 std::string encode_list_uploads(const ListUploadsResult& r);
 Result<ListUploadsResult> decode_list_uploads(std::string_view body);
 
@@ -254,6 +272,7 @@ struct VersioningConfiguration {
   std::string mfa_delete;  // "", "Enabled" or "Disabled"; <MfaDelete> written when non-empty
   bool operator==(const VersioningConfiguration&) const = default;
 };
+// Precondition: status and mfa_delete are empty or one of the values above.
 std::string encode_versioning(const VersioningConfiguration& v);
 // Errc::malformed_xml on bad XML, a wrong root, a repeated element, or a Status / MfaDelete
 // other than the values above (an empty document is a configuration with neither).
@@ -270,6 +289,8 @@ struct ErrorDocument {
   std::vector<std::pair<std::string, std::string>> details;
   bool operator==(const ErrorDocument&) const = default;
 };
+// Preconditions: code is not empty; details are plain element names other than Code, Message,
+// Resource and RequestId.
 std::string encode_error(const ErrorDocument& e);
 Result<ErrorDocument> decode_error(std::string_view body);
 // A reply body's shape, for deciding whether to retry: whether it parses as one XML document
@@ -283,5 +304,17 @@ ReplyShape reply_shape(std::string_view body);
 // bucket with ACLs disabled, BucketOwnerEnforced, accepts: clients such as s3cmd send the ACL
 // they read back, in their own spelling). False for anything else, or a body that does not parse.
 bool acl_is_owner_full_control(std::string_view body, std::string_view owner_id);
+
+// The reply encoders without their checks (see the file comment): tests and the fuzz target only.
+std::string encode_list_buckets_unchecked(const ListBucketsResult& r);
+std::string encode_list_objects_unchecked(const ListObjectsResult& r);
+std::string encode_initiate_multipart_unchecked(const InitiateMultipartResult& r);
+std::string encode_complete_result_unchecked(const CompleteMultipartResult& r);
+std::string encode_delete_result_unchecked(const DeleteResult& r);
+std::string encode_copy_result_unchecked(const CopyResult& r);
+std::string encode_list_parts_unchecked(const ListPartsResult& r);
+std::string encode_list_uploads_unchecked(const ListUploadsResult& r);
+std::string encode_versioning_unchecked(const VersioningConfiguration& v);
+std::string encode_error_unchecked(const ErrorDocument& e);
 
 }  // namespace objdirect::s3

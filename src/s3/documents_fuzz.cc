@@ -4,7 +4,9 @@
 // Errc::malformed_xml (or, for the CompleteMultipartUpload reply, the Status of an embedded
 // <Error>) or accepts it; then its encoder's output must decode again, and encoding that must give
 // the same bytes (encode . decode is a fixpoint after one step: the writer's only lossy steps,
-// U+FFFD for invalid UTF-8 and a non-empty <Message>, are idempotent). Failures abort.
+// U+FFFD for invalid UTF-8 and NUL and a non-empty <Message>, are idempotent). Decoded values may
+// break the reply encoders' preconditions (a KeyCount that does not count the page), so the
+// fixpoint is taken with the unchecked encoders. Failures abort.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -35,21 +37,21 @@ bool fixpoint(std::string_view body, Decode decode, Encode encode) {
 bool documents_fuzz_one(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   bool ok = true;
-  ok &= fixpoint(body, decode_list_buckets, encode_list_buckets);
-  ok &= fixpoint(body, decode_list_objects, encode_list_objects);
-  ok &= fixpoint(body, decode_initiate_multipart, encode_initiate_multipart);
-  ok &= fixpoint(body, decode_delete_result, encode_delete_result);
-  ok &= fixpoint(body, decode_copy_result, encode_copy_result);
-  ok &= fixpoint(body, decode_list_parts, encode_list_parts);
-  ok &= fixpoint(body, decode_list_uploads, encode_list_uploads);
-  ok &= fixpoint(body, decode_error, encode_error);
-  ok &= fixpoint(body, decode_versioning, encode_versioning);
+  ok &= fixpoint(body, decode_list_buckets, encode_list_buckets_unchecked);
+  ok &= fixpoint(body, decode_list_objects, encode_list_objects_unchecked);
+  ok &= fixpoint(body, decode_initiate_multipart, encode_initiate_multipart_unchecked);
+  ok &= fixpoint(body, decode_delete_result, encode_delete_result_unchecked);
+  ok &= fixpoint(body, decode_copy_result, encode_copy_result_unchecked);
+  ok &= fixpoint(body, decode_list_parts, encode_list_parts_unchecked);
+  ok &= fixpoint(body, decode_list_uploads, encode_list_uploads_unchecked);
+  ok &= fixpoint(body, decode_error, encode_error_unchecked);
+  ok &= fixpoint(body, decode_versioning, encode_versioning_unchecked);
   // The CompleteMultipartUpload reply may decode to an embedded error's Status.
   auto complete = decode_complete_result(body);
   if (complete.ok()) {
-    const std::string once = encode_complete_result(*complete);
+    const std::string once = encode_complete_result_unchecked(*complete);
     auto again = decode_complete_result(once);
-    ok &= again.ok() && encode_complete_result(*again) == once;
+    ok &= again.ok() && encode_complete_result_unchecked(*again) == once;
   } else {
     ok &= refused_ok(complete.status());
   }

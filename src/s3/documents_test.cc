@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -141,7 +143,9 @@ TEST(S3Documents, MultipartDocumentsRoundTrip) {
   auto i = decode_initiate_multipart(encode_initiate_multipart(init));
   ASSERT_TRUE(i.ok());
   EXPECT_EQ(*i, init);
-  EXPECT_EQ(decode_initiate_multipart(encode_initiate_multipart({"b", "k", ""})).status().code(),
+  EXPECT_EQ(decode_initiate_multipart(encode_initiate_multipart_unchecked({"b", "k", ""}))
+                .status()
+                .code(),
             Errc::malformed_xml);
 
   std::vector<CompletePart> parts = {{1, "e1", {{"CRC32C", "AAAAAA=="}}}, {10'000, "e2", {}}};
@@ -310,6 +314,110 @@ TEST(S3XmlWriterDeathTest, ContractViolationsAbortInEveryBuild) {
         w.element("not a name", "x");
       },
       "plain XML names");
+}
+
+// The checked encoders (every build): a broken precondition of each document family aborts
+// before anything is sent, and the valid documents are the unchecked encoders' bytes.
+TEST(S3DocumentsDeathTest, CheckedEncodersAssertTheirPreconditions) {
+  ListBucketsResult buckets{{"o", "o"}, {{"", "2026-01-01T00:00:00.000Z"}}, "", std::nullopt};
+  EXPECT_DEATH((void)encode_list_buckets(buckets), "every listed bucket has a name");
+
+  ListObjectsResult v2 = sample_list(ListKind::v2);
+  v2.key_count = 3;
+  EXPECT_DEATH((void)encode_list_objects(v2), "KeyCount counts its keys and common prefixes");
+  ListObjectsResult v1 = sample_list(ListKind::v1);
+  v1.objects[1].delete_marker = true;
+  EXPECT_DEATH((void)encode_list_objects(v1), "only ListObjectVersions lists delete markers");
+  // A v1 page with a v2 field reads back as v2: not the document that was meant.
+  v1 = sample_list(ListKind::v1);
+  v1.next_continuation_token = "t";
+  EXPECT_DEATH((void)encode_list_objects(v1), "decodes back to itself");
+
+  EXPECT_DEATH((void)encode_initiate_multipart({"b", "k", ""}), "names its upload");
+  EXPECT_DEATH((void)encode_complete_result({"/b/k", "b", "k", "", {}, ""}),
+               "carries the object's ETag");
+  EXPECT_DEATH((void)encode_complete_result({"/b/k", "b", "k", "e", {{"Type", "x"}}, ""}),
+               "plain element names");
+  ListPartsResult parts;
+  parts.upload_id = "u";
+  parts.parts = {{2, "t", "e2", 1, {}}, {2, "t", "e2", 1, {}}};
+  EXPECT_DEATH((void)encode_list_parts(parts), "ascending order");
+  parts.parts = {{limits::parts_max + 1, "t", "e", 1, {}}};
+  EXPECT_DEATH((void)encode_list_parts(parts), "ascending order");
+  ListUploadsResult uploads;
+  uploads.uploads = {{"k", "", {}, {}, "STANDARD", "t", ""}};
+  EXPECT_DEATH((void)encode_list_uploads(uploads), "a key and an upload id");
+
+  EXPECT_DEATH((void)encode_delete_result({{}, {{"k", "", "m"}}}), "carries its code");
+  EXPECT_DEATH((void)encode_copy_result({false, "t", "", {}}), "carries the copy's ETag");
+  EXPECT_DEATH((void)encode_copy_result({false, "t", "e", {{"Algorithm", "x"}}}),
+               "plain element names");
+
+  EXPECT_DEATH((void)encode_versioning({"Paused", ""}), "Enabled or Suspended");
+  EXPECT_DEATH((void)encode_versioning({"Enabled", "Yes"}), "Enabled or Disabled");
+
+  EXPECT_DEATH((void)encode_error({"", "m", "/", "r", {}}), "carries its code");
+  EXPECT_DEATH((void)encode_error({"InvalidPart", "m", "/", "r", {{"Resource", "x"}}}),
+               "further plain elements");
+
+  // Valid documents: the same bytes as without the checks.
+  for (ListKind kind : {ListKind::v1, ListKind::v2, ListKind::versions}) {
+    EXPECT_EQ(encode_list_objects(sample_list(kind)),
+              encode_list_objects_unchecked(sample_list(kind)));
+  }
+  const ErrorDocument err{"InvalidPartNumber", "", "/b/k", "r", {{"ActualPartCount", "2"}}};
+  EXPECT_EQ(encode_error(err), encode_error_unchecked(err));
+}
+
+// What a request can put into a reply (a key, a prefix, a marker, a path) never trips the round
+// trip: invalid UTF-8 and NUL become U+FFFD, controls and U+FFFE/U+FFFF character references,
+// whitespace stays as sent. A page of 1000 such keys is checked, and the check's cost printed.
+TEST(S3Documents, CheckedEncodersAcceptHostileRequestText) {
+  const std::vector<std::string> hostile = {
+      std::string("a\0b", 3), "\xff\xfe", "\xc3",  " ",    "\t\r\n", "\xef\xbf\xbf",
+      "\xed\xa0\x80",         "]]>",      "&amp;", "\x7f", kTricky};
+  ListObjectsResult r = sample_list(ListKind::v2);
+  r.objects.clear();
+  r.common_prefixes.clear();
+  for (std::size_t i = 0; i < 1000; ++i) {
+    ObjectEntry o;
+    o.key = hostile[i % hostile.size()] + std::string(900, 'k') + std::to_string(i);
+    o.last_modified = "2026-01-02T03:04:05.678Z";
+    o.etag = "d41d8cd98f00b204e9800998ecf8427e";
+    o.size = i;
+    o.storage_class = "STANDARD";
+    r.objects.push_back(std::move(o));
+  }
+  r.key_count = r.objects.size();
+  for (const auto& h : hostile) {
+    r.prefix = h;
+    r.delimiter = h;
+    r.start_after = h;
+    EXPECT_FALSE(encode_list_objects(r).empty());
+    EXPECT_FALSE(encode_error({"NoSuchKey", h, "/b/" + h, "r", {}}).empty());
+    EXPECT_FALSE(encode_list_uploads({"b", h, h, h, h, h, h, 1, "", false, {}, {h}}).empty());
+  }
+  // The cost of the check on a full page, of long keys and of short ones (printed for
+  // docs/s3-documents.md): one decode and one comparison.
+  for (std::size_t key_bytes : {900u, 40u}) {
+    for (std::size_t i = 0; i < r.objects.size(); ++i) {
+      r.objects[i].key = "dataset/shard-" + std::string(key_bytes - 30, 'k') + std::to_string(i);
+    }
+    r.prefix = "dataset/";
+    r.delimiter.clear();
+    r.start_after.clear();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) (void)encode_list_objects_unchecked(r);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) (void)encode_list_objects(r);
+    const auto t2 = std::chrono::steady_clock::now();
+    const double plain = std::chrono::duration<double, std::milli>(t1 - t0).count() / 20;
+    const double checked = std::chrono::duration<double, std::milli>(t2 - t1).count() / 20;
+    std::printf(
+        "ListObjectsV2 page of 1000 keys of %zu bytes (%zu bytes): encode %.3f ms, "
+        "checked %.3f ms\n",
+        r.objects[0].key.size(), encode_list_objects_unchecked(r).size(), plain, checked);
+  }
 }
 
 }  // namespace

@@ -428,6 +428,9 @@ void append_xml_escaped(std::string& out, std::string_view text) {
         case '"':
           out += "&quot;";
           break;
+        case '\0':
+          out += "\xEF\xBF\xBD";  // U+FFFD: XML cannot carry NUL, not even as &#0;
+          break;
         default:
           if (c < 0x20) {
             append_char_ref(out, c);

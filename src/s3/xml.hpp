@@ -18,7 +18,9 @@
 // references (other C0 controls, U+FFFE, U+FFFF) are written as &#xN; exactly as S3 does; strict
 // XML 1.0 parsers reject those, which is why S3 clients ask for encoding-type=url when keys may
 // hold them (the handler then percent-encodes keys before they reach the writer). Bytes that are
-// not valid UTF-8 are written as U+FFFD so the document always stays UTF-8.
+// not valid UTF-8 are written as U+FFFD so the document always stays UTF-8, and so is NUL: no XML
+// parser (ours included) reads &#x0;, so a NUL echoed from a request (a prefix, a path) would
+// otherwise make the whole reply unreadable.
 //
 // Thread safety: the parse functions and error_xml are pure and thread-safe; an XmlWriter is a
 // plain value, one thread at a time.

@@ -388,7 +388,7 @@ TEST(S3XmlEscape, Characters) {
   EXPECT_EQ(xml_escape("a&b<c>d\"e'f"), "a&amp;b&lt;c&gt;d&quot;e'f");
   EXPECT_EQ(xml_escape("]]>"), "]]&gt;");
   EXPECT_EQ(xml_escape("\t\n\r"), "&#x9;&#xA;&#xD;");
-  EXPECT_EQ(xml_escape(std::string("\x01\x1f\0", 3)), "&#x1;&#x1F;&#x0;");
+  EXPECT_EQ(xml_escape(std::string("\x01\x1f\0", 3)), "&#x1;&#x1F;\xEF\xBF\xBD");
   EXPECT_EQ(xml_escape("\x7f"), "\x7f");
   EXPECT_EQ(xml_escape("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"),
             "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");

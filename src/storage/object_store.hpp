@@ -315,6 +315,19 @@ class ObjectStore {
     if (version_id.empty()) return set_object_tags(bucket, key, std::move(tags));
     return Status(Errc::not_implemented, "This backend does not keep object versions");
   }
+  // Whether head_object's metadata carries the object's tags (GetObjectTagging reads them there).
+  // False where another service keeps them (the gateway's upstream): GetObjectTagging then asks
+  // get_object_version_tags.
+  virtual bool tags_in_meta() const { return true; }
+  // GetObjectTagging on a backend whose tags_in_meta() is false: the tags of `key` (version_id ""
+  // the latest, else that version, as set_object_version_tags) in an ObjectMeta that carries the
+  // key, the version read and the tags. Errors: no_such_key, no_such_version, not_implemented
+  // (the backend cannot keep tags).
+  virtual Result<ObjectMeta> get_object_version_tags(std::string_view bucket, std::string_view key,
+                                                     std::string_view version_id) {
+    (void)bucket, (void)key, (void)version_id;
+    return Status(Errc::not_implemented, "This backend does not store object tags");
+  }
   // Replaces the bucket's tag set (PutBucketTagging; empty for DeleteBucketTagging), atomically.
   // no_such_bucket. Backends that cannot store tags say not_implemented.
   virtual Status set_bucket_tags(std::string_view bucket, TagSet tags) {

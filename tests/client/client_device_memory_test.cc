@@ -217,6 +217,49 @@ TEST(FakeCuda, DeviceMemoryIsNotCpuAccessible) {
       ::testing::KilledBySignal(SIGSEGV), "");
 }
 
+// The public memory-kind query (what the Python module asks before it hands a buffer on): the
+// fake's device memory, anywhere inside it, is cuda_device; host memory and nullptr are host. The
+// fake is loaded in this process, so the GPU data path is usable.
+TEST(DeviceApi, MemoryKindOfDeviceAndHostBuffers) {
+  ASSERT_TRUE(cuda_memory_status().ok()) << cuda_memory_status().to_string();
+  DeviceBuffer dev(1 << 16);
+  EXPECT_EQ(memory_kind(dev.data()), MemoryKind::cuda_device);
+  EXPECT_EQ(memory_kind(dev.data() + 12345), MemoryKind::cuda_device);
+  std::vector<std::byte> host(4096);
+  EXPECT_EQ(memory_kind(host.data()), MemoryKind::host);
+  EXPECT_EQ(memory_kind(nullptr), MemoryKind::host);
+  EXPECT_EQ(memory_kind_name(MemoryKind::cuda_device), "cuda-device");
+  EXPECT_EQ(memory_kind_name(MemoryKind::cuda_managed), "cuda-managed");
+  EXPECT_EQ(memory_kind_name(MemoryKind::host), "host");
+}
+
+// Client::rdma_offer: what each server advertises, asked by a client whose own fabric is
+// "none"; the server with --fabric none advertises nothing it serves.
+TEST(DeviceApi, RdmaOfferOfEachServer) {
+  auto c = make("none");
+  ASSERT_TRUE(c);
+  auto offer = c->rdma_offer();
+  ASSERT_TRUE(offer.ok()) << offer.status().to_string();
+  EXPECT_TRUE(offer->advertised);
+  EXPECT_TRUE(offer->same_host);  // loopback, and the same kernel's host id
+  EXPECT_TRUE(offer->error.empty()) << offer->error;
+  EXPECT_FALSE(offer->fabrics.empty());
+  auto none = make("none", g_no_rdma);
+  ASSERT_TRUE(none);
+  auto nothing = none->rdma_offer();
+  ASSERT_TRUE(nothing.ok()) << nothing.status().to_string();
+  EXPECT_TRUE(nothing->fabrics.empty());
+  // A server that cannot be reached is an error, not an empty offer.
+  ClientConfig gone = config("none", g_rdma);
+  gone.endpoint = "http://127.0.0.1:1";
+  gone.max_attempts = 1;
+  auto unreachable = Client::create(gone);
+  ASSERT_TRUE(unreachable.ok());
+  auto err = (*unreachable)->rdma_offer();
+  EXPECT_FALSE(err.ok());
+  EXPECT_EQ(err.status().code(), Errc::unavailable) << err.status().to_string();
+}
+
 class DeviceRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 // PUT from device memory, checked with a host GET; GET into an odd offset of device memory,

@@ -28,6 +28,12 @@ def as_dict(ts):
     return {t["Key"]: t["Value"] for t in ts}
 
 
+def behind_radosgw():
+    """The gateway in front of radosgw (docs/scale-out.md, "Verified upstreams"): its tagging
+    answers differ from S3's where noted."""
+    return objd.gateway_mode() and os.environ.get("OBJDIRECT_UPSTREAM_KIND") == "radosgw"
+
+
 def test_put_get_delete_object_tagging(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"data")
     assert s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
@@ -35,10 +41,18 @@ def test_put_get_delete_object_tagging(s3, bucket):
     tags = {"project": "blue", "owner": "ml team", "empty": "", "unicode": "caf\u00e9"}
     s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset(tags)})
     got = s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"]
-    assert got == tagset(tags)  # in the order given
+    if behind_radosgw():
+        # radosgw 16 returns the tag set sorted by key; the gateway passes its answer on.
+        assert got == sorted(tagset(tags), key=lambda t: t["Key"])
+    else:
+        assert got == tagset(tags)  # in the order given
     g = s3.get_object(Bucket=bucket, Key="k")
     assert g["Body"].read() == b"data"
-    assert g["TagCount"] == 4
+    if not objd.gateway_mode():
+        # The gateway's GET takes its metadata from the upstream's HEAD, which carries no tag
+        # count (S3 sends x-amz-tagging-count on GET only): no TagCount there
+        # (docs/scale-out.md, "What the gateway passes through").
+        assert g["TagCount"] == 4
     after = s3.head_object(Bucket=bucket, Key="k")
     # Tagging changes neither the bytes, the ETag nor Last-Modified.
     assert after["ETag"] == before["ETag"] and after["LastModified"] == before["LastModified"]
@@ -47,7 +61,7 @@ def test_put_get_delete_object_tagging(s3, bucket):
     r = s3.delete_object_tagging(Bucket=bucket, Key="k")
     assert r["ResponseMetadata"]["HTTPStatusCode"] == 204
     assert s3.get_object_tagging(Bucket=bucket, Key="k")["TagSet"] == []
-    assert "TagCount" not in s3.get_object(Bucket=bucket, Key="k")
+    assert "TagCount" not in s3.get_object(Bucket=bucket, Key="k")  # (none through the gateway)
     # An overwrite starts without tags.
     s3.put_object_tagging(Bucket=bucket, Key="k", Tagging={"TagSet": tagset({"a": "1"})})
     s3.put_object(Bucket=bucket, Key="k", Body=b"new")
@@ -142,13 +156,36 @@ def test_multipart_upload_tags(s3, bucket):
     part = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up["UploadId"], PartNumber=1, Body=b"p" * 1000)
     s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up["UploadId"],
                                  MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    if behind_radosgw():
+        # radosgw 16 answers GetObjectTagging of the completed object with an empty 200 body
+        # (which the gateway reads as no tags): CreateMultipartUpload's x-amz-tagging is not
+        # kept there.
+        assert s3.get_object_tagging(Bucket=bucket, Key="mp")["TagSet"] == []
+        return
     assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mp")["TagSet"]) == {"stage": "raw", "team": "ml"}
     with pytest.raises(botocore.exceptions.ClientError) as e:
         s3.create_multipart_upload(Bucket=bucket, Key="mp2", Tagging="aws:x=1")
     assert code_of(e) == "InvalidTag"
 
 
+def bucket_tags_kept():
+    """The gateway passes object tagging through to its upstream, not bucket tagging yet: it
+    answers PutBucketTagging 501 NotImplemented (docs/scale-out.md)."""
+    return not objd.gateway_mode()
+
+
+def test_bucket_tagging_through_the_gateway_is_not_implemented(s3, bucket):
+    if bucket_tags_kept():
+        pytest.skip("this backend keeps bucket tags (test_bucket_tagging)")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tagset({"a": "1"})})
+    assert code_of(e) == "NotImplemented"
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 501
+
+
 def test_bucket_tagging(server, s3, bucket):
+    if not bucket_tags_kept():
+        pytest.skip("the gateway does not pass bucket tagging through (docs/scale-out.md)")
     with pytest.raises(botocore.exceptions.ClientError) as e:
         s3.get_bucket_tagging(Bucket=bucket)
     assert code_of(e) == "NoSuchTagSet"
@@ -202,6 +239,8 @@ def test_aws_s3api_tagging(server, bucket, tmp_path):
     assert run("get-object-tagging", "--bucket", bucket, "--key", "k")["TagSet"] == [{"Key": "c", "Value": "3"}]
     run("delete-object-tagging", "--bucket", bucket, "--key", "k")
     assert run("get-object-tagging", "--bucket", bucket, "--key", "k")["TagSet"] == []
+    if not bucket_tags_kept():
+        return  # bucket tagging: test_bucket_tagging_through_the_gateway_is_not_implemented
     run("put-bucket-tagging", "--bucket", bucket,
         "--tagging", json.dumps({"TagSet": [{"Key": "team", "Value": "ml"}]}))
     assert run("get-bucket-tagging", "--bucket", bucket)["TagSet"] == [{"Key": "team", "Value": "ml"}]

@@ -120,22 +120,34 @@ def main() -> int:
         for where in ("tools/t/main.cc:1: storage backend header", "src/server/s.cc:2: storage",
                       "src/storage/s3/s3_store.cc:1: storage"):
             assert where in store_bad.stdout, (where, store_bad.stdout)
-        # The CLI uses the public API, never the client library's private headers.
+        # The tools, the micro-benchmarks and the Python module use the public API, never the
+        # client library's private headers; src/ (the library, its tests) and tests/ may.
         cli_ok = run(tree(pathlib.Path(d) / "cli_ok", {
             "tools/objdirect/main.cc": '#include "objdirect/plan.hpp"\n#include "common/time.hpp"\n',
-            "tools/objdirect-bench/main.cc": '#include "client/http_client.hpp"\n',
+            "tools/objdirect-bench/main.cc": '#include "objdirect/client.hpp"\n',
+            "bench/planner_bench.cc": '#include "objdirect/plan.hpp"\n',
+            "python/src/objdirect_module.cc": '#include "objdirect/client.hpp"\n',
+            "src/client/cuda/gpu_check.cc": '#include "client/cuda/cuda_api.hpp"\n',
+            "python/tests/helper.cc": '#include "client/http_client.hpp"\n',
         }))
         assert cli_ok.returncode == 0, cli_ok.stdout + cli_ok.stderr
         cli_bad = run(tree(pathlib.Path(d) / "cli_bad", {
             "tools/objdirect/main.cc": '#include <string>\n#include "client/planner.hpp"\n',
             "tools/objdirect/x.hpp": '#include "client/cuda/cuda_api.hpp"\n',
+            "tools/objdirect-bench/main.cc": '// x\n#include "client/http_client.hpp"\n',
+            "bench/planner_bench.cc": '  #  include "client/planner.hpp"\n',
+            "python/src/objdirect_module.cc": '#include "client/cuda/cuda_api.hpp"\n',
         }))
         assert cli_bad.returncode == 1, cli_bad.stdout
-        for where in ("tools/objdirect/main.cc:2: the CLI includes", "tools/objdirect/x.hpp:1: the CLI"):
+        for where in ("tools/objdirect/main.cc:2: includes the client library's private",
+                      "tools/objdirect/x.hpp:1: includes", "tools/objdirect-bench/main.cc:2: includes",
+                      "bench/planner_bench.cc:1: includes", "python/src/objdirect_module.cc:1: includes"):
             assert where in cli_bad.stdout, (where, cli_bad.stdout)
+        lines = [l for l in cli_bad.stdout.splitlines() if "private" in l]
+        assert len(lines) == 5, cli_bad.stdout
     print("layering check: refuses 5 of 5 bad includes, 8 of 8 seam violations, 2 of 2 private "
-          "includes of the public API, 3 of 3 storage-seam violations and 2 of 2 private client "
-          "includes of the CLI, accepts the allowed ones")
+          "includes of the public API, 3 of 3 storage-seam violations and 5 of 5 private client "
+          "includes of tools/, bench/ and python/src/, accepts the allowed ones")
     return 0
 
 

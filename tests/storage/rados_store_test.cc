@@ -158,13 +158,53 @@ TEST(RadosCodec, VersionsValueRoundTripAndRefusals) {
   EXPECT_EQ(decode_versions_val(count).code(), Errc::corrupt);
   auto short_inline = vs;
   short_inline[0].inline_data = "hell";
-  EXPECT_EQ(decode_versions_val(encode_versions_val(short_inline)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions_val(encode_versions_val_unchecked(short_inline)).code(), Errc::corrupt);
   auto stray_inline = vs;
   stray_inline[2].inline_data = "x";
-  EXPECT_EQ(decode_versions_val(encode_versions_val(stray_inline)).code(), Errc::corrupt);
+  EXPECT_EQ(decode_versions_val(encode_versions_val_unchecked(stray_inline)).code(), Errc::corrupt);
   std::string tag = bytes;
   tag[0] = char(0xfe);
   EXPECT_EQ(decode_versions_val(tag).code(), Errc::corrupt);
+  // An object value's inline bytes are its inline segment, as a version's are.
+  ObjectVal short_object{vs[0].entry.rec, "hell"};
+  short_object.rec.meta.version_id.clear();
+  EXPECT_EQ(decode_object_val(encode_object_val_unchecked(short_object)).code(), Errc::corrupt);
+}
+
+// The checked encoders (every build, OBJDIRECT_ASSERT): a value the decoder would refuse, or one
+// breaking the key entry's shape, aborts before anything is written to the index.
+TEST(RadosCodecDeathTest, EncodersAssertTheirPreconditions) {
+  using namespace rados_impl;
+  auto vs = sample_versions();
+  vs[0].inline_data = "hell";
+  EXPECT_DEATH((void)encode_versions_val(vs), "inline bytes are its record's inline segment");
+  vs = sample_versions();
+  vs[2].inline_data = "x";
+  EXPECT_DEATH((void)encode_versions_val(vs), "inline bytes are its record's inline segment");
+  EXPECT_DEATH((void)encode_versions_val({}), "at least one version");
+  vs = sample_versions();
+  vs[1].entry.version_id = std::string(32, 'a');  // a duplicate id: local::encode_versions refuses
+  EXPECT_DEATH((void)encode_versions_val(vs), "decodes back to itself");
+  ObjectVal o{sample_versions()[0].entry.rec, "hello!"};
+  EXPECT_DEATH((void)encode_object_val(o), "inline bytes are its record's inline segment");
+  ObjectVal big;
+  big.rec.meta.key = "k";
+  big.rec.meta.size = rados_limits::inline_bytes_max + 1;
+  big.rec.segments = {{local::BlobId{}, big.rec.meta.size}};
+  big.inline_data.assign(big.rec.meta.size, 'x');
+  EXPECT_DEATH((void)encode_object_val(big), "at most inline_bytes_max inline");
+  KeyEntry none;
+  EXPECT_DEATH((void)encode_key_entry(none), "holds a version");
+  KeyEntry two;
+  two.plain = true;
+  two.versions = {sample_versions()[0], sample_versions()[2]};
+  EXPECT_DEATH((void)encode_key_entry(two), "one null version");
+  // Valid values: the same bytes as without the checks.
+  EXPECT_EQ(encode_versions_val(sample_versions()),
+            encode_versions_val_unchecked(sample_versions()));
+  ObjectVal ok{sample_versions()[0].entry.rec, "hello"};
+  ok.rec.meta.version_id.clear();
+  EXPECT_EQ(encode_object_val(ok), encode_object_val_unchecked(ok));
 }
 
 // The seeds hold the fuzz properties (index_codec_fuzz_body.hpp; the libFuzzer target

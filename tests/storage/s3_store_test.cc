@@ -105,6 +105,33 @@ TEST_F(S3StoreTest, OptionLimits) {
   EXPECT_EQ(bad([](auto& o) { o.access_key = "nobody"; }), Errc::invalid_access_key_id);
 }
 
+// Issue 15: every upstream request is signed, but the signing key is derived once per (date,
+// region, service), not per request; the upstream (a real objdirect-server verifying SigV4)
+// accepts every request signed with the cached key.
+TEST_F(S3StoreTest, UpstreamSigningKeyDerivedOncePerScope) {
+  S3StoreOptions o = upstream_.options();
+  o.multipart_threshold_bytes = 5 << 20;  // the 6 MiB object below goes as a multipart upload
+  o.multipart_part_bytes = 5 << 20;
+  auto s = open_with_bucket(o);  // the probe (ListBuckets) and CreateBucket
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(put(*s, "small", "value").ok());
+  ASSERT_TRUE(put(*s, "large", random_bytes((6 << 20) + 3, 7)).ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(s->head_object(kBucket, "small").ok());
+  auto r = s->open_object(kBucket, "large");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::string back((6 << 20) + 3, '\0');
+  auto n = (*r)->pread(std::as_writable_bytes(std::span<char>(back.data(), back.size())), 0);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(back, random_bytes((6 << 20) + 3, 7));
+  ListQuery q;
+  ASSERT_TRUE(s->list_objects(kBucket, q).ok());
+  ASSERT_TRUE(s->delete_object(kBucket, "small").ok());
+  const auto stats = s3_store_stats(*s);
+  EXPECT_GE(stats.requests, 30u);
+  // One date, one region, one service. (A run across midnight UTC would derive a second key.)
+  EXPECT_EQ(stats.signing_key_derivations, 1u) << stats.requests << " requests";
+}
+
 TEST_F(S3StoreTest, ConnectionPoolIsBounded) {
   S3StoreOptions o = upstream_.options();
   o.connections = 2;

@@ -37,7 +37,6 @@
 
 #include "baselines.hpp"
 #include "bench.hpp"
-#include "client/http_client.hpp"
 #include "objdirect/client.hpp"
 #include "process.hpp"
 
@@ -682,19 +681,11 @@ int Bench::run() {
     std::cerr << "objdirect-bench: create bucket: " << st.message() << "\n";
     return 1;
   }
-  // What the server advertises (x-amz-rdma-fabrics on any S3 reply).
-  if (auto ep = client::parse_endpoint(endpoint_); ep.ok()) {
-    client::HttpOptions ho;
-    ho.endpoint = *ep;
-    ho.credentials = {o_.access_key, o_.secret_key};
-    ho.region = "us-east-1";
-    client::HttpClient hc(ho);
-    client::HttpRequest req;
-    req.method = "HEAD";
-    req.target = "/bench";
-    if (auto r = hc.execute(req); r.ok()) {
-      fabrics_offered_ = std::string(r->header("x-amz-rdma-fabrics").value_or("none"));
-    }
+  // What the server advertises (x-amz-rdma-fabrics).
+  if (auto offer = admin_->rdma_offer(); offer.ok()) {
+    std::string names;
+    for (const auto& f : offer->fabrics) names += (names.empty() ? "" : ",") + f;
+    fabrics_offered_ = names.empty() ? "none" : names;
   }
   bool want_nginx = false;
   for (auto* p : paths_) want_nginx |= p->nginx;

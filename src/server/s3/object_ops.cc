@@ -538,7 +538,17 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   }
   // Tags follow x-amz-tagging-directive alone: COPY keeps the source's, REPLACE takes
   // x-amz-tagging (none when absent), whatever the metadata directive says.
-  if (tagging_directive == "COPY") {
+  if (tagging_directive == "COPY" && !store->tags_in_meta()) {
+    // The source's metadata does not carry its tags (the gateway): ask for them.
+    auto id = store_version_id(*src_version);
+    if (!id.ok()) co_return co_await send_error(c, id.status());
+    auto st = store->get_object_version_tags(src->first, src->second, *id);
+    if (st.ok()) {
+      meta.tags = std::move(st->tags);
+    } else if (st.code() != Errc::not_implemented) {
+      co_return co_await send_error(c, st.status());
+    }
+  } else if (tagging_directive == "COPY") {
     meta.tags = sm.tags;
   } else if (auto t = c.header("x-amz-tagging")) {
     auto tags = parse_tagging_header(*t);

@@ -56,6 +56,14 @@ Task<void> S3Service::Impl::tagging(Ctx& c) {
   };
 
   if (method == verb::get) {
+    if (object && !store->tags_in_meta()) {
+      // The backend's metadata does not carry the tags (the gateway): it asks where they are.
+      auto id = store_version_id(version_id);
+      if (!id.ok()) co_return co_await send_error(c, id.status());
+      auto m = store->get_object_version_tags(c.bucket, c.key, *id);
+      if (!m.ok()) co_return co_await send_error(c, m.status());
+      co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(m->tags), version_header(*m));
+    }
     if (object) {
       auto m = head_version(c, c.bucket, c.key, version_id);
       if (!m.ok()) co_return co_await send_error(c, m.status());

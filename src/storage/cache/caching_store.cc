@@ -896,6 +896,17 @@ Result<ObjectMeta> CachingStore::set_object_version_tags(std::string_view bucket
   return r;
 }
 
+bool CachingStore::tags_in_meta() const {
+  return core_->inner->tags_in_meta();
+}
+
+Result<ObjectMeta> CachingStore::get_object_version_tags(std::string_view bucket,
+                                                         std::string_view key,
+                                                         std::string_view version_id) {
+  core_->c.inner_requests++;
+  return core_->inner->get_object_version_tags(bucket, key, version_id);
+}
+
 Status CachingStore::set_bucket_tags(std::string_view bucket, TagSet tags) {
   core_->c.inner_requests++;
   Status st = core_->inner->set_bucket_tags(bucket, std::move(tags));

@@ -3,6 +3,9 @@
 
 #include <cstring>
 
+#include "common/assert.hpp"
+#include "storage/rados/rados_store.hpp"
+
 namespace objdirect::storage::rados_impl {
 namespace {
 
@@ -52,11 +55,11 @@ Result<std::string_view> versions_record(std::string_view v, std::uint32_t& n,
 
 }  // namespace
 
-std::string encode_object_val(const ObjectVal& o) {
+std::string encode_object_val_unchecked(const ObjectVal& o) {
   std::string out;
   put_u32(out, std::uint32_t(o.inline_data.size()));
   out += o.inline_data;
-  out += local::encode_object(o.rec);
+  out += local::encode_object_unchecked(o.rec);
   return out;
 }
 
@@ -69,6 +72,9 @@ Result<ObjectVal> decode_object_val(std::string_view v, bool with_parts) {
   auto rec = with_parts ? local::decode_object(v) : local::decode_object_without_parts(v);
   if (!rec.ok()) return rec.status();
   o.rec = std::move(*rec);
+  if (inline_size(o.rec) != o.inline_data.size()) {
+    return corrupt("inline bytes differ from the object's inline segment");
+  }
   return o;
 }
 
@@ -77,7 +83,7 @@ bool is_versions_val(std::string_view v) {
   return get_u32(v, tag) && tag == versions_tag;
 }
 
-std::string encode_versions_val(const std::vector<Version>& versions) {
+std::string encode_versions_val_unchecked(const std::vector<Version>& versions) {
   std::string out;
   put_u32(out, versions_tag);
   put_u32(out, std::uint32_t(versions.size()));
@@ -88,8 +94,46 @@ std::string encode_versions_val(const std::vector<Version>& versions) {
     out += v.inline_data;
     entries.push_back(v.entry);
   }
-  out += local::encode_versions(entries);
+  out += local::encode_versions_unchecked(entries);
   return out;
+}
+
+namespace {
+
+// decode(bytes) is accepted and encodes back to `bytes` (the canonical encoding).
+template <typename Decode, typename Encode>
+bool round_trips(const std::string& bytes, Decode decode, Encode encode) {
+  auto back = decode(bytes);
+  return back.ok() && encode(*back) == bytes;
+}
+
+Result<ObjectVal> decode_object_val_with_parts(std::string_view v) {
+  return decode_object_val(v, true);
+}
+
+}  // namespace
+
+std::string encode_object_val(const ObjectVal& o) {
+  OBJDIRECT_ASSERT(o.inline_data.size() <= rados_limits::inline_bytes_max,
+                   "an object value keeps at most inline_bytes_max inline");
+  OBJDIRECT_ASSERT(inline_size(o.rec) == o.inline_data.size(),
+                   "an object value's inline bytes are its record's inline segment");
+  std::string bytes = encode_object_val_unchecked(o);
+  OBJDIRECT_ASSERT(round_trips(bytes, decode_object_val_with_parts, encode_object_val_unchecked),
+                   "an object value decodes back to itself");
+  return bytes;
+}
+
+std::string encode_versions_val(const std::vector<Version>& versions) {
+  OBJDIRECT_ASSERT(!versions.empty(), "a versions value holds at least one version");
+  for (const Version& v : versions) {
+    OBJDIRECT_ASSERT(inline_size(v.entry.rec) == v.inline_data.size(),
+                     "a version's inline bytes are its record's inline segment");
+  }
+  std::string bytes = encode_versions_val_unchecked(versions);
+  OBJDIRECT_ASSERT(round_trips(bytes, decode_versions_val, encode_versions_val_unchecked),
+                   "a versions value decodes back to itself");
+  return bytes;
 }
 
 Result<std::vector<Version>> decode_versions_val(std::string_view v) {
@@ -132,6 +176,8 @@ Result<KeyEntry> decode_key_entry(const std::optional<std::string>& raw) {
 }
 
 std::string encode_key_entry(const KeyEntry& e) {
+  OBJDIRECT_ASSERT(!e.versions.empty(), "a key entry to store holds a version");
+  OBJDIRECT_ASSERT(!e.plain || e.versions.size() == 1, "a plain key entry is one null version");
   if (e.plain) {
     ObjectVal o;
     o.rec = e.versions.front().entry.rec;

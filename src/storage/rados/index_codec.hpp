@@ -31,8 +31,14 @@ struct ObjectVal {
 
   bool operator==(const ObjectVal&) const = default;
 };
+// Checked in every build (OBJDIRECT_ASSERT, as local::encode_object): inline_data is at most
+// rados_limits::inline_bytes_max and is exactly the record's inline (all-zero blob) segment, then
+// the bytes decode and encode back to themselves. A failure aborts before anything is stored.
 std::string encode_object_val(const ObjectVal& o);
-// Errc::corrupt for a value that is not an object value (a versions value included).
+// The same bytes without the checks: tests that need a value the decoder refuses.
+std::string encode_object_val_unchecked(const ObjectVal& o);
+// Errc::corrupt for a value that is not an object value (a versions value included), or whose
+// inline bytes differ from its record's inline segment.
 Result<ObjectVal> decode_object_val(std::string_view v, bool with_parts = true);
 
 // One version of a key: its entry in the versions record and its inline bytes.
@@ -42,8 +48,11 @@ struct Version {
 
   bool operator==(const Version&) const = default;
 };
-// Newest first, at least one.
+// Newest first, at least one. Checked in every build: at least one version, each version's inline
+// bytes exactly its record's inline segment, local::encode_versions' own checks (valid distinct
+// ids, one key, ...), then the round trip.
 std::string encode_versions_val(const std::vector<Version>& versions);
+std::string encode_versions_val_unchecked(const std::vector<Version>& versions);
 // Errc::corrupt for anything else: a wrong tag, a count that differs from the record's, inline
 // bytes on a version whose record has no inline segment (or a length that differs from it),
 // truncation, trailing bytes, or a versions record that local::decode_versions refuses.
@@ -57,7 +66,7 @@ struct KeyEntry {
   std::vector<Version> versions;
 };
 Result<KeyEntry> decode_key_entry(const std::optional<std::string>& raw);
-// The value to store (precondition: versions not empty; plain: exactly one version).
+// The value to store (precondition, asserted: versions not empty; plain: exactly one version).
 std::string encode_key_entry(const KeyEntry& e);
 // The newest version only, without parts (listings). Checks what it decodes.
 Result<Version> decode_latest(std::string_view v);

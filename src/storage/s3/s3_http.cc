@@ -161,7 +161,7 @@ curl_slist* Core::prepare(Conn& c, Request& r, Transfer& t, const std::string& t
   if (!opts.session_token.empty())
     v.headers.emplace_back("x-amz-security-token", opts.session_token);
   const std::string auth =
-      sigv4::sign(v, {opts.access_key, opts.secret_key}, opts.region, "s3", now);
+      sigv4::sign(v, {opts.access_key, opts.secret_key}, opts.region, "s3", now, &signing_keys);
   curl_slist* list = nullptr;
   // libcurl drops a "name:" header with an empty value, which then fails the signature
   // (radosgw: 403 for x-amz-meta-empty ""); "name;" sends it empty.

@@ -7,6 +7,7 @@
 //  - s3_objects.cc      PutObject, HEAD, DELETE, CopyObject onto itself, ListObjectsV2;
 //  - s3_versions.cc     object versions (versionId, delete markers, ListObjectVersions);
 //  - s3_multipart.cc    multipart uploads and the upload bookkeeping (templates, kept parts);
+//  - s3_tagging.cc      object tagging, passed through;
 //  - s3_capabilities.cc what the upstream was found to do (conditional writes, versioning);
 //  - s3_store.cc        open_s3_store, the counters and the metrics.
 // Not an interface: only storage/s3 includes it.
@@ -30,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/sigv4.hpp"
 #include "common/retry.hpp"
 #include "common/status.hpp"
 #include "common/time.hpp"
@@ -259,6 +261,9 @@ struct Core {
   std::string base;       // "http://host:port"
   std::string authority;  // "host:port" as the Host header
   Counters ctr;
+  // The upstream signing keys: derived once per (date, region, service), not per request (the
+  // four HMACs of the chain cost more than signing one request). Thread-safe, bounded.
+  sigv4::SigningKeyCache signing_keys;
   std::unique_ptr<Pool> pool;
   std::unique_ptr<retry::Retrier> retrier_ptr;  // from opts.retry, set by open_s3_store
   retry::Retrier& retrier() { return *retrier_ptr; }
@@ -282,6 +287,9 @@ struct Core {
   // Whether the upstream keeps versions: learnt from its answers to the versioning calls
   // (NotImplemented: no); nullopt until one answered.
   std::optional<bool> versioning;
+  // Whether the upstream keeps object tags: learnt from its answers to the tagging calls, or
+  // asked with one GetBucketTagging before the first write that carries tags; nullopt until then.
+  std::optional<bool> tagging;
   // Striped per-key locks: while the gateway checks a write condition itself, the check and the
   // write of one key through this gateway do not interleave with another such write.
   static constexpr std::size_t kKeyLockStripes = 4096;
@@ -394,6 +402,7 @@ class S3Store final : public ObjectStore {
  public:
   explicit S3Store(std::shared_ptr<Core> core) : core_(std::move(core)) {}
   const Counters& counters() const { return core_->ctr; }
+  std::uint64_t signing_key_derivations() const { return core_->signing_keys.derivations(); }
   Status create_bucket(const BucketInfo& info) override;
   Status delete_bucket(std::string_view bucket) override;
   Result<BucketInfo> head_bucket(std::string_view bucket) override;
@@ -453,6 +462,17 @@ class S3Store final : public ObjectStore {
                            std::string document) override;
   Result<std::optional<std::string>> bucket_config(std::string_view bucket,
                                                    std::string_view name) override;
+  // Object tagging, passed through (s3_tagging.cc): Put/Get/DeleteObjectTagging (versionId
+  // included) and x-amz-tagging on PutObject and CreateMultipartUpload go to the upstream, which
+  // keeps the tags; HEAD does not carry them (tags_in_meta false). Where the upstream answers
+  // NotImplemented the gateway remembers it and answers not_implemented itself.
+  bool tags_in_meta() const override { return false; }
+  Result<ObjectMeta> set_object_tags(std::string_view bucket, std::string_view key,
+                                     TagSet tags) override;
+  Result<ObjectMeta> set_object_version_tags(std::string_view bucket, std::string_view key,
+                                             std::string_view version_id, TagSet tags) override;
+  Result<ObjectMeta> get_object_version_tags(std::string_view bucket, std::string_view key,
+                                             std::string_view version_id) override;
 
  private:
   // One upstream call whose reply is an XML document, decoded by `decode`; an <Error> reply
@@ -490,6 +510,13 @@ class S3Store final : public ObjectStore {
   // Remembers what a versioning call's answer says about the upstream: not_implemented means
   // it keeps no versions, success that it does. Returns `st`.
   Status note_versioning(Status st);
+  // Before a write that carries tags (x-amz-tagging): not_implemented when the upstream is known
+  // to keep no tags; when that is not known yet, one GetBucketTagging of `bucket` asks it
+  // (NotImplemented: no; a tag set or NoSuchTagSet: yes; anything else: not known, the write goes
+  // on).
+  Status tagging_available(std::string_view bucket);
+  // As note_versioning, for the tagging calls.
+  Status note_tagging(Status st);
 
   std::shared_ptr<Core> core_;
 };

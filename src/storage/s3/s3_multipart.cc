@@ -7,6 +7,7 @@
 #include "common/limits.hpp"
 #include "common/parallel.hpp"
 #include "s3/conditional.hpp"
+#include "s3/tagging.hpp"
 #include "storage/s3/s3_internal.hpp"
 #include "storage/s3/s3_spool.hpp"
 
@@ -87,6 +88,10 @@ Result<std::string> S3Store::create_upload(std::string_view bucket, const Upload
   Request r = object_request("POST", bucket, info.key);
   r.query = {{"uploads", ""}};
   add_meta_headers(r.headers, info.meta_template);
+  if (!info.meta_template.tags.empty()) {
+    OBJDIRECT_RETURN_IF_ERROR(tagging_available(bucket));
+    r.headers.emplace_back("x-amz-tagging", objdirect::s3::tagging_header(info.meta_template.tags));
+  }
   if (!info.checksum_algorithm.empty())
     r.headers.emplace_back("x-amz-checksum-algorithm", info.checksum_algorithm);
   auto doc =

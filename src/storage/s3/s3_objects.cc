@@ -6,6 +6,7 @@
 #include "common/limits.hpp"
 #include "common/uri.hpp"
 #include "s3/conditional.hpp"
+#include "s3/tagging.hpp"
 #include "storage/s3/s3_internal.hpp"
 #include "storage/s3/s3_spool.hpp"
 
@@ -26,6 +27,7 @@ Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta me
     key_lock = std::unique_lock(core_->key_lock(bucket, meta.key));
     OBJDIRECT_RETURN_IF_ERROR(check_condition(bucket, meta.key, cond));
   }
+  if (!meta.tags.empty()) OBJDIRECT_RETURN_IF_ERROR(tagging_available(bucket));
   std::string version_id;
   Result<std::string> etag = large ? multipart_put(bucket, meta, *w, cond, &version_id)
                                    : single_put(bucket, meta, *w, cond, &version_id);
@@ -51,6 +53,8 @@ Result<std::string> S3Store::single_put(std::string_view bucket, const ObjectMet
   r.body = w.body(0, w.size());
   add_meta_headers(r.headers, meta);
   add_checksum_headers(r.headers, meta.checksums);
+  if (!meta.tags.empty())
+    r.headers.emplace_back("x-amz-tagging", objdirect::s3::tagging_header(meta.tags));
   bool unquoted = false;
   {
     std::lock_guard lk(core_->caps_mu);

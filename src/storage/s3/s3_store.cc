@@ -106,6 +106,7 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   s.capability_probes = c.capability_probes;
   s.gateway_checked_conditions = c.gateway_checked_conditions;
   s.kept_part_checksums_used = c.kept_part_checksums_used;
+  s.signing_key_derivations = st->signing_key_derivations();
   return s;
 }
 

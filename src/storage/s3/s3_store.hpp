@@ -140,6 +140,9 @@ struct S3StoreStats {
   std::uint64_t capability_probes = 0;  // probes of the upstream's conditional writes
   std::uint64_t gateway_checked_conditions = 0;  // write conditions checked by the gateway itself
   std::uint64_t kept_part_checksums_used = 0;    // ListParts entries completed from kept checksums
+  // SigV4 signing keys derived for upstream requests: one per (date, region, service) in use,
+  // however many requests are signed with it.
+  std::uint64_t signing_key_derivations = 0;
 };
 
 // Opens the store (and probes the upstream, see S3StoreOptions::probe).
