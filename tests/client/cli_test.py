@@ -385,13 +385,16 @@ def test_signal_mid_upload_aborts_the_multipart_upload(server, bucket, tmp_path,
 
 
 def test_signal_exit_is_not_held_by_a_stalled_server(server, bucket, tmp_path):
-    """The abort waits at most limits::cli_abort_wait_ms (2 s) for a server that does not answer."""
-    src = tmp_path / "up.bin"
-    with open(src, "wb") as f:
-        f.truncate(64 * MIB)
+    """The abort waits at most limits::cli_abort_wait_ms (2 s) for a server that does not answer.
+    The upload reads stdin, which the test keeps open after the first parts: the upload is
+    certainly in flight when the signal comes (a file would be sent whole in a fraction of a
+    second, and a loaded machine could let the upload finish before the signal)."""
     p = subprocess.Popen([binary("objdirect"), "cp", "--part-size", str(5 * MIB), "--concurrency",
-                          "1", "--fabric", "none", str(src), f"s3://{bucket}/stalled"],
-                         env=cli_env(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                          "1", "--fabric", "none", "-", f"s3://{bucket}/stalled"],
+                         env=cli_env(server), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdin.write(bytes(11 * MIB))  # two whole parts and a bit: stdin stays open
+    p.stdin.flush()
     deadline = time.monotonic() + 60
     while not any(e["op"] == "UploadPart" and e["key"] == "stalled"
                   for e in access_log(server)):
@@ -405,6 +408,7 @@ def test_signal_exit_is_not_held_by_a_stalled_server(server, bucket, tmp_path):
         waited = time.monotonic() - t0
     finally:
         server.process.send_signal(signal.SIGCONT)
+    p.stdin.close()
     assert p.returncode == -signal.SIGINT
     assert 1.0 < waited < 10, waited  # it tried to abort, then gave up after about 2 s
 
