@@ -72,6 +72,19 @@ class ReadPlanEntry(NamedTuple):
     members: Tuple[Tuple[int, int], ...]
 
 
+def _coalesced(by_path: Dict[str, set], gap_bytes: int,
+               group_bytes_max: int) -> List[ReadPlanEntry]:
+    """The GETs of {path: {(offset, length)}}: per object in path order, the ranges sorted by
+    offset and merged across gaps up to gap_bytes, capped at group_bytes_max
+    (objdirect.ranges.coalesce); each GET names the ranges it covers."""
+    out = []
+    for path in sorted(by_path):
+        spans = [_ranges.Span(o, n, (o, n)) for o, n in sorted(by_path[path])]
+        for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max):
+            out.append(ReadPlanEntry(path, g.offset, g.length, tuple(s.tag for s in g.members)))
+    return out
+
+
 def plan_reads(items: Sequence, storage_data: dict, *, gap_bytes: int = _ranges.gap_bytes_default,
                group_bytes_max: int = _ranges.group_bytes_max_default) -> List[ReadPlanEntry]:
     """The GETs of a load. items: objects with ``storage_index`` (ReadItem); storage_data:
@@ -84,12 +97,7 @@ def plan_reads(items: Sequence, storage_data: dict, *, gap_bytes: int = _ranges.
     for it in items:
         info = storage_data[it.storage_index]
         by_path.setdefault(info.relative_path, set()).add((int(info.offset), int(info.length)))
-    out = []
-    for path in sorted(by_path):
-        spans = [_ranges.Span(o, n, (o, n)) for o, n in sorted(by_path[path])]
-        for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max):
-            out.append(ReadPlanEntry(path, g.offset, g.length, tuple(s.tag for s in g.members)))
-    return out
+    return _coalesced(by_path, gap_bytes, group_bytes_max)
 
 
 def fetch_plan(get, plan: Sequence[ReadPlanEntry], executor=None) -> dict:
@@ -576,12 +584,7 @@ def plan_load(items: Sequence, storage_data: dict, *, gap_bytes: int = _ranges.g
         o, n = int(info.offset), int(info.length)
         for lo, k in index_spans(n, _is_tensor_item(it)):
             by_path.setdefault(info.relative_path, set()).add((o + lo, k))
-    out = []
-    for path in sorted(by_path):
-        spans = [_ranges.Span(o, n, (o, n)) for o, n in sorted(by_path[path])]
-        for g in _ranges.coalesce(spans, gap_bytes, group_bytes_max):
-            out.append(ReadPlanEntry(path, g.offset, g.length, tuple(s.tag for s in g.members)))
-    return out
+    return _coalesced(by_path, gap_bytes, group_bytes_max)
 
 
 def _fetched(fetched: dict, path: str, offset: int, length: int):
