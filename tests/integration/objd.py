@@ -65,6 +65,9 @@ def server_binary():
     return path
 
 
+RADOS_START_S = 120  # how long a --backend rados server may take to listen
+
+
 class Server:
     """One objdirect-server process. Not thread-safe; one test drives it."""
 
@@ -93,6 +96,10 @@ class Server:
         return f"http://{self.connect_host}:{self.port}"
 
     def start(self, timeout_s=30):
+        if "rados" in self.extra_args and timeout_s < RADOS_START_S:
+            # Connecting to the Ceph cluster and creating the pools is monitor work, which an
+            # overloaded single-node test cluster can take tens of seconds for.
+            timeout_s = RADOS_START_S
         os.makedirs(self.data_dir, exist_ok=True)
         cmd = [server_binary(), "--listen", f"{self.listen_host}:0", "--data", self.data_dir,
                "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY] + self.extra_args
