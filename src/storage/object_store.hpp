@@ -334,6 +334,14 @@ class ObjectStore {
     (void)bucket, (void)tags;
     return Status(Errc::not_implemented, "This backend does not store bucket tags");
   }
+  // The bucket's tag set (GetBucketTagging), empty when it has none. no_such_bucket. The default
+  // reads head_bucket; a backend whose head_bucket leaves the tags out (the gateway, where they
+  // are one more upstream request) answers it directly, not_implemented where it keeps none.
+  virtual Result<TagSet> get_bucket_tags(std::string_view bucket) {
+    auto b = head_bucket(bucket);
+    if (!b.ok()) return b.status();
+    return std::move(b->tags);
+  }
   // Sets (non-empty `document`) or removes (empty) one of the bucket's configuration documents
   // (BucketInfo::config), atomically. no_such_bucket. Backends that cannot store them say
   // not_implemented.

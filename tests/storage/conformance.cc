@@ -270,8 +270,8 @@ TEST_P(Conformance, Tags) {
   if (child_) GTEST_SKIP();
   make_bucket(std::string(kBucket));
   if (!GetParam()->tags) {
-    // The gateway: object tags live upstream (set and read through the store, not in the
-    // metadata of HEAD); bucket tags and CORS are not passed through.
+    // The gateway: object and bucket tags live upstream (set and read through the store, not in
+    // the metadata of HEAD); CORS is not passed through.
     EXPECT_FALSE(store_->tags_in_meta());
     ASSERT_TRUE(put(*store_, kBucket, "k", "data").ok());
     EXPECT_TRUE(store_->get_object_version_tags(kBucket, "k", "")->tags.empty());
@@ -297,7 +297,16 @@ TEST_P(Conformance, Tags) {
     EXPECT_EQ(store_->get_object_version_tags(kBucket, "tagged", "")->tags, ab);
     EXPECT_EQ(store_->set_object_tags(kBucket, "absent", ab).code(), Errc::no_such_key);
     EXPECT_EQ(store_->get_object_version_tags(kBucket, "absent", "").code(), Errc::no_such_key);
-    EXPECT_EQ(store_->set_bucket_tags(kBucket, {{"a", "1"}}).code(), Errc::not_implemented);
+    // Bucket tags are passed through too; head_bucket carries none (get_bucket_tags asks).
+    EXPECT_TRUE(store_->get_bucket_tags(kBucket)->empty());
+    ASSERT_TRUE(store_->set_bucket_tags(kBucket, ab).ok());
+    auto bt = store_->get_bucket_tags(kBucket);
+    ASSERT_TRUE(bt.ok()) << bt.status().to_string();
+    EXPECT_EQ(*bt, ab);
+    ASSERT_TRUE(store_->set_bucket_tags(kBucket, {}).ok());  // DeleteBucketTagging
+    EXPECT_TRUE(store_->get_bucket_tags(kBucket)->empty());
+    EXPECT_EQ(store_->set_bucket_tags("nope", ab).code(), Errc::no_such_bucket);
+    EXPECT_EQ(store_->get_bucket_tags("nope").code(), Errc::no_such_bucket);
     EXPECT_EQ(store_->set_bucket_config(kBucket, "cors", "x").code(), Errc::not_implemented);
     return;
   }
@@ -356,6 +365,8 @@ TEST_P(Conformance, Tags) {
   EXPECT_TRUE(store_->head_bucket(kBucket)->tags.empty());
   ASSERT_TRUE(store_->set_bucket_tags(kBucket, tags).ok());
   EXPECT_EQ(store_->head_bucket(kBucket)->tags, tags);
+  EXPECT_EQ(*store_->get_bucket_tags(kBucket), tags);
+  EXPECT_EQ(store_->get_bucket_tags("nope").code(), Errc::no_such_bucket);
   EXPECT_EQ(store_->set_bucket_tags("nope", tags).code(), Errc::no_such_bucket);
 
   // Configuration documents: set, replace, remove, independent of the tags.

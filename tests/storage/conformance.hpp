@@ -67,9 +67,9 @@ struct BackendFactory {
   //  - utf8_keys_only: keys must be valid UTF-8 (S3 rejects others); the listing test's
   //    high-byte key becomes the highest UTF-8 character instead of 0xff 0xfe.
   bool utf8_keys_only = false;
-  //  - tags false: the object tags are kept elsewhere (the gateway's upstream: tags_in_meta()
-  //    false, read with get_object_version_tags) and set_bucket_tags answers not_implemented;
-  //    the Tags test then checks the pass-through.
+  //  - tags false: the object and bucket tags are kept elsewhere (the gateway's upstream:
+  //    tags_in_meta() false, read with get_object_version_tags and get_bucket_tags, never in
+  //    head_object or head_bucket); the Tags test then checks the pass-through.
   bool tags = true;
   // The S3 service behind a gateway backend other than ObjDirect ("radosgw", "moto"; empty
   // otherwise): where that upstream answers otherwise than S3 and the gateway cannot hide it,

@@ -69,12 +69,12 @@ Task<void> S3Service::Impl::tagging(Ctx& c) {
       if (!m.ok()) co_return co_await send_error(c, m.status());
       co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(m->tags), version_header(*m));
     }
-    auto b = store->head_bucket(c.bucket);
+    auto b = store->get_bucket_tags(c.bucket);
     if (!b.ok()) co_return co_await send_error(c, b.status());
-    if (b->tags.empty()) {
+    if (b->empty()) {
       co_return co_await send_error(c, Status(Errc::no_such_tag_set, "The TagSet does not exist"));
     }
-    co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(b->tags));
+    co_return co_await send_xml(c, bhttp::status::ok, tagging_xml(*b));
   }
 
   storage::TagSet tags;

@@ -915,6 +915,11 @@ Status CachingStore::set_bucket_tags(std::string_view bucket, TagSet tags) {
   return st;
 }
 
+Result<TagSet> CachingStore::get_bucket_tags(std::string_view bucket) {
+  core_->c.inner_requests++;
+  return core_->inner->get_bucket_tags(bucket);
+}
+
 Status CachingStore::set_bucket_config(std::string_view bucket, std::string_view name,
                                        std::string document) {
   core_->c.inner_requests++;

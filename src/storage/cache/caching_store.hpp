@@ -145,6 +145,8 @@ class CachingStore : public ObjectStore {
   Result<ObjectMeta> set_object_version_tags(std::string_view bucket, std::string_view key,
                                              std::string_view version_id, TagSet tags) override;
   Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
+  // Forwarded (GetBucketTagging is rare; the inner store's head_bucket or its own call answers).
+  Result<TagSet> get_bucket_tags(std::string_view bucket) override;
   // Forwarded: the cache keeps the inner store's metadata, tags included where it has them.
   bool tags_in_meta() const override;
   Result<ObjectMeta> get_object_version_tags(std::string_view bucket, std::string_view key,

@@ -7,7 +7,7 @@
 //  - s3_objects.cc      PutObject, HEAD, DELETE, CopyObject onto itself, ListObjectsV2;
 //  - s3_versions.cc     object versions (versionId, delete markers, ListObjectVersions);
 //  - s3_multipart.cc    multipart uploads and the upload bookkeeping (templates, kept parts);
-//  - s3_tagging.cc      object tagging, passed through;
+//  - s3_tagging.cc      object and bucket tagging, passed through;
 //  - s3_capabilities.cc what the upstream was found to do (conditional writes, versioning);
 //  - s3_store.cc        open_s3_store, the counters and the metrics.
 // Not an interface: only storage/s3 includes it.
@@ -290,6 +290,9 @@ struct Core {
   // Whether the upstream keeps object tags: learnt from its answers to the tagging calls, or
   // asked with one GetBucketTagging before the first write that carries tags; nullopt until then.
   std::optional<bool> tagging;
+  // Whether the upstream keeps bucket tags: learnt from its answers to the bucket tagging calls
+  // (the tagging probe is one); nullopt until one answered.
+  std::optional<bool> bucket_tagging;
   // Striped per-key locks: while the gateway checks a write condition itself, the check and the
   // write of one key through this gateway do not interleave with another such write.
   static constexpr std::size_t kKeyLockStripes = 4096;
@@ -473,6 +476,10 @@ class S3Store final : public ObjectStore {
                                              std::string_view version_id, TagSet tags) override;
   Result<ObjectMeta> get_object_version_tags(std::string_view bucket, std::string_view key,
                                              std::string_view version_id) override;
+  // Bucket tagging, passed through the same way (s3_tagging.cc): Put/Get/DeleteBucketTagging go
+  // to the upstream; head_bucket carries no tags, so get_bucket_tags asks (NoSuchTagSet: none).
+  Status set_bucket_tags(std::string_view bucket, TagSet tags) override;
+  Result<TagSet> get_bucket_tags(std::string_view bucket) override;
 
  private:
   // One upstream call whose reply is an XML document, decoded by `decode`; an <Error> reply
@@ -517,6 +524,10 @@ class S3Store final : public ObjectStore {
   Status tagging_available(std::string_view bucket);
   // As note_versioning, for the tagging calls.
   Status note_tagging(Status st);
+  // As note_tagging, for the bucket tagging calls; bucket_tagging_known_missing answers
+  // not_implemented without an upstream call once the upstream said it keeps no bucket tags.
+  Status note_bucket_tagging(Status st);
+  Status bucket_tagging_known_missing();
 
   std::shared_ptr<Core> core_;
 };

@@ -1,5 +1,6 @@
-// The gateway's object tagging (s3_internal.hpp): Put/Get/DeleteObjectTagging passed through to
-// the upstream, which keeps the tags (docs/scale-out.md, "What the gateway passes through").
+// The gateway's tagging (s3_internal.hpp): Put/Get/DeleteObjectTagging and
+// Put/Get/DeleteBucketTagging passed through to the upstream, which keeps the tags
+// (docs/scale-out.md, "What the gateway passes through").
 #include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "s3/tagging.hpp"
@@ -45,9 +46,10 @@ Status S3Store::tagging_available(std::string_view bucket) {
   const Status st = resp.ok() ? Status::Ok() : resp.status();
   if (st.ok() || st.code() == Errc::no_such_tag_set) {
     (void)note_tagging(Status::Ok());
+    (void)note_bucket_tagging(Status::Ok());
     return Status::Ok();
   }
-  if (st.code() == Errc::not_implemented) return note_tagging(st);
+  if (st.code() == Errc::not_implemented) return note_tagging(note_bucket_tagging(st));
   return Status::Ok();  // not known (the write itself will tell)
 }
 
@@ -129,6 +131,67 @@ Result<ObjectMeta> S3Store::get_object_version_tags(std::string_view bucket, std
   m.version_id = resp->header("x-amz-version-id").value_or("");
   m.tags = std::move(*tags);
   return m;
+}
+
+Status S3Store::note_bucket_tagging(Status st) {
+  if (st.ok() || st.code() == Errc::not_implemented) {
+    std::lock_guard lk(core_->caps_mu);
+    if (!core_->bucket_tagging || st.ok()) core_->bucket_tagging = st.ok();
+  }
+  return st;
+}
+
+Status S3Store::bucket_tagging_known_missing() {
+  std::lock_guard lk(core_->caps_mu);
+  if (core_->bucket_tagging == false) {
+    return Status(Errc::not_implemented,
+                  "The gateway's upstream does not keep bucket tags (it answered NotImplemented "
+                  "to a bucket tagging request)");
+  }
+  return Status::Ok();
+}
+
+Status S3Store::set_bucket_tags(std::string_view bucket, TagSet tags) {
+  OBJDIRECT_RETURN_IF_ERROR(bucket_tagging_known_missing());
+  // An empty set is DeleteBucketTagging (what the S3 layer asks for DeleteBucketTagging).
+  Request r;
+  r.method = tags.empty() ? "DELETE" : "PUT";
+  r.bucket = std::string(bucket);
+  r.query = {{"tagging", ""}};
+  const std::string body = tags.empty() ? std::string() : objdirect::s3::tagging_xml(tags);
+  if (!body.empty()) {
+    Md5 md5;
+    md5.update(body.data(), body.size());
+    r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
+    r.headers.emplace_back("content-type", "application/xml");
+    r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+  }
+  return note_bucket_tagging(core_->call(std::move(r)).status());
+}
+
+Result<TagSet> S3Store::get_bucket_tags(std::string_view bucket) {
+  OBJDIRECT_RETURN_IF_ERROR(bucket_tagging_known_missing());
+  Request r;
+  r.bucket = std::string(bucket);
+  r.query = {{"tagging", ""}};
+  r.xml_reply = true;
+  auto resp = core_->call(std::move(r));
+  if (!resp.ok()) {
+    if (resp.code() == Errc::no_such_tag_set) {
+      (void)note_bucket_tagging(Status::Ok());
+      return TagSet{};
+    }
+    return note_bucket_tagging(resp.status());
+  }
+  (void)note_bucket_tagging(Status::Ok());
+  auto tags = resp->body.empty()
+                  ? Result<TagSet>(TagSet{})
+                  : objdirect::s3::parse_tagging(resp->body, limits::bucket_tags_max);
+  if (!tags.ok()) {
+    return Status(Errc::io_error,
+                  "upstream GetBucketTagging: reply is not valid: " + tags.status().message());
+  }
+  return std::move(*tags);
 }
 
 }  // namespace objdirect::storage::s3gw
