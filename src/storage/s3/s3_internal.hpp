@@ -522,8 +522,10 @@ class S3Store final : public ObjectStore {
   // (NotImplemented: no; a tag set or NoSuchTagSet: yes; anything else: not known, the write goes
   // on).
   Status tagging_available(std::string_view bucket);
-  // As note_versioning, for the tagging calls.
+  // As note_versioning, for the tagging calls; tagging_known_missing answers not_implemented
+  // without an upstream call once the upstream said it keeps no object tags.
   Status note_tagging(Status st);
+  Status tagging_known_missing();
   // As note_tagging, for the bucket tagging calls; bucket_tagging_known_missing answers
   // not_implemented without an upstream call once the upstream said it keeps no bucket tags.
   Status note_bucket_tagging(Status st);

@@ -32,12 +32,8 @@ Status S3Store::tagging_available(std::string_view bucket) {
   {
     std::lock_guard lk(core_->caps_mu);
     if (core_->tagging == true) return Status::Ok();
-    if (core_->tagging == false) {
-      return Status(Errc::not_implemented,
-                    "The gateway's upstream does not keep object tags (it answered "
-                    "NotImplemented to a tagging request)");
-    }
   }
+  OBJDIRECT_RETURN_IF_ERROR(tagging_known_missing());
   core_->ctr.capability_probes++;
   Request r;
   r.bucket = std::string(bucket);
@@ -60,14 +56,7 @@ Result<ObjectMeta> S3Store::set_object_tags(std::string_view bucket, std::string
 
 Result<ObjectMeta> S3Store::set_object_version_tags(std::string_view bucket, std::string_view key,
                                                     std::string_view version_id, TagSet tags) {
-  {
-    std::lock_guard lk(core_->caps_mu);
-    if (core_->tagging == false) {
-      return Status(Errc::not_implemented,
-                    "The gateway's upstream does not keep object tags (it answered "
-                    "NotImplemented to a tagging request)");
-    }
-  }
+  OBJDIRECT_RETURN_IF_ERROR(tagging_known_missing());
   if (!version_id.empty()) OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
   // An empty set is DeleteObjectTagging (what the S3 layer asks for DeleteObjectTagging).
   Request r = tagging_request(tags.empty() ? "DELETE" : "PUT", bucket, key, version_id);
@@ -103,14 +92,7 @@ Result<ObjectMeta> S3Store::set_object_version_tags(std::string_view bucket, std
 
 Result<ObjectMeta> S3Store::get_object_version_tags(std::string_view bucket, std::string_view key,
                                                     std::string_view version_id) {
-  {
-    std::lock_guard lk(core_->caps_mu);
-    if (core_->tagging == false) {
-      return Status(Errc::not_implemented,
-                    "The gateway's upstream does not keep object tags (it answered "
-                    "NotImplemented to a tagging request)");
-    }
-  }
+  OBJDIRECT_RETURN_IF_ERROR(tagging_known_missing());
   if (!version_id.empty()) OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
   Request r = tagging_request("GET", bucket, key, version_id);
   r.xml_reply = true;
@@ -131,6 +113,16 @@ Result<ObjectMeta> S3Store::get_object_version_tags(std::string_view bucket, std
   m.version_id = resp->header("x-amz-version-id").value_or("");
   m.tags = std::move(*tags);
   return m;
+}
+
+Status S3Store::tagging_known_missing() {
+  std::lock_guard lk(core_->caps_mu);
+  if (core_->tagging == false) {
+    return Status(Errc::not_implemented,
+                  "The gateway's upstream does not keep object tags (it answered NotImplemented "
+                  "to a tagging request)");
+  }
+  return Status::Ok();
 }
 
 Status S3Store::note_bucket_tagging(Status st) {
