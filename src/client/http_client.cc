@@ -572,10 +572,19 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
 
   bhttp::request_serializer<bhttp::buffer_body, RequestFields> sr(msg);
   std::size_t n = 0;
+  // A server that answers before it has read the body (a 403 or 400 on the header alone) may
+  // close the connection while the body is still being sent: the write then fails with EPIPE or
+  // ECONNRESET, but the answer is already in the socket's receive queue. Read it: the caller
+  // gets the server's S3 error (a 4xx is not retried) instead of "Broken pipe".
+  beast::error_code send_ec;
   while (!sr.is_done()) {
     auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
       c.visit([&](auto& s) { bhttp::async_write_some(s, sr, std::move(h)); });
     });
+    if (ec == asio::error::broken_pipe || ec == asio::error::connection_reset) {
+      send_ec = ec;
+      break;
+    }
     if (ec) return io_status(ec, kSending);
   }
 
@@ -588,7 +597,12 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     c.visit([&](auto& s) { bhttp::async_read_header(s, c.buffer, p, std::move(h)); });
   });
   reply_started = p.got_some();
-  if (ec) return io_status(ec, kReadingHeader);
+  if (ec) return send_ec ? io_status(send_ec, kSending) : io_status(ec, kReadingHeader);
+  if (send_ec && p.get().result_int() < 400) {
+    // Only an error explains a request that could not be sent whole.
+    reply_started = false;
+    return io_status(send_ec, kSending);
+  }
 
   HttpResponse r;
   r.status = static_cast<int>(p.get().result_int());
@@ -632,7 +646,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
       got += n;
     }
     if (to_sink) r.sink_bytes = len;
-    reusable = p.get().keep_alive() && c.buffer.size() == 0;
+    reusable = !send_ec && p.get().keep_alive() && c.buffer.size() == 0;
     return r;
   }
 
@@ -672,7 +686,7 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     got += wrote;
   }
   if (to_sink) r.sink_bytes = got;
-  reusable = p.get().keep_alive();
+  reusable = !send_ec && p.get().keep_alive();
   return r;
 }
 

@@ -199,6 +199,10 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
   app.add_option("--connections-max", c.http.connections_max, "Most concurrent connections")
       ->envname("OBJDIRECT_CONNECTIONS_MAX")
       ->capture_default_str();
+  app.add_option("--unread-body-drain-bytes-max", c.http.unread_body_drain_bytes_max,
+                 "Most of a request body read and discarded after an early answer, before closing")
+      ->envname("OBJDIRECT_UNREAD_BODY_DRAIN_BYTES_MAX")
+      ->capture_default_str();
   app.add_option("--header-timeout-ms", header_timeout_ms, "Time allowed to send a request header")
       ->envname("OBJDIRECT_HEADER_TIMEOUT_MS")
       ->capture_default_str();

@@ -37,6 +37,8 @@ TEST(ServerConfig, DefaultsAreTheOptionStructsOwn) {
   EXPECT_EQ(c.http.threads, 0u);
   EXPECT_EQ(c.http.header_bytes_max, limits::header_bytes_max);
   EXPECT_EQ(c.http.connections_max, limits::connections_max);
+  EXPECT_EQ(c.http.unread_body_drain_bytes_max, limits::unread_body_drain_bytes_max);
+  EXPECT_EQ(c.http.unread_body_drain_time_max.count(), limits::unread_body_drain_time_max_ms);
   EXPECT_EQ(c.http.header_timeout.count(), limits::header_timeout_ms);
   EXPECT_EQ(c.store.backend, "local");
   EXPECT_EQ(c.store.data_dir, "./var/data");
@@ -113,6 +115,8 @@ TEST(ServerConfig, EachFlagFillsItsField) {
                   "4096",
                   "--connections-max",
                   "9",
+                  "--unread-body-drain-bytes-max",
+                  "1234",
                   "--header-timeout-ms",
                   "21",
                   "--idle-timeout-ms",
@@ -199,6 +203,7 @@ TEST(ServerConfig, EachFlagFillsItsField) {
   EXPECT_EQ(c.http.threads, 40u);
   EXPECT_EQ(c.http.header_bytes_max, 4096u);
   EXPECT_EQ(c.http.connections_max, 9u);
+  EXPECT_EQ(c.http.unread_body_drain_bytes_max, 1234u);
   EXPECT_EQ(c.http.header_timeout.count(), 21);
   EXPECT_EQ(c.http.idle_timeout.count(), 22);
   EXPECT_EQ(c.http.request_timeout.count(), 23);

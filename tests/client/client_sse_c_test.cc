@@ -152,18 +152,22 @@ void stop_server(Server*& s) {
   s = nullptr;
 }
 
-Server* g_server = nullptr;  // --sse-c-over-http
-Server* g_plain = nullptr;   // without it: SSE-C only over TLS
+Server* g_server = nullptr;   // --sse-c-over-http
+Server* g_plain = nullptr;    // without it: SSE-C only over TLS
+Server* g_nodrain = nullptr;  // --sse-c-over-http --unread-body-drain-bytes-max 0
 
 class Environment : public ::testing::Environment {
  public:
   void SetUp() override {
     g_server = start_server("main", {"--sse-c-over-http"});
     g_plain = start_server("plain", {"--fabric", "none"});
+    g_nodrain = start_server(
+        "nodrain", {"--fabric", "none", "--sse-c-over-http", "--unread-body-drain-bytes-max", "0"});
   }
   void TearDown() override {
     stop_server(g_server);
     stop_server(g_plain);
+    stop_server(g_nodrain);
   }
 };
 [[maybe_unused]] auto* const g_env = ::testing::AddGlobalTestEnvironment(new Environment);
@@ -332,11 +336,11 @@ TEST_P(SseC, ExplicitMultipartUploadNeedsTheKeyOnEveryPart) {
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   auto a = pattern(5u << 20, 3);
   auto b = pattern(1000, 4);
-  // (Refused with a short body: the server answers before reading a body and closes, and a
-  // long body still being sent over HTTP then ends in a broken pipe instead of the answer.)
-  auto miss = client_->upload_part(bucket_, "mp", *id, 2, b);
+  // A full 5 MiB part refused on its header alone: the server answers before it reads the body,
+  // and the client, still sending, gets that S3 error (not "Broken pipe").
+  auto miss = client_->upload_part(bucket_, "mp", *id, 1, a);
   EXPECT_EQ(miss.code(), Errc::invalid_request) << miss.status().to_string();
-  auto wrong = client_->upload_part(bucket_, "mp", *id, 2, b, other_);
+  auto wrong = client_->upload_part(bucket_, "mp", *id, 1, a, other_);
   EXPECT_EQ(wrong.code(), Errc::invalid_argument) << wrong.status().to_string();
   auto p1 = client_->upload_part(bucket_, "mp", *id, 1, a, key_);
   ASSERT_TRUE(p1.ok()) << p1.status().to_string();
@@ -477,6 +481,32 @@ TEST(SseCPlainHttp, RefusedWithoutSseCOverHttp) {
   EXPECT_EQ(p.code(), Errc::invalid_request) << p.status().to_string();
   EXPECT_NE(p.status().message().find("secure connection"), std::string::npos)
       << p.status().message();
+}
+
+// A server that closes right after its early answer, reading none of the body (no lingering
+// close): the client's write of a 32 MiB part fails (EPIPE/ECONNRESET), and the client still
+// reads the answer already in its socket, so the caller gets the S3 error, not "Broken pipe".
+// The next request on the same client gets a fresh connection and succeeds.
+TEST(SseCEarlyAnswer, ClientReadsTheAnswerAfterABrokenPipe) {
+  ASSERT_NE(g_nodrain, nullptr);
+  auto c = make(config(*g_nodrain));
+  ASSERT_TRUE(c->create_bucket("early").ok());
+  const SseCustomerKey key = make_key('k'), other = make_key('o');
+  PutOptions po;
+  po.sse_c = key;
+  auto id = c->create_multipart_upload("early", "mp", po);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  const auto big = pattern(32u << 20, 7);
+  for (int i = 0; i < 3; ++i) {
+    auto miss = c->upload_part("early", "mp", *id, 1, big);
+    EXPECT_EQ(miss.code(), Errc::invalid_request) << miss.status().to_string();
+    auto wrong = c->upload_part("early", "mp", *id, 1, big, other);
+    EXPECT_EQ(wrong.code(), Errc::invalid_argument) << wrong.status().to_string();
+  }
+  auto ok = c->upload_part("early", "mp", *id, 1, big, key);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  auto put = c->put("early", "plain-after", pattern(5u << 20, 8));  // no key: an unencrypted PUT
+  EXPECT_TRUE(put.ok()) << put.status().to_string();
 }
 
 TEST(SseCKey, FromBytesChecksTheLength) {

@@ -490,3 +490,19 @@ def test_gateway_answers_not_implemented(tmp_path, monkeypatch):
     finally:
         gw.stop()
         up.stop()
+
+
+def test_cli_big_put_refused_on_its_header_reports_the_s3_error(server, bucket, tmp_path):
+    """A 32 MiB single PutObject with a key, over plain HTTP to the default server (no
+    --sse-c-over-http): refused on its header before the body is read; the CLI reports the
+    server's 400 InvalidRequest, not a broken pipe, and stores nothing."""
+    exe = os.path.join(os.environ["OBJDIRECT_BIN_DIR"], "objdirect")
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(32 << 20))
+    p = subprocess.run([exe, "cp", "--sse-c", "AES256", "--sse-c-key", "0123456789abcdef" * 2,
+                        "--fabric", "none", "--multipart-threshold", "64MiB", str(big),
+                        f"s3://{bucket}/k"], env=cli_env(server), capture_output=True, timeout=120)
+    err_text = p.stderr.decode()
+    assert p.returncode != 0
+    assert "secure connection" in err_text and "Broken pipe" not in err_text, err_text
+    assert objd.request(server, "HEAD", objd.opath(bucket, "k")).status == 404

@@ -90,6 +90,7 @@ class BeastExchange final : public Exchange {
     body.size = 0;
     if (ec) {
       close_ = true;
+      body_failed_ = true;
       if (got > 0) co_return got;  // report what arrived; the next call reports the error
       co_return Status(Errc::incomplete_body,
                        "The request body ended before its declared length: " + ec.message());
@@ -222,6 +223,38 @@ class BeastExchange final : public Exchange {
     co_return Status::Ok();
   }
 
+  // The lingering close: after a response that closes the connection before the request body
+  // was read to its end, read and discard the rest of it, at most bytes_max within time_max, so
+  // that a client still sending (most clients read no answer before their body is out) reads the
+  // answer instead of a reset. Nothing to do when the body is complete, when reading it already
+  // failed (the client stopped or left), or when the client waits for a "100 Continue" that was
+  // never sent (it sends no body). A longer body is cut: the caller closes with the rest unread.
+  asio::awaitable<void> drain_unread_body(std::uint64_t bytes_max,
+                                          std::chrono::milliseconds time_max) {
+    if (!started_ || parser_.is_done() || body_failed_ || bytes_max == 0) co_return;
+    if (expects_continue() && !continue_sent_) co_return;
+    std::vector<std::byte> sink(
+        static_cast<std::size_t>(std::min<std::uint64_t>(bytes_max, kBodyReadBytes)));
+    if (buffer_.capacity() - buffer_.size() < kBodyReadBytes) {
+      buffer_.reserve(buffer_.size() + kBodyReadBytes);
+    }
+    tcp().expires_after(time_max);  // one bound for the whole drain, not per read
+    std::uint64_t drained = 0;
+    while (!parser_.is_done() && drained < bytes_max) {
+      auto& body = parser_.get().body();
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(sink.size(), bytes_max - drained));
+      body.data = sink.data();
+      body.size = want;
+      auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser_, tuple_awaitable);
+      if (ec == bhttp::error::need_buffer) ec = {};
+      drained += want - body.size;
+      body.data = nullptr;
+      body.size = 0;
+      if (ec) break;
+    }
+  }
+
   void close_after_response() override { close_ = true; }
   bool response_started() const override { return started_; }
   int response_status() const override { return status_; }
@@ -291,6 +324,7 @@ class BeastExchange final : public Exchange {
   std::uint64_t bytes_read_ = 0;
   std::uint64_t bytes_sent_ = 0;
   bool close_ = false;
+  bool body_failed_ = false;  // a read of the request body failed or timed out
 };
 
 }  // namespace
@@ -470,7 +504,11 @@ asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& 
     BeastExchange<Stream> exch(stream, buffer, parser, opts_, remote);
     co_await handler_->handle(exch);
     if (!exch.response_started()) break;  // the handler lost the connection
-    if (exch.wants_close()) break;
+    if (exch.wants_close()) {
+      co_await exch.drain_unread_body(opts_.unread_body_drain_bytes_max,
+                                      opts_.unread_body_drain_time_max);
+      break;
+    }
     // An idle keep-alive connection keeps no body-sized buffer.
     if (buffer.capacity() > kIdleReadBufferBytes) buffer.shrink_to_fit();
   }

@@ -37,6 +37,17 @@
 #include "common/metrics_sink.hpp"
 #include "common/status.hpp"
 
+namespace objdirect::limits {
+
+// A request answered before its body was read (an early 403 or 400) closes its connection; the
+// server first reads and discards at most this much of the rest of the body, for at most this
+// long (a lingering close, as nginx's), so that a client still sending the body gets to read the
+// answer instead of a reset. A longer body is cut: the connection closes with the rest unread.
+inline constexpr std::uint64_t unread_body_drain_bytes_max = 64ull << 20;
+inline constexpr std::uint32_t unread_body_drain_time_max_ms = 5'000;
+
+}  // namespace objdirect::limits
+
 namespace objdirect::http {
 
 namespace beast = boost::beast;
@@ -55,6 +66,9 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{limits::header_timeout_ms};
   std::chrono::milliseconds idle_timeout{limits::idle_timeout_ms};
   std::chrono::milliseconds request_timeout{limits::request_timeout_ms};
+  // The lingering close after an early answer (limits.hpp): 0 bytes closes at once.
+  std::uint64_t unread_body_drain_bytes_max = limits::unread_body_drain_bytes_max;
+  std::chrono::milliseconds unread_body_drain_time_max{limits::unread_body_drain_time_max_ms};
   // TLS on the control plane: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
