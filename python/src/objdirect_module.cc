@@ -20,6 +20,7 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -336,6 +337,14 @@ class NativeRegistration {
  public:
   NativeRegistration(std::unique_ptr<BorrowedBuffer> buf, MemoryHandle h)
       : buf_(std::move(buf)), handle_(std::move(h)) {}
+  // In a child of fork() the handle's client (its threads, its fabric) did not come along, and
+  // deregistering would reach into it: the handle is left undestroyed there (NativeClient's
+  // destructor says why).
+  ~NativeRegistration() {
+    if (::getpid() != owner_) new MemoryHandle(std::move(handle_));  // leaked on purpose
+  }
+  NativeRegistration(NativeRegistration&&) = default;
+  NativeRegistration& operator=(NativeRegistration&&) = default;
   // Drops the registration (in-flight transfers keep it until they end) and the buffer.
   void release() {
     handle_ = MemoryHandle();
@@ -349,6 +358,7 @@ class NativeRegistration {
  private:
   std::unique_ptr<BorrowedBuffer> buf_;
   MemoryHandle handle_;
+  pid_t owner_ = ::getpid();
 };
 
 // ---- the client ---------------------------------------------------------------------------------
@@ -377,6 +387,15 @@ std::optional<SseCustomerKey> sse_key(py::handle k) {
 
 class NativeClient {
  public:
+  // In a child of fork() (a DataLoader worker, say) the Client's threads do not exist: its
+  // destructor would join them and end the process (std::system_error, "No such process"). A
+  // NativeClient the child inherited and drops (objdirect.Client abandons it on first use, but
+  // the garbage collector may free one the child never used) is therefore left undestroyed.
+  ~NativeClient() {
+    if (::getpid() != owner_) (void)client_.release();  // leaked on purpose
+  }
+  NativeClient(const NativeClient&) = delete;
+  NativeClient& operator=(const NativeClient&) = delete;
   // `overrides`: keys of ClientConfig with values to use instead of what load() found.
   // Errors (raised): InvalidArgument and friends from ClientConfig::load / Client::create.
   NativeClient(const std::string& profile, const py::dict& overrides) {
@@ -890,6 +909,7 @@ class NativeClient {
   }
 
   std::unique_ptr<Client> client_;
+  pid_t owner_ = ::getpid();
 };
 
 // Errc names with their S3 code and HTTP status, for objdirect.errors' tables and tests.

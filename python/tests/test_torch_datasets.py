@@ -418,6 +418,51 @@ def test_a_client_used_after_fork_reinitialises_itself(server, bucket, fabric):
     c.close()
 
 
+def _wait_child(pid, what):
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the forked child hung {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("fabric", ["none", "libfabric:tcp", "libfabric:shm", "ucx"])
+def test_a_client_the_child_never_used_is_freed_there_without_harm(server, bucket, fabric):
+    """A DataLoader worker's garbage collector may free a Client (and a registration) it
+    inherited but never used, kept alive in the parent only by a reference cycle. Destroying
+    the parent's native client there would join threads that do not exist in the child: with
+    libfabric tcp the child hung, and a DataLoader test ended in std::system_error ("No such
+    process") and abort. The child must neither hang nor abort."""
+    import gc
+    c = make_client(server, fabric=fabric)
+    c.put(bucket, "g", os.urandom(1 << 20))
+    big = bytearray(1 << 20)
+    assert c.get_into(bucket, "g", big).path == ("http" if fabric == "none" else "rdma")
+    reg = c.register(big)
+    gc.disable()
+    try:
+        cycle = {"client": c, "registration": reg}
+        cycle["self"] = cycle
+        del c, reg, cycle
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                gc.collect()
+                code = 0
+            finally:
+                os._exit(code)
+        assert _wait_child(pid, "freeing an inherited client") == 0
+    finally:
+        gc.enable()
+        gc.collect()  # in the parent: the client and the registration are destroyed as usual
+
+
 def test_a_fork_in_a_dataloader_worker_works(server, bucket):
     c = make_client(server)
     objs = fill(c, bucket, "w/", 12)
