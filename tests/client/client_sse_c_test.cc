@@ -58,6 +58,7 @@ struct Server {
   fs::path dir;
   std::mutex mu;
   std::string text;
+  std::thread drain;  // reads the server's output until it exits (joined by stop_server)
 
   std::string output() {
     std::lock_guard lk(mu);
@@ -132,14 +133,14 @@ Server* start_server(const std::string& name, std::vector<std::string> extra) {
     s->endpoint.pop_back();
   }
   s->text = text;
-  std::thread([s, fd = out[0]] {
+  s->drain = std::thread([s, fd = out[0]] {
     char buf[4096];
     for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) {
       std::lock_guard lk(s->mu);
       s->text.append(buf, static_cast<std::size_t>(n));
     }
     close(fd);
-  }).detach();
+  });
   return s;
 }
 
@@ -147,8 +148,10 @@ void stop_server(Server*& s) {
   if (!s) return;
   kill(s->pid, SIGTERM);
   waitpid(s->pid, nullptr, 0);
+  // The server has exited, so its end of the pipe is closed and the drain thread ends.
+  if (s->drain.joinable()) s->drain.join();
   fs::remove_all(s->dir);
-  // The drain thread may still hold s: left allocated (the process ends after the tests).
+  delete s;
   s = nullptr;
 }
 
