@@ -45,24 +45,15 @@ std::vector<std::pair<std::string, std::string>> allow_headers(const CorsRule& r
 Task<void> S3Service::Impl::bucket_cors(Ctx& c) {
   const auto method = c.req.method();
   using bhttp::verb;
-  c.op = method == verb::get   ? "GetBucketCors"
-         : method == verb::put ? "PutBucketCors"
-                               : "DeleteBucketCors";
-  if (!c.key.empty() || (method != verb::get && method != verb::put && method != verb::delete_)) {
-    co_return co_await send_error(
-        c, Status(Errc::method_not_allowed,
-                  "The specified method is not allowed against this resource"));
-  }
-  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = begin_bucket_document(c, "GetBucketCors", "PutBucketCors", "DeleteBucketCors");
+      !st.ok())
+    co_return co_await send_error(c, st);
   if (method == verb::get) {
-    auto b = store->head_bucket(c.bucket);
-    if (!b.ok()) co_return co_await send_error(c, b.status());
-    auto it = b->config.find(std::string(kCorsKey));
-    if (it == b->config.end()) {
-      co_return co_await send_error(
-          c, Status(Errc::no_such_cors_configuration, "The CORS configuration does not exist"));
-    }
-    co_return co_await send_xml(c, bhttp::status::ok, it->second);
+    auto doc = stored_bucket_document(
+        c, kCorsKey,
+        Status(Errc::no_such_cors_configuration, "The CORS configuration does not exist"));
+    if (!doc.ok()) co_return co_await send_error(c, doc.status());
+    co_return co_await send_xml(c, bhttp::status::ok, *doc);
   }
   std::string document;
   if (method == verb::put) {

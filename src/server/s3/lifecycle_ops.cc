@@ -26,24 +26,16 @@ constexpr std::string_view kLifecycleKey = "lifecycle";
 Task<void> S3Service::Impl::bucket_lifecycle(Ctx& c) {
   const auto method = c.req.method();
   using bhttp::verb;
-  c.op = method == verb::get   ? "GetBucketLifecycleConfiguration"
-         : method == verb::put ? "PutBucketLifecycleConfiguration"
-                               : "DeleteBucketLifecycle";
-  if (!c.key.empty() || (method != verb::get && method != verb::put && method != verb::delete_)) {
-    co_return co_await send_error(
-        c, Status(Errc::method_not_allowed,
-                  "The specified method is not allowed against this resource"));
-  }
-  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st = begin_bucket_document(c, "GetBucketLifecycleConfiguration",
+                                      "PutBucketLifecycleConfiguration", "DeleteBucketLifecycle");
+      !st.ok())
+    co_return co_await send_error(c, st);
   if (method == verb::get) {
-    auto b = store->head_bucket(c.bucket);
-    if (!b.ok()) co_return co_await send_error(c, b.status());
-    auto it = b->config.find(std::string(kLifecycleKey));
-    if (it == b->config.end()) {
-      co_return co_await send_error(c, Status(Errc::no_such_lifecycle_configuration,
-                                              "The lifecycle configuration does not exist"));
-    }
-    co_return co_await send_xml(c, bhttp::status::ok, it->second);
+    auto doc = stored_bucket_document(c, kLifecycleKey,
+                                      Status(Errc::no_such_lifecycle_configuration,
+                                             "The lifecycle configuration does not exist"));
+    if (!doc.ok()) co_return co_await send_error(c, doc.status());
+    co_return co_await send_xml(c, bhttp::status::ok, *doc);
   }
   std::string document;
   if (method == verb::put) {

@@ -180,29 +180,41 @@ Status S3Service::Impl::check_acl_headers(const Ctx& c) {
   return Status::Ok();
 }
 
+Status S3Service::Impl::begin_bucket_document(Ctx& c, const char* get_op, const char* put_op,
+                                              const char* delete_op) {
+  const auto method = c.req.method();
+  using bhttp::verb;
+  c.op = method == verb::get ? get_op : method == verb::put ? put_op : delete_op;
+  if (!c.key.empty() || (method != verb::get && method != verb::put && method != verb::delete_)) {
+    return Status(Errc::method_not_allowed,
+                  "The specified method is not allowed against this resource");
+  }
+  return check_bucket_access(c);
+}
+
+Result<std::string> S3Service::Impl::stored_bucket_document(const Ctx& c, std::string_view name,
+                                                            Status missing) {
+  auto b = store->head_bucket(c.bucket);
+  if (!b.ok()) return b.status();
+  auto it = b->config.find(std::string(name));
+  if (it == b->config.end()) return missing;
+  return std::move(it->second);
+}
+
 Task<void> S3Service::Impl::bucket_policy(Ctx& c) {
   const auto method = c.req.method();
   using bhttp::verb;
-  c.op = method == verb::get   ? "GetBucketPolicy"
-         : method == verb::put ? "PutBucketPolicy"
-                               : "DeleteBucketPolicy";
-  if (!c.key.empty() || (method != verb::get && method != verb::put && method != verb::delete_)) {
-    co_return co_await send_error(
-        c, Status(Errc::method_not_allowed,
-                  "The specified method is not allowed against this resource"));
-  }
-  if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
+  if (auto st =
+          begin_bucket_document(c, "GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy");
+      !st.ok())
+    co_return co_await send_error(c, st);
   if (method == verb::get) {
-    auto b = store->head_bucket(c.bucket);
-    if (!b.ok()) co_return co_await send_error(c, b.status());
-    auto it = b->config.find(std::string(kPolicyKey));
-    if (it == b->config.end()) {
-      co_return co_await send_error(
-          c, Status(Errc::no_such_bucket_policy, "The bucket policy does not exist"));
-    }
+    auto doc = stored_bucket_document(
+        c, kPolicyKey, Status(Errc::no_such_bucket_policy, "The bucket policy does not exist"));
+    if (!doc.ok()) co_return co_await send_error(c, doc.status());
     http::Fields f = base_headers(c);
     f.set(bhttp::field::content_type, "application/json");
-    (void)co_await c.ex.send(bhttp::status::ok, std::move(f), it->second);
+    (void)co_await c.ex.send(bhttp::status::ok, std::move(f), std::move(*doc));
     co_return;
   }
   std::string document;

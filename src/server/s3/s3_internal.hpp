@@ -170,6 +170,13 @@ struct S3Service::Impl {
   // AccessControlListNotSupported (ACLs are disabled: BucketOwnerEnforced).
   Status check_acl_headers(const Ctx& c);
   Task<void> bucket_policy(Ctx& c);
+  // The start shared by Get/Put/Delete of a bucket's configuration documents (?policy, ?cors,
+  // ?lifecycle): names c.op after the method, refuses a key or another method
+  // (MethodNotAllowed) and checks bucket access (check_bucket_access).
+  Status begin_bucket_document(Ctx& c, const char* get_op, const char* put_op,
+                               const char* delete_op);
+  // GET's lookup: the bucket's stored document `name`, or `missing` when it has none.
+  Result<std::string> stored_bucket_document(const Ctx& c, std::string_view name, Status missing);
   Task<void> acl(Ctx& c);
   Task<void> ownership_controls(Ctx& c);
 
