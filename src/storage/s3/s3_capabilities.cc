@@ -131,21 +131,33 @@ Status S3Store::check_condition(std::string_view bucket, std::string_view key,
   return Status::Ok();
 }
 
-Status S3Store::versioning_known_missing() const {
+Status S3Store::note_capability(std::optional<bool> Core::*cap, Status st) {
+  if (st.ok() || st.code() == Errc::not_implemented) {
+    std::lock_guard lk(core_->caps_mu);
+    auto& known = (*core_).*cap;
+    if (!known || st.ok()) known = st.ok();
+  }
+  return st;
+}
+
+Status S3Store::capability_known_missing(std::optional<bool> Core::*cap,
+                                         std::string_view what) const {
   std::lock_guard lk(core_->caps_mu);
-  if (core_->versioning == false)
+  if ((*core_).*cap == false) {
     return Status(Errc::not_implemented,
-                  "The gateway's upstream does not keep object versions (it answered "
-                  "NotImplemented to a versioning request)");
+                  "The gateway's upstream does not keep " + std::string(what));
+  }
   return Status::Ok();
 }
 
+Status S3Store::versioning_known_missing() const {
+  return capability_known_missing(&Core::versioning,
+                                  "object versions (it answered NotImplemented to a versioning "
+                                  "request)");
+}
+
 Status S3Store::note_versioning(Status st) {
-  if (st.ok() || st.code() == Errc::not_implemented) {
-    std::lock_guard lk(core_->caps_mu);
-    if (!core_->versioning || st.ok()) core_->versioning = st.ok();
-  }
-  return st;
+  return note_capability(&Core::versioning, st);
 }
 
 }  // namespace objdirect::storage::s3gw

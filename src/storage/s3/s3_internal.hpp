@@ -530,6 +530,12 @@ class S3Store final : public ObjectStore {
   // not_implemented without an upstream call once the upstream said it keeps no bucket tags.
   Status note_bucket_tagging(Status st);
   Status bucket_tagging_known_missing();
+  // The mechanism under the three above, for one of Core's learnt flags (`cap`): note_capability
+  // remembers what an answer says (not_implemented: no; success: yes) and returns `st`;
+  // capability_known_missing is not_implemented ("The gateway's upstream does not keep " +
+  // `what`) once the upstream said no.
+  Status note_capability(std::optional<bool> Core::*cap, Status st);
+  Status capability_known_missing(std::optional<bool> Core::*cap, std::string_view what) const;
 
   std::shared_ptr<Core> core_;
 };

@@ -21,11 +21,7 @@ Request tagging_request(std::string method, std::string_view bucket, std::string
 }  // namespace
 
 Status S3Store::note_tagging(Status st) {
-  if (st.ok() || st.code() == Errc::not_implemented) {
-    std::lock_guard lk(core_->caps_mu);
-    if (!core_->tagging || st.ok()) core_->tagging = st.ok();
-  }
-  return st;
+  return note_capability(&Core::tagging, st);
 }
 
 Status S3Store::tagging_available(std::string_view bucket) {
@@ -116,31 +112,18 @@ Result<ObjectMeta> S3Store::get_object_version_tags(std::string_view bucket, std
 }
 
 Status S3Store::tagging_known_missing() {
-  std::lock_guard lk(core_->caps_mu);
-  if (core_->tagging == false) {
-    return Status(Errc::not_implemented,
-                  "The gateway's upstream does not keep object tags (it answered NotImplemented "
-                  "to a tagging request)");
-  }
-  return Status::Ok();
+  return capability_known_missing(&Core::tagging,
+                                  "object tags (it answered NotImplemented to a tagging request)");
 }
 
 Status S3Store::note_bucket_tagging(Status st) {
-  if (st.ok() || st.code() == Errc::not_implemented) {
-    std::lock_guard lk(core_->caps_mu);
-    if (!core_->bucket_tagging || st.ok()) core_->bucket_tagging = st.ok();
-  }
-  return st;
+  return note_capability(&Core::bucket_tagging, st);
 }
 
 Status S3Store::bucket_tagging_known_missing() {
-  std::lock_guard lk(core_->caps_mu);
-  if (core_->bucket_tagging == false) {
-    return Status(Errc::not_implemented,
-                  "The gateway's upstream does not keep bucket tags (it answered NotImplemented "
-                  "to a bucket tagging request)");
-  }
-  return Status::Ok();
+  return capability_known_missing(
+      &Core::bucket_tagging,
+      "bucket tags (it answered NotImplemented to a bucket tagging request)");
 }
 
 Status S3Store::set_bucket_tags(std::string_view bucket, TagSet tags) {
