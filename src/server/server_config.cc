@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -191,8 +192,13 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_option("--domain", c.s3.domain, "Domain for virtual-hosted addressing (BUCKET.DOMAIN)")
       ->envname("OBJDIRECT_DOMAIN");
-  app.add_option("--threads", c.http.threads, "I/O threads (0: automatic)")
+  app.add_option("--threads", c.http.threads,
+                 "The most I/O threads, spares in place of blocked ones included (0: automatic)")
       ->envname("OBJDIRECT_THREADS");
+  app.add_option("--io-threads", c.http.io_threads,
+                 "I/O threads that run requests while none blocks (0: automatic: one per core, "
+                 "at least 4; with --backend s3 or rados every one of --threads)")
+      ->envname("OBJDIRECT_IO_THREADS");
   app.add_option("--header-bytes-max", c.http.header_bytes_max, "Largest request header section")
       ->envname("OBJDIRECT_HEADER_BYTES_MAX")
       ->capture_default_str();
@@ -396,6 +402,11 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
   if (c.store.backend == "s3") {
     if (g.upstream.empty()) return refuse("--backend s3 needs --upstream http(s)://HOST[:PORT]");
     if (c.http.threads == 0) c.http.threads = gateway_threads_default;
+  }
+  if (c.store.backend != "local" && c.http.io_threads == 0) {
+    // Every call of these backends waits on the network, and only the local backend's blocking
+    // calls are marked for the hand-off (common/blocking.hpp): run every thread, always.
+    c.http.io_threads = std::numeric_limits<unsigned>::max();  // HttpServer clamps to threads
   }
   // Admission waiters block the I/O threads that run send()/receive(): keep at least half of
   // them free for everything else (threads 0: the server picks at least 32, above the default).

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "common/assert.hpp"
+#include "common/blocking.hpp"
 #include "common/scratch_buffer.hpp"
 #include "common/time.hpp"
 
@@ -175,7 +176,12 @@ class BeastExchange final : public Exchange {
     asio::steady_timer timer(sock.get_executor());
     while (remaining > 0) {
       std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 1u << 30));
-      ssize_t n = ::sendfile(sock.native_handle(), region.fd, &off, want);
+      ssize_t n = 0;
+      {
+        // A page-cache miss waits for the disk inside sendfile. (Never across a co_await.)
+        const BlockingScope blocking;
+        n = ::sendfile(sock.native_handle(), region.fd, &off, want);
+      }
       if (n > 0) {
         remaining -= static_cast<std::uint64_t>(n);
         body_owed_ -= static_cast<std::uint64_t>(n);
@@ -208,7 +214,11 @@ class BeastExchange final : public Exchange {
     std::uint64_t off = region.offset, left = region.length;
     while (left > 0) {
       std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
-      ssize_t n = ::pread(region.fd, buf.data(), want, static_cast<off_t>(off));
+      ssize_t n = 0;
+      {
+        const BlockingScope blocking;
+        n = ::pread(region.fd, buf.data(), want, static_cast<off_t>(off));
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         close_ = true;
@@ -361,6 +371,13 @@ HttpServer::HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler)
     // serving while some wait for the disk.
     opts_.threads = std::max(32u, 2 * std::max(1u, std::thread::hardware_concurrency()));
   }
+  if (opts_.io_threads == 0) {
+    // About one runner per core: more cost a context switch per handler (io_runners.hpp).
+    opts_.io_threads = std::max(4u, std::thread::hardware_concurrency());
+  }
+  opts_.io_threads = std::min(opts_.io_threads, opts_.threads);
+  runners_ = std::make_unique<IoRunners>(
+      ioc_, IoRunners::Options{opts_.io_threads, opts_.threads, opts_.io_handoff_after});
 }
 
 void HttpServer::register_metrics(metrics::Sink& sink) const {
@@ -370,6 +387,16 @@ void HttpServer::register_metrics(metrics::Sink& sink) const {
   sink.add_counter("objdirect_http_connections_rejected_total",
                    "Connections refused over --connections-max.",
                    [c] { return static_cast<double>(c->connections_rejected.load()); });
+  const IoRunners* r = runners_.get();
+  sink.add_gauge("objdirect_http_io_threads",
+                 "I/O threads started (runners and spares, parked ones included).",
+                 [r] { return static_cast<double>(r->stats().threads); });
+  sink.add_gauge("objdirect_http_io_threads_running", "I/O threads not parked now.",
+                 [r] { return static_cast<double>(r->stats().running); });
+  sink.add_counter("objdirect_http_io_handoffs_total",
+                   "Spares woken or started in place of an I/O thread blocked in a store call "
+                   "or an RDMA transfer for longer than the hand-off delay.",
+                   [r] { return static_cast<double>(r->stats().handoffs); });
 }
 
 HttpServer::~HttpServer() {
@@ -412,10 +439,7 @@ Status HttpServer::start() {
 }
 
 void HttpServer::run() {
-  std::vector<std::thread> threads;
-  for (unsigned i = 1; i < opts_.threads; ++i) threads.emplace_back([this] { ioc_.run(); });
-  ioc_.run();
-  for (auto& t : threads) t.join();
+  runners_->run();
 }
 
 void HttpServer::stop() {

@@ -36,6 +36,7 @@
 #include "common/limits.hpp"
 #include "common/metrics_sink.hpp"
 #include "common/status.hpp"
+#include "server/http/io_runners.hpp"
 
 namespace objdirect::limits {
 
@@ -60,7 +61,13 @@ using Fields = beast::http::fields;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 9000;  // 0 picks a free port; see HttpServer::port()
-  unsigned threads = 0;       // 0: max(32, 2 * hardware threads) (blocking store calls run here)
+  // The most I/O threads, spares included (0: max(32, 2 * hardware threads)). Of those,
+  // io_threads run the handlers while none blocks (0: max(4, hardware threads), at most
+  // threads); a handler that blocks in a BlockingScope for longer than io_handoff_after is
+  // replaced by a spare (io_runners.hpp). io_threads == threads runs them all, always.
+  unsigned threads = 0;
+  unsigned io_threads = 0;
+  std::chrono::microseconds io_handoff_after{1000};
   std::size_t header_bytes_max = limits::header_bytes_max;
   std::size_t connections_max = limits::connections_max;
   std::chrono::milliseconds header_timeout{limits::header_timeout_ms};
@@ -194,6 +201,7 @@ class HttpServer {
   ServerOptions opts_;
   std::shared_ptr<Handler> handler_;
   asio::io_context ioc_;
+  std::unique_ptr<IoRunners> runners_;
   std::optional<tcp::acceptor> acceptor_;
   std::unique_ptr<asio::ssl::context> ssl_ctx_;  // set when TLS is configured
   std::uint16_t bound_port_ = 0;

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/blocking.hpp"
 #include "common/checksum.hpp"
 
 namespace objdirect::storage::cache {
@@ -453,6 +454,7 @@ struct CachingStore::Core {
     const std::string tmp = tmp_dir + "/" + name + "." + std::to_string(::getpid()) + "." +
                             std::to_string(tmp_seq++) + ".tmp";
     bool ok = false;
+    const BlockingScope blocking;
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ok = write_full(fd, hdr.data(), hdr.size()) && write_full(fd, data.data(), data.size()) &&

@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "common/assert.hpp"
+#include "common/blocking.hpp"
 #include "common/limits.hpp"
 #include "storage/local/meta_codec.hpp"
 #include "storage/local/meta_db.hpp"
@@ -43,6 +44,7 @@ Status errno_status(int err, std::string_view what) {
 }
 
 Status fsync_dir(const std::string& dir) {
+  const BlockingScope blocking;
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno_status(errno, "open " + dir);
   const int rc = ::fsync(fd);
@@ -289,6 +291,7 @@ class LocalBlobWriter final : public BlobWriter {
     }
     const auto* p = reinterpret_cast<const char*>(data.data());
     std::size_t left = data.size();
+    const BlockingScope blocking;  // dirty-page throttling can stall a write
     while (left > 0) {
       const ssize_t n = ::write(fd_, p, left);
       if (n < 0) {
@@ -311,6 +314,7 @@ class LocalBlobWriter final : public BlobWriter {
   Result<std::optional<Segment>> finalize() {
     if (failed_ || renamed_) return Status(Errc::io_error, "blob writer is unusable");
     if (size_ == 0) return std::optional<Segment>();
+    const BlockingScope blocking;
     if (files_->fsync() && ::fsync(fd_) != 0) return fail(errno, "fsync blob");
     ::close(fd_);
     fd_ = -1;
@@ -398,6 +402,7 @@ class LocalObjectReader final : public ObjectReader {
   Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) override {
     const std::uint64_t size = rec_.meta.size;
     if (offset >= size || dst.empty()) return std::size_t{0};
+    const BlockingScope blocking;  // a page-cache miss waits for the disk
     std::size_t done = 0;
     std::size_t i = segment_at(offset);
     while (done < dst.size() && offset < size) {

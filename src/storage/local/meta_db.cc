@@ -5,7 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
+
+#include "common/blocking.hpp"
 
 namespace objdirect::storage::local {
 namespace {
@@ -116,6 +119,9 @@ MetaDb::~MetaDb() {
 
 Result<Txn> Txn::begin(const MetaDb& db, bool write) {
   MDB_txn* t = nullptr;
+  // A write transaction first waits for LMDB's writer lock, held by another commit's fsync.
+  std::optional<BlockingScope> blocking;
+  if (write) blocking.emplace();
   const int rc = mdb_txn_begin(db.env(), nullptr, write ? 0 : MDB_RDONLY, &t);
   if (rc != 0) return mdb_status(rc, "mdb_txn_begin");
   return Txn(t);
@@ -135,6 +141,7 @@ Txn::~Txn() {
 Status Txn::commit() {
   MDB_txn* t = txn_;
   txn_ = nullptr;
+  const BlockingScope blocking;  // the commit's fsync
   return mdb_status(mdb_txn_commit(t), "mdb_txn_commit");
 }
 

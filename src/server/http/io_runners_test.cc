@@ -1,0 +1,173 @@
+// IoRunners against a real io_context: a handler blocked in a BlockingScope is replaced by a
+// spare, within threads_max; the spare parks once the blocked one is back; an unmarked block
+// is not handed off; stop() joins parked spares.
+#include "server/http/io_runners.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <thread>
+
+#include "common/blocking.hpp"
+
+namespace objdirect::http {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return pred();
+}
+
+struct Running {
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
+  IoRunners runners;
+  std::thread thread;
+  explicit Running(IoRunners::Options o) : runners(ioc, o) {
+    thread = std::thread([this] { runners.run(); });
+  }
+  ~Running() {
+    ioc.stop();
+    thread.join();
+  }
+};
+
+TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
+  Running r({/*threads_base=*/1, /*threads_max=*/4, 1000us, 5ms});
+  std::atomic<bool> release{false};
+  std::atomic<bool> blocked_started{false};
+  asio::post(r.ioc, [&] {
+    const BlockingScope blocking;
+    blocked_started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return blocked_started.load(); }, 5s));
+  // With one runner, only a spare can run this while the first is blocked.
+  std::atomic<bool> ran{false};
+  asio::post(r.ioc, [&] { ran = true; });
+  EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s)) << "no spare took the blocked place";
+  EXPECT_GE(r.runners.stats().handoffs, 1u);
+  EXPECT_EQ(r.runners.stats().threads, 2u);
+  release = true;
+  // Back from the block: one runner too many, the spare parks.
+  EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 1; }, 5s));
+  // A parked spare is woken, not a new thread started, on the next block.
+  release = false;
+  blocked_started = false;
+  asio::post(r.ioc, [&] {
+    const BlockingScope blocking;
+    blocked_started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return blocked_started.load(); }, 5s));
+  ran = false;
+  asio::post(r.ioc, [&] { ran = true; });
+  EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
+  EXPECT_EQ(r.runners.stats().threads, 2u);
+  EXPECT_GE(r.runners.stats().handoffs, 2u);
+  release = true;
+}
+
+TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
+  Running r({1, 2, 1000us, 5ms});
+  std::atomic<bool> release{false};
+  std::atomic<int> blocked{0};
+  auto block = [&] {
+    const BlockingScope blocking;
+    ++blocked;
+    while (!release) std::this_thread::sleep_for(1ms);
+  };
+  asio::post(r.ioc, block);
+  asio::post(r.ioc, block);
+  ASSERT_TRUE(eventually([&] { return blocked.load() == 2; }, 5s));
+  std::atomic<bool> ran{false};
+  asio::post(r.ioc, [&] { ran = true; });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(ran.load()) << "a third thread ran beyond threads_max 2";
+  EXPECT_EQ(r.runners.stats().threads, 2u);
+  release = true;
+  EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
+}
+
+TEST(IoRunners, ABlockOutsideAScopeIsNotHandedOff) {
+  Running r({1, 4, 1000us, 5ms});
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  asio::post(r.ioc, [&] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);  // unmarked: the contract's failure mode
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  std::atomic<bool> ran{false};
+  asio::post(r.ioc, [&] { ran = true; });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(ran.load());
+  EXPECT_EQ(r.runners.stats().handoffs, 0u);
+  release = true;
+  EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
+}
+
+TEST(IoRunners, AShortScopeCostsNoHandoff) {
+  Running r({2, 8, 1000us, 5ms});
+  std::atomic<int> done{0};
+  for (int i = 0; i < 2000; ++i) {
+    asio::post(r.ioc, [&] {
+      const BlockingScope blocking;  // returns at once, as a page-cache hit does
+      ++done;
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return done.load() == 2000; }, 10s));
+  EXPECT_EQ(r.runners.stats().handoffs, 0u);
+  EXPECT_EQ(r.runners.stats().threads, 2u);
+}
+
+TEST(IoRunners, StopJoinsParkedSpares) {
+  auto r = std::make_unique<Running>(IoRunners::Options{1, 3, 1000us, 5ms});
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  asio::post(r->ioc, [&] {
+    const BlockingScope blocking;
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(eventually([&] { return r->runners.stats().threads == 2; }, 5s));
+  release = true;
+  ASSERT_TRUE(eventually([&] { return r->runners.stats().running == 1; }, 5s));
+  r.reset();  // stops the io_context and joins the parked spare
+}
+
+TEST(BlockingScope, IsANoOpOffARunnerAndNests) {
+  const std::uint64_t before = blocking_scopes_entered();
+  { const BlockingScope off_runner; }
+  EXPECT_EQ(blocking_scopes_entered(), before);
+  BlockingSlot slot;
+  set_thread_blocking_slot(&slot);
+  {
+    const BlockingScope outer;
+    const std::int64_t since = slot.blocked_since_ns.load();
+    EXPECT_NE(since, 0);
+    {
+      const BlockingScope inner;
+      EXPECT_EQ(slot.blocked_since_ns.load(), since) << "an inner scope must not restart it";
+    }
+    EXPECT_EQ(slot.blocked_since_ns.load(), since) << "the inner scope ended the outer one";
+  }
+  EXPECT_EQ(slot.blocked_since_ns.load(), 0);
+  EXPECT_EQ(blocking_scopes_entered(), before + 1);
+  set_thread_blocking_slot(nullptr);
+}
+
+}  // namespace
+}  // namespace objdirect::http
