@@ -111,6 +111,8 @@ TEST(ServerConfig, EachFlagFillsItsField) {
                   "example.test",
                   "--threads",
                   "40",
+                  "--io-threads",
+                  "6",
                   "--header-bytes-max",
                   "4096",
                   "--connections-max",
@@ -201,6 +203,7 @@ TEST(ServerConfig, EachFlagFillsItsField) {
   EXPECT_EQ(c.s3.region, "r1");
   EXPECT_EQ(c.s3.domain, "example.test");
   EXPECT_EQ(c.http.threads, 40u);
+  EXPECT_EQ(c.http.io_threads, 6u);
   EXPECT_EQ(c.http.header_bytes_max, 4096u);
   EXPECT_EQ(c.http.connections_max, 9u);
   EXPECT_EQ(c.http.unread_body_drain_bytes_max, 1234u);
@@ -253,6 +256,12 @@ TEST(ServerConfig, DerivedSettings) {
   auto gw = parse({"--backend", "s3", "--upstream", "http://up:1"});
   ASSERT_TRUE(gw.config) << gw.err;
   EXPECT_EQ(gw.config->http.threads, 16u);
+  // Its calls are not marked for the hand-off (common/blocking.hpp): every thread runs, always
+  // (HttpServer clamps io_threads to threads); the local backend's runner count stays automatic.
+  EXPECT_GE(gw.config->http.io_threads, gw.config->http.threads);
+  auto local = parse({});
+  ASSERT_TRUE(local.config) << local.err;
+  EXPECT_EQ(local.config->http.io_threads, 0u);
   // Admission waiters hold I/O threads: at most half of them unless asked for explicitly.
   auto t = parse({"--threads", "8"});
   ASSERT_TRUE(t.config) << t.err;
