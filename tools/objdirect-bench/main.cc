@@ -119,6 +119,9 @@ struct Options {
   std::uint64_t duration_ms = 0;
   std::uint32_t total_concurrency = 8;
   bool quick = false, json = false, keep_tmp = false, no_nginx = false;
+  // The client buffers' (and memcpy's) pages: "huge" (MADV_HUGEPAGE, what numpy gives every
+  // array of 4 MiB or more) or "base" (4 KiB pages, a plain malloc/mmap without THP=always).
+  std::string buffer_pages = "huge";
   // Two hosts from network namespaces (scripts/netns.sh): the server in one, this process and
   // its workers in the other, default fabric flags on both sides (no FI_TCP_IFACE).
   bool netns = false;
@@ -365,7 +368,9 @@ Row Bench::run_point(const Point& p) {
                "--duration-ms",
                std::to_string(o_.duration_ms),
                "--id",
-               "p" + std::to_string(i)};
+               "p" + std::to_string(i),
+               "--buffer-pages",
+               o_.buffer_pages};
     if (p.part_size > 0) {
       so.argv.push_back("--part-size");
       so.argv.push_back(std::to_string(p.part_size));
@@ -474,7 +479,9 @@ void Bench::print_markdown(std::ostream& out) const {
               : "; across two network namespaces (server " + std::string(kNetnsServerAddr) +
                     ", clients 10.201.0.2, one veth link)")
       << "; server " << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
-      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; " << o_.duration_ms << " ms per point"
+      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; client buffers and memcpy on "
+      << (o_.buffer_pages == "huge" ? "huge pages (MADV_HUGEPAGE, as numpy's)" : "4 KiB pages")
+      << "; " << o_.duration_ms << " ms per point"
       << (o_.server_args.empty() ? "" : "; extra server arguments:");
   for (const auto& a : o_.server_args) out << " " << a;
   out << ".\n\n"
@@ -763,7 +770,7 @@ int Bench::run() {
   for (auto s : sizes_) {
     progress.step("baseline memcpy/tcp " + format_size(s));
     const auto d = milliseconds(std::max<std::uint64_t>(150, o_.duration_ms / 2));
-    memcpy_[s] = memcpy_gbps(s, d);
+    memcpy_[s] = memcpy_gbps(s, d, o_.buffer_pages == "huge");
     tcp_[s] = tcp_loopback_gbps(s, d);
   }
   for (const auto& p : plan) {
@@ -848,6 +855,11 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "End the output with one JSON object of the P1..P6 figures");
   app.add_flag("--keep-tmp", o.keep_tmp, "Keep the temporary directory (logs, data)");
   app.add_flag("--no-nginx", o.no_nginx, "Skip the nginx baseline");
+  app.add_option("--buffer-pages", o.buffer_pages,
+                 "Pages of the client buffers and of memcpy: huge (MADV_HUGEPAGE, as numpy's "
+                 "arrays of 4 MiB or more) or base (4 KiB)")
+      ->check(CLI::IsMember({"huge", "base"}))
+      ->capture_default_str();
   app.add_flag("--netns", o.netns,
                "Across two hosts made from network namespaces (scripts/netns.sh; root): the "
                "server on 10.201.0.1, the clients on 10.201.0.2, no FI_TCP_IFACE; no nginx");
