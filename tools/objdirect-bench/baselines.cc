@@ -22,9 +22,10 @@ using Clock = std::chrono::steady_clock;
 struct Mapping {
   std::byte* ptr = nullptr;
   std::size_t size = 0;
-  explicit Mapping(std::size_t n) : size(n) {
+  explicit Mapping(std::size_t n, bool huge_pages = false) : size(n) {
     void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ptr = p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+    if (ptr && huge_pages) ::madvise(ptr, n, MADV_HUGEPAGE);  // before the first touch
     if (ptr) std::memset(ptr, 0x3c, n);
   }
   ~Mapping() {
@@ -44,8 +45,8 @@ sockaddr_in loopback(std::uint16_t port) {
 
 }  // namespace
 
-double memcpy_gbps(std::uint64_t size, std::chrono::milliseconds duration) {
-  Mapping src(size), dst(size);
+double memcpy_gbps(std::uint64_t size, std::chrono::milliseconds duration, bool huge_pages) {
+  Mapping src(size, huge_pages), dst(size, huge_pages);
   if (!src.ptr || !dst.ptr) return 0;
   double best = 0;
   for (int slice = 0; slice < 3; ++slice) {

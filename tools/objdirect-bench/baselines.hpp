@@ -22,7 +22,8 @@ namespace objdirect::bench {
 // GB/s (10^9 bytes/s) of std::memcpy of `size` bytes between two touched buffers, one thread,
 // repeated for about `duration`. Best of three equal slices, as the raw transports table in
 // docs/BENCHMARKS.md.
-double memcpy_gbps(std::uint64_t size, std::chrono::milliseconds duration);
+// huge_pages: both buffers advised MADV_HUGEPAGE (objdirect-bench --buffer-pages).
+double memcpy_gbps(std::uint64_t size, std::chrono::milliseconds duration, bool huge_pages);
 
 // GB/s of one TCP connection over 127.0.0.1: a sender thread writes messages of `size` bytes,
 // a receiver thread reads them into a buffer of min(size, 64 MiB); both with 4 MiB socket

@@ -29,6 +29,8 @@ inline constexpr std::uint64_t bench_buffer_bytes_max = 2ull << 30;
 // Worker processes per point and threads per worker.
 inline constexpr std::uint32_t bench_processes_max = 64;
 inline constexpr std::uint32_t bench_threads_max = 256;
+// Passes of the size sweep (--rounds).
+inline constexpr std::uint32_t bench_rounds_max = 32;
 }  // namespace objdirect::limits
 
 namespace objdirect::bench {

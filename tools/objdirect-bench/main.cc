@@ -33,6 +33,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "baselines.hpp"
@@ -100,6 +101,7 @@ struct Point {
   std::uint32_t procs = 1;
   std::uint32_t threads = 1;
   std::uint64_t part_size = 0;  // the client's part size; 0: its default (8 MiB)
+  std::uint32_t round = 0;      // size sweep with --rounds: which pass over the paths
 };
 
 struct Row {
@@ -119,6 +121,13 @@ struct Options {
   std::uint64_t duration_ms = 0;
   std::uint32_t total_concurrency = 8;
   bool quick = false, json = false, keep_tmp = false, no_nginx = false;
+  // The client buffers' (and memcpy's) pages: "huge" (MADV_HUGEPAGE, what numpy gives every
+  // array of 4 MiB or more) or "base" (4 KiB pages, a plain malloc/mmap without THP=always).
+  std::string buffer_pages = "huge";
+  // Passes of the size sweep: each size runs every path once per round, the rounds one after
+  // the other (so that drift in the machine's load hits every path alike), and the row kept is
+  // each point's median-GB/s round.
+  std::uint32_t rounds = 1;
   // Two hosts from network namespaces (scripts/netns.sh): the server in one, this process and
   // its workers in the other, default fabric flags on both sides (no FI_TCP_IFACE).
   bool netns = false;
@@ -193,6 +202,10 @@ class Bench {
   Status ensure_object(std::uint64_t size);
   Row run_point(const Point& p);
   void compute_ratios();
+  // --rounds: replaces each size-sweep point's rows by its median-GB/s round.
+  void keep_median_rounds();
+  // auto / max(http, lf-shm) at every size of the size sweep, when all three ran.
+  void print_auto_check(std::ostream& out) const;
   void print_markdown(std::ostream& out) const;
   void write_csv(const std::string& file) const;
   void plot() const;
@@ -365,7 +378,9 @@ Row Bench::run_point(const Point& p) {
                "--duration-ms",
                std::to_string(o_.duration_ms),
                "--id",
-               "p" + std::to_string(i)};
+               "p" + std::to_string(i),
+               "--buffer-pages",
+               o_.buffer_pages};
     if (p.part_size > 0) {
       so.argv.push_back("--part-size");
       so.argv.push_back(std::to_string(p.part_size));
@@ -448,6 +463,66 @@ const Row* Bench::find(const std::string& sweep, const std::string& op, const st
   return nullptr;
 }
 
+void Bench::keep_median_rounds() {
+  if (o_.rounds <= 1) return;
+  std::vector<Row> kept;
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, std::vector<Row>> groups;
+  std::vector<std::tuple<std::string, std::string, std::uint64_t>> order;
+  for (auto& r : rows_) {
+    if (r.p.sweep != "size") {
+      kept.push_back(std::move(r));
+      continue;
+    }
+    auto k = std::make_tuple(r.p.op, r.p.path->name, r.p.size);
+    if (!groups.count(k)) order.push_back(k);
+    groups[k].push_back(std::move(r));
+  }
+  std::vector<Row> size_rows;
+  for (const auto& k : order) {
+    auto& g = groups[k];
+    std::vector<Row*> ran;
+    for (auto& r : g) {
+      if (r.ran) ran.push_back(&r);
+    }
+    if (ran.empty()) {
+      size_rows.push_back(std::move(g.front()));
+      continue;
+    }
+    std::sort(ran.begin(), ran.end(), [](const Row* a, const Row* b) { return a->gbps < b->gbps; });
+    Row m = *ran[(ran.size() - 1) / 2];
+    std::string all;
+    for (const auto& r : g) all += (all.empty() ? "" : "/") + (r.ran ? fmt(r.gbps) : "-");
+    m.note += (m.note.empty() ? "" : "; ") + std::string("median of ") + all + " GB/s";
+    size_rows.push_back(std::move(m));
+  }
+  size_rows.insert(size_rows.end(), std::make_move_iterator(kept.begin()),
+                   std::make_move_iterator(kept.end()));
+  rows_ = std::move(size_rows);
+}
+
+void Bench::print_auto_check(std::ostream& out) const {
+  // Issue 15's criterion: auto at least 0.95x the better of http and lf-shm at every size.
+  bool any = false;
+  for (const auto& op : ops_) {
+    for (auto s : sizes_) {
+      const Row* a = find("size", op, "auto", s, 1, 1);
+      const Row* h = find("size", op, "http", s, 1, 1);
+      const Row* l = find("size", op, "lf-shm", s, 1, 1);
+      if (!a || !h || !l) continue;
+      if (!any) {
+        out << "\n### auto against the better of http and lf-shm (size sweep, 1x1)\n\n"
+            << "| op | size | http ops/s | lf-shm ops/s | auto ops/s | auto / better |\n"
+            << "|---|---:|---:|---:|---:|---:|\n";
+        any = true;
+      }
+      const double best = std::max(h->gbps, l->gbps);
+      out << "| " << op << " | " << format_size(s) << " | " << fmt(h->gbps) << " | " << fmt(l->gbps)
+          << " | " << fmt(a->gbps) << " | " << (best > 0 ? fmt(a->gbps / best) : std::string("-"))
+          << " |\n";
+    }
+  }
+}
+
 void Bench::compute_ratios() {
   for (auto& r : rows_) {
     if (!r.ran) continue;
@@ -474,7 +549,9 @@ void Bench::print_markdown(std::ostream& out) const {
               : "; across two network namespaces (server " + std::string(kNetnsServerAddr) +
                     ", clients 10.201.0.2, one veth link)")
       << "; server " << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
-      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; " << o_.duration_ms << " ms per point"
+      << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; client buffers and memcpy on "
+      << (o_.buffer_pages == "huge" ? "huge pages (MADV_HUGEPAGE, as numpy's)" : "4 KiB pages")
+      << "; " << o_.duration_ms << " ms per point"
       << (o_.server_args.empty() ? "" : "; extra server arguments:");
   for (const auto& a : o_.server_args) out << " " << a;
   out << ".\n\n"
@@ -703,10 +780,14 @@ int Bench::run() {
   // The plan, so that the progress bar knows its length.
   std::vector<Point> plan;
   for (auto s : sizes_) {
-    for (auto* path : paths_) {
+    for (std::uint32_t round = 0; round < o_.rounds; ++round) {
       for (const auto& op : ops_) {
-        if (path->nginx && op != "get") continue;
-        plan.push_back({"size", op, path, s, 1, 1});
+        for (auto* path : paths_) {
+          if (path->nginx && op != "get") continue;
+          Point pt{"size", op, path, s, 1, 1};
+          pt.round = round;
+          plan.push_back(pt);
+        }
       }
     }
   }
@@ -763,7 +844,7 @@ int Bench::run() {
   for (auto s : sizes_) {
     progress.step("baseline memcpy/tcp " + format_size(s));
     const auto d = milliseconds(std::max<std::uint64_t>(150, o_.duration_ms / 2));
-    memcpy_[s] = memcpy_gbps(s, d);
+    memcpy_[s] = memcpy_gbps(s, d, o_.buffer_pages == "huge");
     tcp_[s] = tcp_loopback_gbps(s, d);
   }
   for (const auto& p : plan) {
@@ -782,8 +863,10 @@ int Bench::run() {
     rows_.push_back(run_point(p));
   }
   progress.finish();
+  keep_median_rounds();
   compute_ratios();
   print_markdown(std::cout);
+  print_auto_check(std::cout);
   if (!o_.csv.empty()) write_csv(o_.csv);
   if (!o_.plot.empty()) plot();
   if (o_.json) std::cout << "\n" << json() << std::endl;
@@ -848,6 +931,16 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "End the output with one JSON object of the P1..P6 figures");
   app.add_flag("--keep-tmp", o.keep_tmp, "Keep the temporary directory (logs, data)");
   app.add_flag("--no-nginx", o.no_nginx, "Skip the nginx baseline");
+  app.add_option("--rounds", o.rounds,
+                 "Passes of the size sweep, each over every path in turn; each point keeps its "
+                 "median-GB/s pass (the note lists all)")
+      ->check(CLI::Range(1u, objdirect::limits::bench_rounds_max))
+      ->capture_default_str();
+  app.add_option("--buffer-pages", o.buffer_pages,
+                 "Pages of the client buffers and of memcpy: huge (MADV_HUGEPAGE, as numpy's "
+                 "arrays of 4 MiB or more) or base (4 KiB)")
+      ->check(CLI::IsMember({"huge", "base"}))
+      ->capture_default_str();
   app.add_flag("--netns", o.netns,
                "Across two hosts made from network namespaces (scripts/netns.sh; root): the "
                "server on 10.201.0.1, the clients on 10.201.0.2, no FI_TCP_IFACE; no nginx");

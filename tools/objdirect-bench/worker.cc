@@ -28,17 +28,21 @@ double process_cpu_s() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-// Anonymous mapping, touched so that page faults stay out of the measured window.
+// Anonymous mapping, touched so that page faults stay out of the measured window. huge_pages:
+// advised MADV_HUGEPAGE before the first touch, as numpy does for arrays of 4 MiB or more: CMA
+// (libfabric shm, UCX sm) then walks and pins 2 MiB pages, and a 256 MiB GET ran 1.3-1.9x as
+// fast (docs/BENCHMARKS.md, "Which buffers the bench measures").
 struct Buffer {
   std::byte* ptr = nullptr;
   std::size_t size = 0;
-  explicit Buffer(std::size_t n) : size(n) {
+  Buffer(std::size_t n, bool huge_pages) : size(n) {
     void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
       std::perror("objdirect-bench worker: mmap");
       std::exit(3);
     }
     ptr = static_cast<std::byte*>(p);
+    if (huge_pages) ::madvise(p, n, MADV_HUGEPAGE);
     // Non-zero, position-dependent bytes: a PUT of zeros could be special-cased somewhere.
     for (std::size_t i = 0; i < n; i += 4096) ptr[i] = static_cast<std::byte>(i >> 12 | 1);
     std::memset(ptr, 0x5a, std::min<std::size_t>(n, 4096));
@@ -68,6 +72,8 @@ int worker_main(int argc, char** argv) {
   app.add_option("--threads", threads)->check(CLI::Range(1u, limits::bench_threads_max));
   app.add_option("--duration-ms", duration_ms);
   app.add_option("--part-size", part_size);
+  std::string buffer_pages = "huge";
+  app.add_option("--buffer-pages", buffer_pages)->check(CLI::IsMember({"huge", "base"}));
   app.add_option("--part-concurrency", part_concurrency);
   app.add_option("--id", id);
   app.allow_extras(false);
@@ -100,7 +106,7 @@ int worker_main(int argc, char** argv) {
   std::vector<std::unique_ptr<Buffer>> bufs;
   std::vector<MemoryHandle> handles(threads);
   for (std::uint32_t t = 0; t < threads; ++t) {
-    bufs.push_back(std::make_unique<Buffer>(*size));
+    bufs.push_back(std::make_unique<Buffer>(*size, buffer_pages == "huge"));
     if (fabric != "none") {
       auto h = client.register_memory(bufs.back()->ptr, *size);
       if (!h.ok()) {
