@@ -26,6 +26,12 @@ namespace objdirect {
 // nanoseconds; 0 while not in a scope).
 struct BlockingSlot {
   std::atomic<std::int64_t> blocked_since_ns{0};
+  // The scope said it blocks for certain (an fsync): counted as blocked at once, and `poke`
+  // (set by the runner's owner before the thread runs) called on entry so that a spare can
+  // take the place without waiting for the hand-off delay.
+  std::atomic<bool> certain{false};
+  void (*poke)(void* ctx) = nullptr;
+  void* poke_ctx = nullptr;
 };
 
 // Makes `slot` the calling thread's (nullptr: none). Called by each I/O runner thread once.
@@ -33,7 +39,9 @@ void set_thread_blocking_slot(BlockingSlot* slot) noexcept;
 
 class BlockingScope {
  public:
-  BlockingScope() noexcept;
+  // certain: the call blocks for milliseconds whatever the cache holds (an fsync, a commit
+  // that fsyncs); a spare is woken on entry instead of after the hand-off delay.
+  explicit BlockingScope(bool certain = false) noexcept;
   ~BlockingScope();
   BlockingScope(const BlockingScope&) = delete;
   BlockingScope& operator=(const BlockingScope&) = delete;

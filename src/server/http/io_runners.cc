@@ -23,6 +23,8 @@ void IoRunners::run() {
     OBJDIRECT_ASSERT(runners_.empty(), "IoRunners::run called twice");
     for (unsigned i = 0; i < opts_.threads_base; ++i) {
       runners_.push_back(std::make_unique<Runner>());
+      runners_.back()->slot.poke = &IoRunners::poke;
+      runners_.back()->slot.poke_ctx = this;
       base.push_back(runners_.back().get());
     }
     running_ = opts_.threads_base;
@@ -64,7 +66,8 @@ unsigned IoRunners::serving_locked(std::int64_t now_ns) const {
   for (const auto& r : runners_) {
     if (r->parked) continue;
     const std::int64_t since = r->slot.blocked_since_ns.load(std::memory_order_acquire);
-    if (since != 0 && now_ns - since >= after_ns) ++blocked;
+    if (since == 0) continue;
+    if (r->slot.certain.load(std::memory_order_relaxed) || now_ns - since >= after_ns) ++blocked;
   }
   return running_ - blocked;
 }
@@ -78,7 +81,9 @@ void IoRunners::monitor() {
     const auto tick =
         busy ? std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.handoff_after)
              : std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.monitor_idle_tick);
-    if (monitor_cv_.wait_for(lock, tick, [this] { return stopping_ || ioc_.stopped(); })) {
+    monitor_cv_.wait_for(lock, tick, [this] { return stopping_ || poked_ || ioc_.stopped(); });
+    poked_ = false;
+    if (stopping_ || ioc_.stopped()) {
       stopping_ = true;
       park_cv_.notify_all();
       return;
@@ -99,6 +104,8 @@ void IoRunners::monitor() {
         runners_.push_back(std::make_unique<Runner>());
         Runner* r = runners_.back().get();
         r->spare = true;
+        r->slot.poke = &IoRunners::poke;
+        r->slot.poke_ctx = this;
         r->thread = std::thread([this, r] { spare_main(r); });
       } else {
         break;  // threads_max reached: the blocked ones must come back first
@@ -108,6 +115,15 @@ void IoRunners::monitor() {
       handoffs_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+}
+
+void IoRunners::poke(void* self) {
+  auto* me = static_cast<IoRunners*>(self);
+  {
+    std::lock_guard lock(me->mu_);
+    me->poked_ = true;
+  }
+  me->monitor_cv_.notify_one();
 }
 
 void IoRunners::spare_main(Runner* r) {

@@ -8,7 +8,8 @@
 // froze every other connection (docs/RELIABILITY.md, section 4). So: threads_base threads run
 // the io_context; each marks its blocking calls with a BlockingScope (common/blocking.hpp); a
 // monitor thread looks at the scopes every handoff_after (while scopes are being entered; every
-// monitor_idle_tick otherwise) and, while fewer than threads_base runners are not blocked for
+// monitor_idle_tick otherwise; at once when a scope that blocks for certain, an fsync, begins)
+// and, while fewer than threads_base runners are not blocked for
 // longer than handoff_after, wakes a parked spare or starts a new one, up to threads_max threads
 // in all. A spare parks again as soon as it would make more than threads_base runners that are
 // not blocked.
@@ -65,6 +66,7 @@ class IoRunners {
   };
 
   void monitor();
+  static void poke(void* self);  // a runner entered a certain BlockingScope
   void spare_main(Runner* r);
   // Runners not parked and not blocked for longer than handoff_after, now. mu_ held.
   unsigned serving_locked(std::int64_t now_ns) const;
@@ -77,6 +79,7 @@ class IoRunners {
   std::vector<std::unique_ptr<Runner>> runners_;  // under mu_; never shrinks until run() ends
   unsigned running_ = 0;                          // under mu_
   bool stopping_ = false;                         // under mu_
+  bool poked_ = false;                            // under mu_: look at the slots now
   std::atomic<std::uint64_t> handoffs_{0};
 };
 

@@ -118,6 +118,26 @@ TEST(IoRunners, ABlockOutsideAScopeIsNotHandedOff) {
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
 }
 
+TEST(IoRunners, ACertainScopeIsHandedOffWithoutWaitingForTheDelay) {
+  // A hand-off delay and idle tick of 10 s: only the certain scope's poke can bring a spare in
+  // time.
+  Running r({1, 4, std::chrono::microseconds(10'000'000), 10s});
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  asio::post(r.ioc, [&] {
+    const BlockingScope blocking(/*certain=*/true);
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  std::atomic<bool> ran{false};
+  asio::post(r.ioc, [&] { ran = true; });
+  EXPECT_TRUE(eventually([&] { return ran.load(); }, 2s)) << "the certain scope was not handed off";
+  EXPECT_GE(r.runners.stats().handoffs, 1u);
+  release = true;
+  EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 1; }, 5s));
+}
+
 TEST(IoRunners, AShortScopeCostsNoHandoff) {
   Running r({2, 8, 1000us, 5ms});
   std::atomic<int> done{0};

@@ -44,7 +44,7 @@ Status errno_status(int err, std::string_view what) {
 }
 
 Status fsync_dir(const std::string& dir) {
-  const BlockingScope blocking;
+  const BlockingScope blocking(/*certain=*/true);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno_status(errno, "open " + dir);
   const int rc = ::fsync(fd);
@@ -314,7 +314,7 @@ class LocalBlobWriter final : public BlobWriter {
   Result<std::optional<Segment>> finalize() {
     if (failed_ || renamed_) return Status(Errc::io_error, "blob writer is unusable");
     if (size_ == 0) return std::optional<Segment>();
-    const BlockingScope blocking;
+    const BlockingScope blocking(/*certain=*/files_->fsync());
     if (files_->fsync() && ::fsync(fd_) != 0) return fail(errno, "fsync blob");
     ::close(fd_);
     fd_ = -1;

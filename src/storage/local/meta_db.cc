@@ -124,14 +124,14 @@ Result<Txn> Txn::begin(const MetaDb& db, bool write) {
   if (write) blocking.emplace();
   const int rc = mdb_txn_begin(db.env(), nullptr, write ? 0 : MDB_RDONLY, &t);
   if (rc != 0) return mdb_status(rc, "mdb_txn_begin");
-  return Txn(t);
+  return Txn(t, write);
 }
 
 Result<Txn> Txn::begin_nested(const MetaDb& db, Txn& parent) {
   MDB_txn* t = nullptr;
   const int rc = mdb_txn_begin(db.env(), parent.get(), 0, &t);
   if (rc != 0) return mdb_status(rc, "mdb_txn_begin (nested)");
-  return Txn(t);
+  return Txn(t, /*write=*/false);  // a child's commit joins its parent: no fsync
 }
 
 Txn::~Txn() {
@@ -141,7 +141,10 @@ Txn::~Txn() {
 Status Txn::commit() {
   MDB_txn* t = txn_;
   txn_ = nullptr;
-  const BlockingScope blocking;  // the commit's fsync
+  // A write transaction's commit fsyncs unless the environment is MDB_NOSYNC (--no-fsync).
+  unsigned env_flags = 0;
+  if (write_) mdb_env_get_flags(mdb_txn_env(t), &env_flags);
+  const BlockingScope blocking(/*certain=*/write_ && (env_flags & MDB_NOSYNC) == 0);
   return mdb_status(mdb_txn_commit(t), "mdb_txn_commit");
 }
 

@@ -84,7 +84,7 @@ class Txn {
   // A child of a write transaction: its changes join the parent on commit() and vanish on abort.
   // The parent must not be used while the child is open.
   static Result<Txn> begin_nested(const MetaDb& db, Txn& parent);
-  Txn(Txn&& other) noexcept : txn_(other.txn_) { other.txn_ = nullptr; }
+  Txn(Txn&& other) noexcept : txn_(other.txn_), write_(other.write_) { other.txn_ = nullptr; }
   Txn& operator=(Txn&&) = delete;
   ~Txn();
 
@@ -98,8 +98,9 @@ class Txn {
   Result<bool> del(MDB_dbi dbi, std::string_view key);
 
  private:
-  explicit Txn(MDB_txn* t) : txn_(t) {}
+  Txn(MDB_txn* t, bool write) : txn_(t), write_(write) {}
   MDB_txn* txn_ = nullptr;
+  bool write_ = false;  // a top-level write transaction (its commit may fsync)
 };
 
 // RAII cursor. Must be destroyed before its transaction ends.
