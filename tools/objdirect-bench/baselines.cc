@@ -78,7 +78,6 @@ double tcp_loopback_gbps(std::uint64_t size, std::chrono::milliseconds duration)
   const int buf_bytes = 4 << 20;
   const std::uint64_t chunk = std::min<std::uint64_t>(size, 64ull << 20);
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> received{0};
   std::thread sender([&] {
     const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ::setsockopt(s, SOL_SOCKET, SO_SNDBUF, &buf_bytes, sizeof buf_bytes);
