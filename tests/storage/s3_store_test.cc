@@ -105,6 +105,130 @@ TEST_F(S3StoreTest, OptionLimits) {
   EXPECT_EQ(bad([](auto& o) { o.access_key = "nobody"; }), Errc::invalid_access_key_id);
 }
 
+// Bucket owners and policies in the state bucket, read with CORS through the document cache:
+// the state bucket is hidden, owners are recorded at create and dropped at delete, a cached
+// document costs no upstream request, the LRU bound and the TTL hold, and the option limits and
+// the size of a document read back are enforced.
+TEST_F(S3StoreTest, StateBucketAndDocumentCache) {
+  S3StoreOptions o = upstream_.options();
+  o.state_bucket = "gw-state";
+  o.document_cache_ttl_ms = 60'000;
+  o.document_cache_entries = 2;
+  auto s = open(o);
+  ASSERT_TRUE(s);
+  S3StoreOptions plain_o = upstream_.options();  // the upstream as it is: the state bucket shows
+  auto plain = open(plain_o);
+  ASSERT_TRUE(plain);
+  ASSERT_TRUE(plain->head_bucket("gw-state").ok()) << "created at open";
+  // Hidden: not listed, every request naming it refused before it is sent.
+  const auto before_hidden = s3_store_stats(*s).requests;
+  EXPECT_EQ(s->head_bucket("gw-state").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->begin_write("gw-state").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->list_objects("gw-state", {}).code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->open_object("gw-state", "buckets/x/owner").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->delete_bucket("gw-state").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s3_store_stats(*s).requests, before_hidden) << "nothing reached the upstream";
+  BucketInfo hidden;
+  hidden.name = "gw-state";
+  hidden.owner = "alice";
+  EXPECT_EQ(s->create_bucket(hidden).code(), Errc::bucket_already_exists);
+  // Owners: recorded before the upstream bucket, one owner per name.
+  for (const char* name : {"gwb1", "gwb2", "gwb3"}) {
+    BucketInfo b;
+    b.name = name;
+    b.owner = "alice";
+    auto st = s->create_bucket(b);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.to_string();
+  }
+  auto listed = s->list_buckets();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 3u);
+  for (const auto& b : *listed) EXPECT_EQ(b.owner, "alice") << b.name;
+  BucketInfo theirs;
+  theirs.name = "gwb1";
+  theirs.owner = "bob";
+  EXPECT_EQ(s->create_bucket(theirs).code(), Errc::bucket_already_exists);
+  theirs.owner = "alice";
+  EXPECT_EQ(s->create_bucket(theirs).code(), Errc::bucket_already_owned_by_you);
+  EXPECT_EQ(s->head_bucket("gwb1")->owner, "alice");
+  EXPECT_TRUE(plain->head_object("gw-state", "buckets/gwb1/owner").ok());
+  // Policies: one object each, never the upstream's bucket policy.
+  ASSERT_TRUE(s->set_bucket_config("gwb1", "policy", "{\"Statement\":[]}").ok());
+  EXPECT_EQ(s->head_bucket("gwb1")->config.at("policy"), "{\"Statement\":[]}");
+  EXPECT_FALSE(*plain->bucket_config("gwb1", "policy"));
+  // CORS through the cache: a second read is a hit, no upstream request.
+  const std::string cors =
+      "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin>"
+      "<AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>";
+  ASSERT_TRUE(s->set_bucket_config("gwb2", "cors", cors).ok());
+  auto reads = [&] { return s3_store_stats(*s).document_reads; };
+  const auto r0 = reads();
+  ASSERT_TRUE(s->bucket_config("gwb2", "cors")->has_value());
+  EXPECT_EQ(reads(), r0 + 1) << "a write through the gateway drops the entry";
+  const auto requests = s3_store_stats(*s).requests;
+  const auto hits = s3_store_stats(*s).document_cache_hits;
+  ASSERT_TRUE(s->bucket_config("gwb2", "cors")->has_value());
+  EXPECT_EQ(s3_store_stats(*s).requests, requests);
+  EXPECT_EQ(s3_store_stats(*s).document_cache_hits, hits + 1);
+  // The bound: two entries; two more documents push gwb2's CORS out.
+  ASSERT_FALSE(s->bucket_config("gwb1", "cors")->has_value());
+  ASSERT_FALSE(s->bucket_config("gwb3", "cors")->has_value());
+  const auto r1 = reads();
+  ASSERT_TRUE(s->bucket_config("gwb2", "cors")->has_value());
+  EXPECT_EQ(reads(), r1 + 1) << "evicted: read again";
+  // A change made at the upstream is seen once the TTL has passed (here: 0, read every time).
+  S3StoreOptions ttl0 = o;
+  ttl0.document_cache_ttl_ms = 0;
+  auto fresh = open(ttl0);
+  ASSERT_TRUE(fresh);
+  ASSERT_TRUE(plain->set_bucket_config("gwb2", "cors", "").ok());
+  EXPECT_TRUE(s->bucket_config("gwb2", "cors")->has_value()) << "within the TTL: the cached rules";
+  EXPECT_FALSE(fresh->bucket_config("gwb2", "cors")->has_value());
+  // A state object larger than document_bytes_max fails the read (and is counted), never
+  // reads as "no policy".
+  {
+    auto w = plain->begin_write("gw-state");
+    ASSERT_TRUE(w.ok());
+    const std::string big(s3_limits::document_bytes_max + 1, 'x');
+    ASSERT_TRUE((*w)->append(bytes_of(big)).ok());
+    ObjectMeta m;
+    m.key = "buckets/gwb3/policy";
+    m.size = big.size();
+    ASSERT_TRUE(plain->commit_object("gw-state", m, std::move(*w), {}).ok());
+  }
+  const auto errors = s3_store_stats(*fresh).state_errors;
+  auto failed = fresh->head_bucket("gwb3");
+  EXPECT_EQ(failed.code(), Errc::io_error) << failed.status().to_string();
+  EXPECT_EQ(s3_store_stats(*fresh).state_errors, errors + 1);
+  ASSERT_TRUE(s->set_bucket_config("gwb3", "policy", "").ok());
+  // Deleting a bucket drops its records: the name is free for another owner.
+  ASSERT_TRUE(s->delete_bucket("gwb1").ok());
+  EXPECT_EQ(plain->head_object("gw-state", "buckets/gwb1/owner").code(), Errc::no_such_key);
+  EXPECT_EQ(plain->head_object("gw-state", "buckets/gwb1/policy").code(), Errc::no_such_key);
+  theirs.owner = "bob";
+  ASSERT_TRUE(s->create_bucket(theirs).ok());
+  EXPECT_EQ(s->head_bucket("gwb1")->owner, "bob");
+  EXPECT_FALSE(s->head_bucket("gwb1")->config.contains("policy")) << "no policy carried over";
+  // The option limits.
+  auto bad = [&](auto mutate) {
+    S3StoreOptions x = o;
+    mutate(x);
+    return open_s3_store(x).code();
+  };
+  EXPECT_EQ(bad([](auto& x) { x.document_cache_entries = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(
+      bad([](auto& x) { x.document_cache_entries = s3_limits::document_cache_entries_max + 1; }),
+      Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& x) { x.document_cache_entries = s3_limits::document_cache_entries_max; }),
+            Errc::ok);
+  EXPECT_EQ(
+      bad([](auto& x) { x.document_cache_ttl_ms = s3_limits::document_cache_ttl_ms_max + 1; }),
+      Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& x) { x.document_cache_ttl_ms = s3_limits::document_cache_ttl_ms_max; }),
+            Errc::ok);
+  EXPECT_EQ(bad([](auto& x) { x.state_bucket = "Not_A_Bucket"; }), Errc::invalid_argument);
+}
+
 // Issue 15: every upstream request is signed, but the signing key is derived once per (date,
 // region, service), not per request; the upstream (a real objdirect-server verifying SigV4)
 // accepts every request signed with the cached key.
@@ -652,11 +776,23 @@ TEST_F(S3StoreTest, UpstreamWithoutVersioningIsNotImplementedForVersioningAlone)
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_FALSE(d->delete_marker);
   EXPECT_EQ(others.load(), 2);
-  // Documents the gateway does not pass through: not_implemented, nothing sent.
-  EXPECT_EQ(s.set_bucket_config(kBucket, "policy", "{}").code(), Errc::not_implemented);
+  // A policy needs the state bucket (none here): not_implemented naming the flag, nothing sent.
+  st = s.set_bucket_config(kBucket, "policy", "{}");
+  EXPECT_EQ(st.code(), Errc::not_implemented);
+  EXPECT_NE(st.message().find("--gateway-state-bucket"), std::string::npos) << st.message();
+  EXPECT_EQ(puts.load(), 1);
+  // CORS and lifecycle go upstream; its NotImplemented is learnt, each on its own.
   EXPECT_EQ(s.set_bucket_config(kBucket, "cors", "<CORSConfiguration/>").code(),
             Errc::not_implemented);
-  EXPECT_EQ(puts.load(), 1);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "lifecycle", "<LifecycleConfiguration/>").code(),
+            Errc::not_implemented);
+  EXPECT_EQ(puts.load(), 3);
+  const auto asked = s3_store_stats(s).requests;
+  EXPECT_EQ(s.bucket_config(kBucket, "cors").code(), Errc::not_implemented);
+  EXPECT_EQ(s.bucket_config(kBucket, "lifecycle").code(), Errc::not_implemented);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "cors", "").code(), Errc::not_implemented);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "lifecycle", "").code(), Errc::not_implemented);
+  EXPECT_EQ(s3_store_stats(s).requests, asked) << "known: not asked again";
 }
 
 TEST_F(S3StoreTest, StalledUpstreamTimesOut) {
