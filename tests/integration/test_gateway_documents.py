@@ -158,6 +158,11 @@ def test_lifecycle_passed_through_and_executed_by_the_upstream(env, bucket):
         alice.put_bucket_lifecycle_configuration(
             Bucket=bucket, LifecycleConfiguration={"Rules": [dict(RULES["Rules"][0], Status="Maybe")]})
     assert code(e) == "MalformedXML"
+    body = (b"<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix></Prefix></Filter>"
+            b"<Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>")
+    r = objd.request(env["gw"], "PUT", f"/{bucket}", query={"lifecycle": ""}, body=body,
+                     headers={"Content-MD5": "1B2M2Y8AsgTpgAmY7PhCfg=="}, access_key=ALICE[0], secret_key=ALICE[1])
+    objd.assert_error(r, 400, "BadDigest")
     with pytest.raises(ClientError) as e:
         upstream_client(env).get_bucket_lifecycle_configuration(Bucket=bucket)
     assert code(e) == "NoSuchLifecycleConfiguration"
@@ -389,3 +394,31 @@ def test_policy_without_state_bucket_is_not_implemented(env, bucket):
         objd.assert_error(objd.request(gw, "GET", f"/{bucket}", query={"policy": ""}), 404, "NoSuchBucketPolicy")
     finally:
         assert gw.stop() == 0
+
+
+def test_records_left_by_a_crash(env):
+    """What a gateway killed between the owner record and the upstream CreateBucket (or between
+    the upstream DeleteBucket and the records' removal) leaves: records without a bucket. The
+    name stays its owner's; the owner's CreateBucket completes it, without the old policy."""
+    gw = env["gw"]
+    alice, bob = client(gw.endpoint, ALICE), client(gw.endpoint, BOB)
+    name = f"gwd-{os.getpid()}-crash"
+    up = upstream_client(env)
+    up.put_object(Bucket=STATE, Key=f"buckets/{name}/owner", Body=ALICE[0].encode())
+    up.put_object(Bucket=STATE, Key=f"buckets/{name}/policy", Body=json.dumps({"Statement": [
+        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{name}/*"}]}).encode())
+    assert name not in [b["Name"] for b in alice.list_buckets()["Buckets"]]
+    with pytest.raises(ClientError) as e:
+        bob.create_bucket(Bucket=name)
+    assert code(e) == "BucketAlreadyExists"
+    alice.create_bucket(Bucket=name)
+    assert name in [b["Name"] for b in alice.list_buckets()["Buckets"]]
+    with pytest.raises(ClientError) as e:
+        alice.get_bucket_policy(Bucket=name)
+    assert code(e) == "NoSuchBucketPolicy"
+    alice.put_object(Bucket=name, Key="k", Body=b"x")
+    with pytest.raises(ClientError) as e:
+        bob.get_object(Bucket=name, Key="k")
+    assert code(e) == "AccessDenied"
+    alice.delete_object(Bucket=name, Key="k")
+    alice.delete_bucket(Bucket=name)

@@ -208,6 +208,11 @@ Result<std::optional<std::string>> S3Store::cached_document(std::string_view buc
       return it->second.doc;
     }
   }
+  if (name == "cors") {
+    // An upstream known to keep no CORS: nothing to read (and nothing counted as read).
+    OBJDIRECT_RETURN_IF_ERROR(capability_known_missing(
+        &Core::cors, "CORS configurations (it answered NotImplemented to a CORS request)"));
+  }
   core_->ctr.document_reads++;
   auto doc = name == "cors" ? fetch_cors(bucket) : fetch_state(bucket, name);
   if (!doc.ok()) return doc.status();
