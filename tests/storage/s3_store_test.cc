@@ -156,6 +156,8 @@ TEST_F(S3StoreTest, StateBucketAndDocumentCache) {
   ASSERT_TRUE(s->set_bucket_config("gwb1", "policy", "{\"Statement\":[]}").ok());
   EXPECT_EQ(s->head_bucket("gwb1")->config.at("policy"), "{\"Statement\":[]}");
   EXPECT_FALSE(*plain->bucket_config("gwb1", "policy"));
+  EXPECT_EQ(s->set_bucket_config("gw-absent", "policy", "{}").code(), Errc::no_such_bucket);
+  EXPECT_EQ(plain->head_object("gw-state", "buckets/gw-absent/policy").code(), Errc::no_such_key);
   // CORS through the cache: a second read is a hit, no upstream request.
   const std::string cors =
       "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin>"

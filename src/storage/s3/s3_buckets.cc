@@ -124,6 +124,15 @@ Status S3Store::set_bucket_config(std::string_view bucket, std::string_view name
                     "The gateway keeps bucket policies in its state bucket: start it with "
                     "--gateway-state-bucket NAME");
     }
+    // no_such_bucket for a bucket the upstream does not have (no record for a missing bucket).
+    Request h;
+    h.method = "HEAD";
+    h.bucket = std::string(bucket);
+    if (auto there = core_->call(std::move(h)); !there.ok()) {
+      if (there.code() == Errc::no_such_key)
+        return Status(Errc::no_such_bucket, "The specified bucket does not exist (upstream)");
+      return there.status();
+    }
     Status st = store_state(bucket, "policy", document);
     forget_documents(bucket);
     return st;
