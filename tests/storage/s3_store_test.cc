@@ -797,6 +797,53 @@ TEST_F(S3StoreTest, UpstreamWithoutVersioningIsNotImplementedForVersioningAlone)
   EXPECT_EQ(s3_store_stats(s).requests, asked) << "known: not asked again";
 }
 
+// Two users creating one name at once: the owner record is written with If-None-Match: *, and
+// the one whose PUT the upstream answers 412 reads the winner's record and gets
+// bucket_already_exists; its CreateBucket is never sent. (A fake upstream that found the record
+// absent at the first read and present at the PUT.)
+TEST_F(S3StoreTest, CreateBucketThatLosesTheOwnerRecordRace) {
+  std::atomic<int> owner_gets{0}, bucket_puts{0};
+  std::atomic<bool> conditional{false};
+  FakeUpstream fake([&](const std::string& method, const std::string& head) -> std::string {
+    const bool owner_record = head.find("/gw-state/buckets/race-b/owner") != std::string::npos;
+    if (method == "HEAD")
+      return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    if (method == "GET" && owner_record) {
+      if (owner_gets++ == 0) {
+        const std::string body = "<Error><Code>NoSuchKey</Code><Message>no</Message></Error>";
+        return "HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\nConnection: close\r\n\r\n" + body;
+      }
+      return "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nbob-key";
+    }
+    if (method == "PUT" && owner_record) {
+      std::string h(head);
+      for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      conditional = h.find("if-none-match: *") != std::string::npos;
+      const std::string body =
+          "<Error><Code>PreconditionFailed</Code><Message>exists</Message></Error>";
+      return "HTTP/1.1 412 Precondition Failed\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\nConnection: close\r\n\r\n" + body;
+    }
+    if (method == "PUT") ++bucket_puts;
+    return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = fake.url();
+  o.probe = false;
+  o.retry.max_attempts = 1;
+  o.state_bucket = "gw-state";
+  auto opened = open_s3_store(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  BucketInfo b;
+  b.name = "race-b";
+  b.owner = "alice-key";
+  EXPECT_EQ((*opened)->create_bucket(b).code(), Errc::bucket_already_exists);
+  EXPECT_TRUE(conditional.load()) << "the owner record is written If-None-Match: *";
+  EXPECT_EQ(owner_gets.load(), 2) << "read, then read again after the 412";
+  EXPECT_EQ(bucket_puts.load(), 0) << "no CreateBucket sent";
+}
+
 TEST_F(S3StoreTest, StalledUpstreamTimesOut) {
   // A listener that accepts connections and never answers.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
