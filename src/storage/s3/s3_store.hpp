@@ -144,7 +144,7 @@ struct S3StoreOptions {
   // entry at once; a change made at the upstream or through another gateway is seen within the
   // TTL.
   std::uint32_t document_cache_ttl_ms = 5'000;
-  std::size_t document_cache_entries = 100'000;
+  std::size_t document_cache_entries = 10'000;
   // Retries of upstream requests: the policy the client library uses (common/retry.hpp);
   // objdirect-server fills it from AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile.
   retry::Policy retry;
