@@ -9,8 +9,8 @@
   change made directly at the upstream seen within the TTL;
 - bucket owners and policies in the state bucket: the state bucket invisible to the gateway's
   clients, each bucket's owner kept there (another user's CreateBucket refused, ListBuckets per
-  owner), the policy an object there and not the upstream's bucket policy, and NotImplemented
-  naming --gateway-state-bucket without one. (Cross-user sharing over HTTP and RDMA and explicit
+  owner, a cold ListBuckets reading the owners with one listing), the policy an object there and
+  not the upstream's bucket policy, and NotImplemented naming --gateway-state-bucket without one. (Cross-user sharing over HTTP and RDMA and explicit
   Deny: test_s3_policy.py, which the gateway*.integration_s3_policy entries run through the
   gateway.)
 
@@ -273,7 +273,8 @@ def test_cors_changed_at_the_upstream_is_seen_within_the_ttl(env, bucket):
 def test_document_cache_bound(env, bucket):
     """A gateway caching one document: a second bucket's preflight evicts the first's rules."""
     gw = start_gateway(env["root"], env["up"], "gw1", ["--gateway-document-cache-entries", "1",
-                                                        "--gateway-document-cache-ttl-ms", "60000"])
+                                                        "--gateway-document-cache-ttl-ms", "60000",
+                                                             "--lifecycle-interval-ms", "0"])
     try:
         alice = client(gw.endpoint, ALICE)
         other = bucket + "-b"
@@ -335,6 +336,41 @@ def test_owners_are_kept_in_the_state_bucket(env, bucket):
     with pytest.raises(ClientError) as e:
         bob.put_object(Bucket=bucket, Key="x", Body=b"x")
     assert code(e) == "AccessDenied"
+
+
+def test_cold_list_buckets_reads_owners_from_one_listing(env):
+    """A gateway with a cold cache answers ListBuckets of 30 buckets with the upstream's ListBuckets
+    and one LIST page of the state bucket per 1,000 of its keys (about 330 buckets), not one owner
+    record GET per bucket; each user sees their own."""
+    alice, bob = client(env["gw"].endpoint, ALICE), client(env["gw"].endpoint, BOB)
+    names = [f"gwd-{os.getpid()}-own{i:02d}" for i in range(30)]
+    for i, n in enumerate(names):
+        (alice if i % 2 else bob).create_bucket(Bucket=n)
+    try:
+        gw = start_gateway(env["root"], env["up"], "gwcold", ["--gateway-state-bucket", STATE,
+                                                             "--gateway-document-cache-ttl-ms", "60000",
+                                                             "--lifecycle-interval-ms", "0"])
+        try:
+            pages = upstream_client(env).get_paginator("list_objects_v2").paginate(
+                Bucket=STATE, Prefix="buckets/", PaginationConfig={"PageSize": 1000})
+            state_keys = sum(p.get("KeyCount", 0) for p in pages)
+            before = metric(gw, "objdirect_upstream_requests_total")
+            reads = metric(gw, "objdirect_upstream_document_reads_total")
+            listed = [b["Name"] for b in client(gw.endpoint, ALICE).list_buckets()["Buckets"]]
+            cost = metric(gw, "objdirect_upstream_requests_total") - before
+            assert [n for n in listed if n in names] == names[1::2]
+            assert cost <= 1 + max(1, -(-state_keys // 1000)), (cost, state_keys)
+            assert metric(gw, "objdirect_upstream_document_reads_total") == reads
+            # Bob's view, from the cache the listing filled: the upstream's ListBuckets alone.
+            before = metric(gw, "objdirect_upstream_requests_total")
+            listed = [b["Name"] for b in client(gw.endpoint, BOB).list_buckets()["Buckets"]]
+            assert [n for n in listed if n in names] == names[0::2]
+            assert metric(gw, "objdirect_upstream_requests_total") - before == 1
+        finally:
+            assert gw.stop() == 0
+    finally:
+        for i, n in enumerate(names):
+            (alice if i % 2 else bob).delete_bucket(Bucket=n)
 
 
 def test_policy_is_a_state_object_not_the_upstreams_policy(env, bucket):

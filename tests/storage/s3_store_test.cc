@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/checksum.hpp"
+#include "s3/documents.hpp"
 #include "upstream_server.hpp"
 
 namespace objdirect::storage {
@@ -229,6 +230,99 @@ TEST_F(S3StoreTest, StateBucketAndDocumentCache) {
   EXPECT_EQ(bad([](auto& x) { x.document_cache_ttl_ms = s3_limits::document_cache_ttl_ms_max; }),
             Errc::ok);
   EXPECT_EQ(bad([](auto& x) { x.state_bucket = "Not_A_Bucket"; }), Errc::invalid_argument);
+}
+
+// ListBuckets reads the owners of its buckets from one paged LIST of the state bucket's
+// buckets/ prefix, not one record GET per bucket: a cold ListBuckets of 30 buckets costs two
+// upstream requests (ListBuckets, one LIST page), a second within the TTL one, and a HeadBucket
+// after it one (owner and "no policy" came with the LIST). A bucket without a record has no
+// owner; a record written around the gateway (no owner index entry) is read on its own; a
+// deleted bucket leaves no index entry.
+TEST_F(S3StoreTest, ListBucketsReadsOwnersWithOnePagedList) {
+  S3StoreOptions o = upstream_.options();
+  o.state_bucket = "gw-state";
+  o.document_cache_ttl_ms = 60'000;
+  auto s = open(o);
+  ASSERT_TRUE(s);
+  auto owner_of = [](int i) { return i % 2 ? "alice-key" : "bob-key"; };
+  for (int i = 0; i < 30; ++i) {
+    BucketInfo b;
+    b.name = "own-" + std::to_string(100 + i);
+    b.owner = owner_of(i);
+    auto st = s->create_bucket(b);
+    ASSERT_TRUE(st.ok()) << b.name << ": " << st.to_string();
+  }
+  auto plain = open(upstream_.options());
+  ASSERT_TRUE(plain);
+  BucketInfo bare;
+  bare.name = "own-bare";
+  ASSERT_TRUE(plain->create_bucket(bare).ok());
+  auto check = [&](const std::vector<BucketInfo>& listed, const std::string& bare_owner) {
+    ASSERT_EQ(listed.size(), 31u);
+    for (std::size_t i = 0; i < 30; ++i) {
+      EXPECT_EQ(listed[i].name, "own-" + std::to_string(100 + i));
+      EXPECT_EQ(listed[i].owner, owner_of(static_cast<int>(i))) << listed[i].name;
+    }
+    EXPECT_EQ(listed[30].name, "own-bare");
+    EXPECT_EQ(listed[30].owner, bare_owner);
+  };
+  auto cold = open(o);
+  ASSERT_TRUE(cold);
+  auto before = s3_store_stats(*cold);
+  auto listed = cold->list_buckets();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  check(*listed, "");
+  auto after = s3_store_stats(*cold);
+  EXPECT_EQ(after.requests - before.requests, 2u) << "ListBuckets and one LIST page";
+  EXPECT_EQ(after.state_list_pages - before.state_list_pages, 1u);
+  EXPECT_EQ(after.document_reads, before.document_reads) << "no record read on its own";
+  // Within the TTL: the owners from the cache.
+  before = after;
+  listed = cold->list_buckets();
+  ASSERT_TRUE(listed.ok());
+  check(*listed, "");
+  after = s3_store_stats(*cold);
+  EXPECT_EQ(after.requests - before.requests, 1u);
+  EXPECT_EQ(after.document_cache_hits - before.document_cache_hits, 31u);
+  before = after;
+  auto head = cold->head_bucket("own-100");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->owner, "bob-key");
+  EXPECT_FALSE(head->config.contains("policy"));
+  EXPECT_EQ(s3_store_stats(*cold).requests - before.requests, 1u) << "HEAD alone";
+  // A record without its index entry (written around the gateway): read on its own.
+  {
+    auto w = plain->begin_write("gw-state");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->append(bytes_of("carol-key")).ok());
+    ObjectMeta m;
+    m.key = "buckets/own-bare/owner";
+    m.size = 9;
+    ASSERT_TRUE(plain->commit_object("gw-state", m, std::move(*w), {}).ok());
+  }
+  auto cold2 = open(o);
+  ASSERT_TRUE(cold2);
+  before = s3_store_stats(*cold2);
+  listed = cold2->list_buckets();
+  ASSERT_TRUE(listed.ok());
+  check(*listed, "carol-key");
+  after = s3_store_stats(*cold2);
+  EXPECT_EQ(after.requests - before.requests, 3u) << "ListBuckets, one LIST page, one GET";
+  EXPECT_EQ(after.document_reads - before.document_reads, 1u);
+  // DeleteBucket removes the record and its index entry.
+  ASSERT_TRUE(s->delete_bucket("own-101").ok());
+  ListQuery q;
+  q.prefix = "buckets/own-101/";
+  q.max_keys = 1000;
+  auto left = plain->list_objects("gw-state", q);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->objects.empty()) << left->objects.front().key;
+  q.prefix = "buckets/own-102/";
+  left = plain->list_objects("gw-state", q);
+  ASSERT_TRUE(left.ok());
+  ASSERT_EQ(left->objects.size(), 2u);
+  EXPECT_EQ(left->objects[0].key, "buckets/own-102/owned-by/bob-key");
+  EXPECT_EQ(left->objects[1].key, "buckets/own-102/owner");
 }
 
 // Issue 15: every upstream request is signed, but the signing key is derived once per (date,
@@ -802,7 +896,7 @@ TEST_F(S3StoreTest, UpstreamWithoutVersioningIsNotImplementedForVersioningAlone)
 // bucket_already_exists; its CreateBucket is never sent. (A fake upstream that found the record
 // absent at the first read and present at the PUT.)
 TEST_F(S3StoreTest, CreateBucketThatLosesTheOwnerRecordRace) {
-  std::atomic<int> owner_gets{0}, bucket_puts{0};
+  std::atomic<int> owner_gets{0}, bucket_puts{0}, index_puts{0}, index_deletes{0};
   std::atomic<bool> conditional{false};
   FakeUpstream fake([&](const std::string& method, const std::string& head) -> std::string {
     const bool owner_record = head.find("/gw-state/buckets/race-b/owner") != std::string::npos;
@@ -825,7 +919,10 @@ TEST_F(S3StoreTest, CreateBucketThatLosesTheOwnerRecordRace) {
       return "HTTP/1.1 412 Precondition Failed\r\nContent-Length: " + std::to_string(body.size()) +
              "\r\nConnection: close\r\n\r\n" + body;
     }
-    if (method == "PUT") ++bucket_puts;
+    const std::string line = head.substr(0, head.find("\r\n"));
+    if (line.find("/gw-state/buckets/race-b/owned-by/alice-key ") != std::string::npos)
+      ++(method == "PUT" ? index_puts : index_deletes);
+    if (method == "PUT" && line.starts_with("PUT /race-b ")) ++bucket_puts;
     return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
   });
   S3StoreOptions o = upstream_.options();
@@ -842,6 +939,61 @@ TEST_F(S3StoreTest, CreateBucketThatLosesTheOwnerRecordRace) {
   EXPECT_TRUE(conditional.load()) << "the owner record is written If-None-Match: *";
   EXPECT_EQ(owner_gets.load(), 2) << "read, then read again after the 412";
   EXPECT_EQ(bucket_puts.load(), 0) << "no CreateBucket sent";
+  EXPECT_EQ(index_puts.load(), 1) << "the owner index entry is written before the record";
+  EXPECT_EQ(index_deletes.load(), 1) << "and removed when the record is another's";
+}
+
+// The state bucket's LIST stops after s3_limits::state_list_pages_max pages (a fake upstream
+// whose listing never ends); the owners of the buckets it did not reach are read one record each.
+TEST_F(S3StoreTest, StateListStopsAtItsPageBound) {
+  std::atomic<int> lists{0}, owner_gets{0};
+  auto ok = [](const std::string& body) {
+    return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body;
+  };
+  FakeUpstream fake([&](const std::string& method, const std::string& head) -> std::string {
+    const std::string line = head.substr(0, head.find("\r\n"));
+    if (method == "GET" && (line.starts_with("GET / ") || line.starts_with("GET /? "))) {
+      objdirect::s3::ListBucketsResult r;
+      r.owner.id = "up";
+      r.buckets.push_back({"zz-b", "2026-01-01T00:00:00.000Z"});
+      return ok(objdirect::s3::encode_list_buckets(r));
+    }
+    if (method == "GET" && line.find("/gw-state?") != std::string::npos) {
+      objdirect::s3::ListObjectsResult r;
+      r.name = "gw-state";
+      r.prefix = "buckets/";
+      r.max_keys = 1000;
+      r.key_count = 1;
+      r.is_truncated = true;
+      r.next_continuation_token = "t" + std::to_string(++lists);
+      objdirect::s3::ObjectEntry e;
+      e.key = "buckets/aa/owner";
+      e.last_modified = "2026-01-01T00:00:00.000Z";
+      e.etag = "x";
+      e.size = 1;
+      r.objects.push_back(e);
+      return ok(objdirect::s3::encode_list_objects(r));
+    }
+    if (method == "GET" && line.find("/gw-state/buckets/zz-b/owner") != std::string::npos) {
+      ++owner_gets;
+      return ok("dora-key");
+    }
+    return ok("");
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = fake.url();
+  o.probe = false;
+  o.retry.max_attempts = 1;
+  o.state_bucket = "gw-state";
+  auto opened = open_s3_store(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  auto listed = (*opened)->list_buckets();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().owner, "dora-key");
+  EXPECT_EQ(lists.load(), static_cast<int>(s3_limits::state_list_pages_max));
+  EXPECT_EQ(owner_gets.load(), 1);
 }
 
 TEST_F(S3StoreTest, StalledUpstreamTimesOut) {

@@ -94,13 +94,7 @@ Result<std::vector<BucketInfo>> S3Store::list_buckets() {
   auto buckets = upstream_buckets();
   if (!buckets.ok()) return buckets.status();
   std::vector<BucketInfo> out = std::move(*buckets);
-  if (!core_->opts.state_bucket.empty()) {
-    for (BucketInfo& info : out) {
-      auto owner = cached_document(info.name, "owner");
-      if (!owner.ok()) return owner.status();
-      if (*owner) info.owner = std::move(**owner);
-    }
-  }
+  if (!core_->opts.state_bucket.empty()) OBJDIRECT_RETURN_IF_ERROR(fill_owners(out));
   std::sort(out.begin(), out.end(),
             [](const BucketInfo& a, const BucketInfo& b) { return a.name < b.name; });
   return out;

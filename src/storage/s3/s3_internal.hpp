@@ -94,7 +94,7 @@ struct Counters {
       connections_in_use{0}, connections_peak{0}, pool_waits_timed_out{0}, spooled_to_file{0},
       multipart_commits{0}, retries{0}, capability_probes{0}, gateway_checked_conditions{0},
       kept_part_checksums_used{0}, stream_resumes{0}, document_cache_hits{0}, document_reads{0},
-      state_errors{0};
+      state_errors{0}, state_list_pages{0};
 };
 
 // --- connection pool ---------------------------------------------------------------------------
@@ -589,6 +589,11 @@ class S3Store final : public ObjectStore {
                                                      bool fresh = false);
   // Drops the cached documents of `bucket` (after a write through this gateway).
   void forget_documents(std::string_view bucket);
+  // Puts a read document into the cache (docs_mu held; nothing with a TTL of 0).
+  void remember_document(const std::string& key, std::optional<std::string> doc);
+  // list_buckets' owners: from the cache, else from a paged LIST of the state bucket.
+  Status fill_owners(std::vector<BucketInfo>& buckets);
+  Status drop_owner_index(std::string_view bucket);
   // create_bucket / delete_bucket with a state bucket: the owner record around the upstream call.
   Status create_owned_bucket(const BucketInfo& info);
   void drop_bucket_state(std::string_view bucket);

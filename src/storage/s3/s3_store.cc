@@ -127,6 +127,7 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   s.document_cache_hits = c.document_cache_hits;
   s.document_reads = c.document_reads;
   s.state_errors = c.state_errors;
+  s.state_list_pages = c.state_list_pages;
   return s;
 }
 

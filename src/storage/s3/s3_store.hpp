@@ -44,10 +44,13 @@
 //    the upstream's own calls (it keeps them and executes the lifecycle rules; head_bucket and
 //    list_buckets never carry a lifecycle document, so the S3 layer's worker leaves gateway
 //    buckets alone). Owners and policies live in the state bucket (options.state_bucket, objects
-//    buckets/<bucket>/owner and buckets/<bucket>/policy); head_bucket and list_buckets fill
-//    BucketInfo::owner and config["policy"] from there, and bucket_config("cors") reads the
-//    upstream's rules, both through the document cache (bounded, with a TTL). A NotImplemented
-//    answer to a lifecycle or CORS call is remembered (then not_implemented, nothing sent).
+//    buckets/<bucket>/owner, buckets/<bucket>/owned-by/<owner> and buckets/<bucket>/policy);
+//    head_bucket fills BucketInfo::owner and config["policy"] from there, and
+//    bucket_config("cors") reads the upstream's rules, both through the document cache (bounded,
+//    with a TTL); list_buckets fills the owners from the cache, or else from one paged LIST of
+//    the state bucket (at most s3_limits::state_list_pages_max pages; the owner is in the
+//    owned-by/ key), which fills the cache. A NotImplemented answer to a lifecycle or CORS call
+//    is remembered (then not_implemented, nothing sent).
 //
 // Errors: upstream S3 errors map to our Errc by their code (NoSuchKey, NoSuchBucket,
 // PreconditionFailed, BucketNotEmpty, ...), the message naming the upstream's message and request
@@ -98,6 +101,10 @@ inline constexpr std::uint32_t document_cache_ttl_ms_max = 3'600'000;
 // Largest state object or CORS document read back from the upstream (what the S3 layer stores
 // is at most limits::cors_body_bytes_max; a policy at most limits::bucket_policy_bytes_max).
 inline constexpr std::size_t document_bytes_max = 64 * 1024;
+// Pages (of limits::list_keys_max keys) of the state bucket's LIST that one ListBuckets reads
+// for the owners of its buckets (about 330 buckets a page); the owners of buckets past them are
+// read one record each.
+inline constexpr std::uint32_t state_list_pages_max = 1000;
 }  // namespace s3_limits
 
 struct S3StoreOptions {
@@ -178,6 +185,7 @@ struct S3StoreStats {
   std::uint64_t document_cache_hits = 0;  // bucket documents served from the document cache
   std::uint64_t document_reads = 0;       // bucket documents read from the upstream
   std::uint64_t state_errors = 0;         // failed reads and writes of the state bucket
+  std::uint64_t state_list_pages = 0;     // pages of the state bucket listed for owners
 };
 
 // Opens the store (and probes the upstream, see S3StoreOptions::probe).
