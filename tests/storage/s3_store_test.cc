@@ -233,11 +233,11 @@ TEST_F(S3StoreTest, StateBucketAndDocumentCache) {
 }
 
 // ListBuckets reads the owners of its buckets from one paged LIST of the state bucket's
-// buckets/ prefix, not one record GET per bucket: a cold ListBuckets of 30 buckets costs two
+// buckets/ prefix, not one record GET per bucket: a cold ListBuckets of 32 buckets costs two
 // upstream requests (ListBuckets, one LIST page), a second within the TTL one, and a HeadBucket
 // after it one (owner and "no policy" came with the LIST). A bucket without a record has no
-// owner; a record written around the gateway (no owner index entry) is read on its own; a
-// deleted bucket leaves no index entry.
+// owner; an owner with characters a key escapes comes back as it was; a record written around
+// the gateway (no owner index entry) is read on its own; a deleted bucket leaves no index entry.
 TEST_F(S3StoreTest, ListBucketsReadsOwnersWithOnePagedList) {
   S3StoreOptions o = upstream_.options();
   o.state_bucket = "gw-state";
@@ -252,19 +252,25 @@ TEST_F(S3StoreTest, ListBucketsReadsOwnersWithOnePagedList) {
     auto st = s->create_bucket(b);
     ASSERT_TRUE(st.ok()) << b.name << ": " << st.to_string();
   }
+  BucketInfo odd;  // an owner that is percent-encoded in its index key
+  odd.name = "own-odd";
+  odd.owner = "od/d+key=%";
+  ASSERT_TRUE(s->create_bucket(odd).ok());
   auto plain = open(upstream_.options());
   ASSERT_TRUE(plain);
   BucketInfo bare;
   bare.name = "own-bare";
   ASSERT_TRUE(plain->create_bucket(bare).ok());
   auto check = [&](const std::vector<BucketInfo>& listed, const std::string& bare_owner) {
-    ASSERT_EQ(listed.size(), 31u);
+    ASSERT_EQ(listed.size(), 32u);
     for (std::size_t i = 0; i < 30; ++i) {
       EXPECT_EQ(listed[i].name, "own-" + std::to_string(100 + i));
       EXPECT_EQ(listed[i].owner, owner_of(static_cast<int>(i))) << listed[i].name;
     }
     EXPECT_EQ(listed[30].name, "own-bare");
     EXPECT_EQ(listed[30].owner, bare_owner);
+    EXPECT_EQ(listed[31].name, "own-odd");
+    EXPECT_EQ(listed[31].owner, "od/d+key=%");
   };
   auto cold = open(o);
   ASSERT_TRUE(cold);
@@ -283,7 +289,7 @@ TEST_F(S3StoreTest, ListBucketsReadsOwnersWithOnePagedList) {
   check(*listed, "");
   after = s3_store_stats(*cold);
   EXPECT_EQ(after.requests - before.requests, 1u);
-  EXPECT_EQ(after.document_cache_hits - before.document_cache_hits, 31u);
+  EXPECT_EQ(after.document_cache_hits - before.document_cache_hits, 32u);
   before = after;
   auto head = cold->head_bucket("own-100");
   ASSERT_TRUE(head.ok());
