@@ -15,6 +15,7 @@
 #              a free loopback port; where it is not installed the script prints the reason and
 #              exits 77, which the ctest entries declare as SKIP_RETURN_CODE.
 #
+# OBJDIRECT_GATEWAY_STATE_BUCKET, when set, is passed to the gateway as --gateway-state-bucket.
 # Sets OBJDIRECT_SERVER_ARGS (read by tests/integration/conftest.py), OBJDIRECT_TEST_SERVER_ARGS
 # (read by tests/rdma/rdma_server_test.cc), OBJDIRECT_UPSTREAM_URL, OBJDIRECT_UPSTREAM_KIND, and
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: the upstream's credentials, which the gateway reads
@@ -126,6 +127,11 @@ export OBJDIRECT_UPSTREAM_URL=$url OBJDIRECT_UPSTREAM_KIND=$kind
 export AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk
 unset AWS_SESSION_TOKEN AWS_PROFILE
 export OBJDIRECT_SERVER_ARGS="--backend s3 --upstream $OBJDIRECT_UPSTREAM_URL"
+# OBJDIRECT_GATEWAY_STATE_BUCKET (the policy entries): the gateway keeps owners and policies
+# there (--gateway-state-bucket).
+if [ -n "${OBJDIRECT_GATEWAY_STATE_BUCKET:-}" ]; then
+  OBJDIRECT_SERVER_ARGS="$OBJDIRECT_SERVER_ARGS --gateway-state-bucket $OBJDIRECT_GATEWAY_STATE_BUCKET"
+fi
 export OBJDIRECT_TEST_SERVER_ARGS="$OBJDIRECT_SERVER_ARGS"
 set +e
 "$@"

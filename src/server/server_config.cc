@@ -131,6 +131,20 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                  "Largest object or part the gateway spools")
       ->envname("OBJDIRECT_GATEWAY_SPOOL_BYTES_MAX")
       ->capture_default_str();
+  app.add_option("--gateway-state-bucket", g.state_bucket,
+                 "Upstream bucket where the gateway keeps bucket owners and policies, hidden "
+                 "from its clients (created when missing; without it bucket policies answer "
+                 "NotImplemented; docs/scale-out.md)")
+      ->envname("OBJDIRECT_GATEWAY_STATE_BUCKET");
+  app.add_option("--gateway-document-cache-ttl-ms", g.document_cache_ttl_ms,
+                 "How long the gateway serves a bucket's CORS rules, owner and policy before "
+                 "reading them from the upstream again (0: every time)")
+      ->envname("OBJDIRECT_GATEWAY_DOCUMENT_CACHE_TTL_MS")
+      ->capture_default_str();
+  app.add_option("--gateway-document-cache-entries", g.document_cache_entries,
+                 "Bucket documents the gateway caches (least recently used dropped first)")
+      ->envname("OBJDIRECT_GATEWAY_DOCUMENT_CACHE_ENTRIES")
+      ->capture_default_str();
   app.add_option("--rados-conf", r.conf_file, "ceph.conf of the cluster (--backend rados)")
       ->envname("OBJDIRECT_RADOS_CONF");
   app.add_option("--rados-pool-prefix", r.pool_prefix,

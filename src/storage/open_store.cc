@@ -80,6 +80,9 @@ Result<std::unique_ptr<ObjectStore>> open_gateway(const StoreConfig& c) {
   o.spool_dir = g.spool_dir;
   o.spool_memory_bytes = g.spool_memory_bytes;
   o.spool_bytes_max = g.spool_bytes_max;
+  o.state_bucket = g.state_bucket;
+  o.document_cache_ttl_ms = g.document_cache_ttl_ms;
+  o.document_cache_entries = g.document_cache_entries;
   // Upstream retries: the client library's policy and settings (AWS_MAX_ATTEMPTS,
   // AWS_RETRY_MODE, or max_attempts / retry_mode in the upstream profile);
   // --upstream-retry-attempts, when given, wins.

@@ -58,6 +58,9 @@ struct StoreConfig {
     std::string spool_dir;  // empty: $TMPDIR or /tmp
     std::uint64_t spool_memory_bytes = 8ull << 20;
     std::uint64_t spool_bytes_max = 5ull << 30;
+    std::string state_bucket;  // empty: none (bucket policies answer NotImplemented)
+    std::uint32_t document_cache_ttl_ms = 5'000;
+    std::size_t document_cache_entries = 10'000;
   } gateway;
 
   // The read-through block cache (storage/cache) in front of the backend; none when dir is

@@ -23,6 +23,7 @@
 
 #include "objdirect/client.hpp"
 #include "objdirect/objdirect.h"
+#include "test_server.hpp"
 
 // The fake CUDA library (linked; CudaApi finds the same file through OBJDIRECT_CUDA_LIBRARY).
 // Declared here, not from the toolkit's headers, with the fake's own (ABI-equal) types.
@@ -44,11 +45,8 @@ constexpr const char* kAccessKey = "devAK";
 constexpr const char* kSecretKey = "devSecretKey123";
 constexpr std::size_t kPart = 5u << 20;  // the smallest upload part: many parts per object
 
-struct Server {
-  pid_t pid = -1;
-  std::string endpoint;
-  fs::path dir;
-};
+using test_server::Server;
+using test_server::stop_server;
 Server* g_rdma = nullptr;     // every fabric that opens here
 Server* g_no_rdma = nullptr;  // --fabric none: declines every token
 
@@ -63,74 +61,9 @@ std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
 }
 
 Server* start_server(const std::string& name, std::vector<std::string> extra) {
-  auto* s = new Server;
-  s->dir = fs::temp_directory_path() / ("od-device-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(s->dir);
-  fs::create_directories(s->dir / "data");
-  int out[2];
-  if (pipe(out) != 0) return nullptr;
-  std::string data = (s->dir / "data").string();
-  std::vector<std::string> args = {
-      OBJDIRECT_SERVER_BIN, "--listen", "127.0.0.1:0",  "--data",   data,
-      "--access-key",       kAccessKey, "--secret-key", kSecretKey, "--no-fsync"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  s->pid = fork();
-  if (s->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives a test killed by its timeout
-    dup2(out[1], 1);
-    close(out[0]);
-    close(out[1]);
-    execv(OBJDIRECT_SERVER_BIN, argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  const std::string marker = "listening on ";
-  auto line_done = [&] {
-    auto at = text.find(marker);
-    return at != std::string::npos && text.find('\n', at) != std::string::npos;
-  };
-  for (int waited_ms = 0; waited_ms < 30'000 && !line_done(); waited_ms += 100) {
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, 100) > 0) {
-      char buf[512];
-      ssize_t n = read(out[0], buf, sizeof(buf));
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  if (!line_done()) {
-    ADD_FAILURE() << "server did not start; said: " << text;
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, nullptr, 0);
-    delete s;
-    return nullptr;
-  }
-  auto at = text.find(marker);
-  auto end = text.find('\n', at);
-  s->endpoint = text.substr(at + marker.size(), end - at - marker.size());
-  while (!s->endpoint.empty() && (s->endpoint.back() == '\r' || s->endpoint.back() == ' ')) {
-    s->endpoint.pop_back();
-  }
-  std::thread([fd = out[0]] {
-    char buf[4096];
-    while (read(fd, buf, sizeof(buf)) > 0) {
-    }
-    close(fd);
-  }).detach();
-  return s;
-}
-
-void stop_server(Server*& s) {
-  if (!s) return;
-  kill(s->pid, SIGTERM);
-  waitpid(s->pid, nullptr, 0);
-  fs::remove_all(s->dir);
-  delete s;
-  s = nullptr;
+  return test_server::start_server(
+      {.dir_prefix = "od-device", .access_key = kAccessKey, .secret_key = kSecretKey}, name,
+      std::move(extra));
 }
 
 class Environment : public ::testing::Environment {

@@ -27,6 +27,7 @@
 #include "client/http_client.hpp"
 #include "client/rdma.hpp"
 #include "objdirect/client.hpp"
+#include "test_server.hpp"
 #include "token/fabric_advert.hpp"
 
 namespace objdirect {
@@ -37,12 +38,10 @@ namespace fs = std::filesystem;
 constexpr const char* kAccessKey = "clientAK";
 constexpr const char* kSecretKey = "clientSecretKey123";
 
+using test_server::Server;
+using test_server::stop_server;
+
 // The server process, shared by every test of the binary.
-struct Server {
-  pid_t pid = -1;
-  std::string endpoint;
-  fs::path dir;
-};
 Server* g_server = nullptr;
 
 std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
@@ -57,88 +56,14 @@ std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-// Starts objdirect-server on a free loopback port (extra arguments appended) and waits for its
-// "listening on" line.
+// objdirect-server on a free loopback port (extra arguments appended; test_server.hpp);
+// OBJDIRECT_TEST_SERVER_BIN / OBJDIRECT_TEST_SERVER_ARGS replace the binary and add arguments.
 Server* start_server(const std::string& name, std::vector<std::string> extra) {
-  auto* s = new Server;
-  s->dir = fs::temp_directory_path() / ("od-client-it-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(s->dir);
-  fs::create_directories(s->dir / "data");
-  int out[2];
-  if (pipe(out) != 0) return nullptr;
-  // OBJDIRECT_TEST_SERVER_BIN overrides the server binary (e.g. to test another build).
-  const char* bin = std::getenv("OBJDIRECT_TEST_SERVER_BIN");
-  if (!bin || !*bin) bin = OBJDIRECT_SERVER_BIN;
-  std::string data = (s->dir / "data").string();
-  std::vector<std::string> args = {bin,        "--listen",     "127.0.0.1:0", "--data",
-                                   data,       "--access-key", kAccessKey,    "--secret-key",
-                                   kSecretKey, "--no-fsync"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  // OBJDIRECT_TEST_SERVER_ARGS adds arguments (scripts/with-upstream.sh: gateway mode).
-  if (const char* more = std::getenv("OBJDIRECT_TEST_SERVER_ARGS")) {
-    std::istringstream in(more);
-    for (std::string a; in >> a;) args.push_back(a);
-  }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  s->pid = fork();
-  if (s->pid < 0) return nullptr;
-  if (s->pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    close(out[1]);
-    execv(bin, argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  const std::string marker = "listening on ";
-  auto line_done = [&] {
-    auto at = text.find(marker);
-    return at != std::string::npos && text.find('\n', at) != std::string::npos;
-  };
-  for (int waited_ms = 0; waited_ms < 30'000 && !line_done(); waited_ms += 100) {
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, 100) > 0) {
-      char buf[512];
-      ssize_t n = read(out[0], buf, sizeof(buf));
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  if (!line_done()) {
-    ADD_FAILURE() << "server did not start; said: " << text;
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, nullptr, 0);
-    close(out[0]);
-    fs::remove_all(s->dir);
-    delete s;
-    return nullptr;
-  }
-  auto at = text.find(marker);
-  auto end = text.find('\n', at);
-  s->endpoint = text.substr(at + marker.size(), end - at - marker.size());
-  while (!s->endpoint.empty() && (s->endpoint.back() == '\r' || s->endpoint.back() == ' ')) {
-    s->endpoint.pop_back();
-  }
-  // Keep draining the server's stdout so that it never blocks on a full pipe.
-  std::thread([fd = out[0]] {
-    char buf[4096];
-    while (read(fd, buf, sizeof(buf)) > 0) {
-    }
-    close(fd);
-  }).detach();
-  return s;
-}
-
-void stop_server(Server*& s) {
-  if (!s) return;
-  kill(s->pid, SIGTERM);
-  waitpid(s->pid, nullptr, 0);
-  fs::remove_all(s->dir);
-  delete s;
-  s = nullptr;
+  return test_server::start_server({.dir_prefix = "od-client-it",
+                                    .access_key = kAccessKey,
+                                    .secret_key = kSecretKey,
+                                    .from_environment = true},
+                                   name, std::move(extra));
 }
 
 // The server with its default data plane (every fabric that opens here), shared by all tests.

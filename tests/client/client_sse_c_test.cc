@@ -24,6 +24,7 @@
 #include "common/checksum.hpp"
 #include "objdirect/client.hpp"
 #include "objdirect/objdirect.h"
+#include "test_server.hpp"
 
 namespace objdirect {
 namespace {
@@ -51,108 +52,18 @@ std::string key_b64(const SseCustomerKey& k) {
       std::string_view(reinterpret_cast<const char*>(k.bytes().data()), k.bytes().size()));
 }
 
-// objdirect-server on a free loopback port; everything it prints is kept (output()).
-struct Server {
-  pid_t pid = -1;
-  std::string endpoint;
-  fs::path dir;
-  std::mutex mu;
-  std::string text;
-  std::thread drain;  // reads the server's output until it exits (joined by stop_server)
+using test_server::Server;
+using test_server::stop_server;
 
-  std::string output() {
-    std::lock_guard lk(mu);
-    return text;
-  }
-  std::string access_log() const {
-    std::ifstream in(dir / "access.log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-};
-
+// objdirect-server on a free loopback port (test_server.hpp); everything it prints, stderr
+// included, is kept (output()), and so is its access log (access_log()).
 Server* start_server(const std::string& name, std::vector<std::string> extra) {
-  auto* s = new Server;
-  s->dir = fs::temp_directory_path() / ("od-sse-c-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(s->dir);
-  fs::create_directories(s->dir / "data");
-  int out[2];
-  if (pipe(out) != 0) return nullptr;
-  std::vector<std::string> args = {OBJDIRECT_SERVER_BIN,
-                                   "--listen",
-                                   "127.0.0.1:0",
-                                   "--data",
-                                   (s->dir / "data").string(),
-                                   "--access-key",
-                                   kAccessKey,
-                                   "--secret-key",
-                                   kSecretKey,
-                                   "--no-fsync",
-                                   "--access-log",
-                                   (s->dir / "access.log").string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  s->pid = fork();
-  if (s->pid == 0) {
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    close(out[0]);
-    close(out[1]);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  const std::string marker = "listening on ";
-  std::string text;
-  auto line_done = [&] {
-    auto at = text.find(marker);
-    return at != std::string::npos && text.find('\n', at) != std::string::npos;
-  };
-  for (int waited = 0; waited < 30'000 && !line_done(); waited += 100) {
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, 100) > 0) {
-      char buf[512];
-      ssize_t n = read(out[0], buf, sizeof buf);
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  if (!line_done()) {
-    ADD_FAILURE() << "server did not start; said: " << text;
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, nullptr, 0);
-    delete s;
-    return nullptr;
-  }
-  auto at = text.find(marker);
-  s->endpoint = text.substr(at + marker.size(), text.find('\n', at) - at - marker.size());
-  while (!s->endpoint.empty() && (s->endpoint.back() == '\r' || s->endpoint.back() == ' ')) {
-    s->endpoint.pop_back();
-  }
-  s->text = text;
-  s->drain = std::thread([s, fd = out[0]] {
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) {
-      std::lock_guard lk(s->mu);
-      s->text.append(buf, static_cast<std::size_t>(n));
-    }
-    close(fd);
-  });
-  return s;
-}
-
-void stop_server(Server*& s) {
-  if (!s) return;
-  kill(s->pid, SIGTERM);
-  waitpid(s->pid, nullptr, 0);
-  // The server has exited, so its end of the pipe is closed and the drain thread ends.
-  if (s->drain.joinable()) s->drain.join();
-  fs::remove_all(s->dir);
-  delete s;
-  s = nullptr;
+  return test_server::start_server({.dir_prefix = "od-sse-c",
+                                    .access_key = kAccessKey,
+                                    .secret_key = kSecretKey,
+                                    .with_stderr = true,
+                                    .with_access_log = true},
+                                   name, std::move(extra));
 }
 
 Server* g_server = nullptr;   // --sse-c-over-http

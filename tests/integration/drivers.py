@@ -150,14 +150,15 @@ class AwsCli:
 
 
 # ------------------------------------------------------------------------------------------------
-class Boto3Script:
-    """boto3_driver.py under a given interpreter (Debian boto3 1.26 or pyenv boto3 1.4x)."""
+class ScriptDriver:
+    """A driver script that speaks the subcommands of boto3_driver.py and node_driver.cjs (one
+    process per call: create-bucket, upload, download, list, range, presign, put-if-none-match,
+    delete-objects, copy, delete, delete-bucket). Subclasses set `base` (the command line before
+    the subcommand), `env`, and PRESIGN, the script's names for a presigned GET and PUT."""
 
-    def __init__(self, server, workdir, python):
-        assert python and os.access(python, os.X_OK), f"python not found ({python})"
-        self.base = [python, os.path.join(HERE, "boto3_driver.py"), server.endpoint, objd.ACCESS_KEY,
-                     objd.SECRET_KEY, str(PART_MB)]
-        self.env = client_env()
+    PRESIGN: tuple
+    base: list
+    env: dict
 
     def _run(self, *args, check=True):
         return run(self.base + list(args), env=self.env, check=check)
@@ -180,10 +181,10 @@ class Boto3Script:
             return f.read()
 
     def presign_get(self, b, k):
-        return self._run("presign", "get_object", b, k)[1].strip()
+        return self._run("presign", self.PRESIGN[0], b, k)[1].strip()
 
     def presign_put(self, b, k):
-        return self._run("presign", "put_object", b, k)[1].strip()
+        return self._run("presign", self.PRESIGN[1], b, k)[1].strip()
 
     def put_if_none_match(self, src, b, k):
         rc, out, err = self._run("put-if-none-match", src, b, k, check=False)
@@ -200,6 +201,19 @@ class Boto3Script:
 
     def delete_bucket(self, b):
         self._run("delete-bucket", b)
+
+
+# ------------------------------------------------------------------------------------------------
+class Boto3Script(ScriptDriver):
+    """boto3_driver.py under a given interpreter (Debian boto3 1.26 or pyenv boto3 1.4x)."""
+
+    PRESIGN = ("get_object", "put_object")
+
+    def __init__(self, server, workdir, python):
+        assert python and os.access(python, os.X_OK), f"python not found ({python})"
+        self.base = [python, os.path.join(HERE, "boto3_driver.py"), server.endpoint, objd.ACCESS_KEY,
+                     objd.SECRET_KEY, str(PART_MB)]
+        self.env = client_env()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -338,7 +352,11 @@ def node_modules_dir():
     return d
 
 
-class Node:
+class Node(ScriptDriver):
+    """node_driver.cjs (the AWS SDK for JavaScript v3) under node."""
+
+    PRESIGN = ("GET", "PUT")
+
     def __init__(self, server, workdir):
         exe = shutil.which("node")
         assert exe, "node is not installed"
@@ -349,45 +367,3 @@ class Node:
         self.base = [exe, os.path.join(HERE, "node_driver.cjs"), server.endpoint, objd.ACCESS_KEY,
                      objd.SECRET_KEY, str(PART_MB)]
         self.env = client_env({"OBJDIRECT_NODE_MODULES": nm})
-
-    def _run(self, *args, check=True):
-        return run(self.base + list(args), env=self.env, check=check)
-
-    def create_bucket(self, b):
-        self._run("create-bucket", b)
-
-    def put_file(self, src, b, k):
-        self._run("upload", src, b, k)
-
-    def get_file(self, b, k, dst):
-        self._run("download", b, k, dst)
-
-    def list_sizes(self, b):
-        return json.loads(self._run("list", b)[1])
-
-    def get_range(self, b, k, first, last, dst):
-        self._run("range", b, k, str(first), str(last), dst)
-        with open(dst, "rb") as f:
-            return f.read()
-
-    def presign_get(self, b, k):
-        return self._run("presign", "GET", b, k)[1].strip()
-
-    def presign_put(self, b, k):
-        return self._run("presign", "PUT", b, k)[1].strip()
-
-    def put_if_none_match(self, src, b, k):
-        rc, out, err = self._run("put-if-none-match", src, b, k, check=False)
-        return rc == 0, out + err
-
-    def delete_many(self, b, keys):
-        self._run("delete-objects", b, *keys)
-
-    def copy(self, b, src_key, dst_key):
-        self._run("copy", b, src_key, dst_key)
-
-    def delete_object(self, b, k):
-        self._run("delete", b, k)
-
-    def delete_bucket(self, b):
-        self._run("delete-bucket", b)

@@ -44,6 +44,12 @@ def test_put_get_delete_bucket_cors(s3, bucket):
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
     s3.put_bucket_cors(Bucket=bucket, CORSConfiguration=RULES)
     got = s3.get_bucket_cors(Bucket=bucket)["CORSRules"]
+    if objd.gateway_mode() and os.environ.get("OBJDIRECT_UPSTREAM_KIND") == "radosgw":
+        # radosgw 16 keeps a rule's AllowedHeaders sorted; the gateway answers the upstream's
+        # document (docs/scale-out.md, "What the gateway passes through").
+        want = RULES["CORSRules"][0]["AllowedHeaders"]
+        assert got[0]["AllowedHeaders"] == sorted(want)
+        got[0]["AllowedHeaders"] = want
     assert got == RULES["CORSRules"]
     r = s3.delete_bucket_cors(Bucket=bucket)
     assert r["ResponseMetadata"]["HTTPStatusCode"] == 204

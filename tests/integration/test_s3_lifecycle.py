@@ -101,7 +101,7 @@ def test_put_get_delete_configuration(lc, lbucket):
     assert code_of(e) == "NoSuchLifecycleConfiguration"
 
 
-def test_bad_configurations(lc, lbucket):
+def test_bad_configurations(lc_server, lc, lbucket):
     bad = [
         ([{"Filter": {"Prefix": ""}, "Status": "Enabled"}], "InvalidRequest"),                 # no action
         ([{"Filter": {"Prefix": ""}, "Status": "Enabled", "Expiration": {"Days": 0}}], "InvalidArgument"),
@@ -116,6 +116,12 @@ def test_bad_configurations(lc, lbucket):
         with pytest.raises(botocore.exceptions.ClientError) as e:
             lc.put_bucket_lifecycle_configuration(Bucket=lbucket, LifecycleConfiguration={"Rules": rules})
         assert code_of(e) == code, rules
+    # A Content-MD5 that does not match the body: 400 BadDigest, nothing stored.
+    body = (b"<LifecycleConfiguration><Rule><ID>r</ID><Filter><Prefix></Prefix></Filter>"
+            b"<Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>")
+    r = objd.request(lc_server, "PUT", f"/{lbucket}", query={"lifecycle": ""}, body=body,
+                     headers={"Content-MD5": "1B2M2Y8AsgTpgAmY7PhCfg=="})
+    objd.assert_error(r, 400, "BadDigest")
     with pytest.raises(botocore.exceptions.ClientError) as e:
         lc.get_bucket_lifecycle_configuration(Bucket=lbucket)
     assert code_of(e) == "NoSuchLifecycleConfiguration"

@@ -307,7 +307,25 @@ TEST_P(Conformance, Tags) {
     EXPECT_TRUE(store_->get_bucket_tags(kBucket)->empty());
     EXPECT_EQ(store_->set_bucket_tags("nope", ab).code(), Errc::no_such_bucket);
     EXPECT_EQ(store_->get_bucket_tags("nope").code(), Errc::no_such_bucket);
-    EXPECT_EQ(store_->set_bucket_config(kBucket, "cors", "x").code(), Errc::not_implemented);
+    // CORS is passed through too (lifecycle likewise): the upstream keeps the rules, or says
+    // NotImplemented for both calls. A policy needs the state bucket (none here).
+    const std::string cors =
+        "<CORSConfiguration><CORSRule><AllowedOrigin>https://a.example</AllowedOrigin>"
+        "<AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>";
+    const Status put_cors = store_->set_bucket_config(kBucket, "cors", cors);
+    if (put_cors.code() == Errc::not_implemented) {
+      EXPECT_EQ(store_->bucket_config(kBucket, "cors").code(), Errc::not_implemented);
+    } else {
+      ASSERT_TRUE(put_cors.ok()) << put_cors.to_string();
+      auto got = store_->bucket_config(kBucket, "cors");
+      ASSERT_TRUE(got.ok() && got->has_value()) << got.status().to_string();
+      EXPECT_NE((*got)->find("https://a.example"), std::string::npos) << **got;
+      ASSERT_TRUE(store_->set_bucket_config(kBucket, "cors", "").ok());
+      got = store_->bucket_config(kBucket, "cors");
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_FALSE(got->has_value()) << "deleted through this store: not served from the cache";
+    }
+    EXPECT_EQ(store_->set_bucket_config(kBucket, "policy", "{}").code(), Errc::not_implemented);
     return;
   }
   const TagSet tags{{"project", "blue"}, {"owner", "ml team"}};

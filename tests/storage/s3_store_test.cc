@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/checksum.hpp"
+#include "s3/documents.hpp"
 #include "upstream_server.hpp"
 
 namespace objdirect::storage {
@@ -103,6 +104,231 @@ TEST_F(S3StoreTest, OptionLimits) {
   EXPECT_EQ(no_creds, Errc::invalid_argument);
   // Wrong credentials: the probe reports the upstream's answer.
   EXPECT_EQ(bad([](auto& o) { o.access_key = "nobody"; }), Errc::invalid_access_key_id);
+}
+
+// Bucket owners and policies in the state bucket, read with CORS through the document cache:
+// the state bucket is hidden, owners are recorded at create and dropped at delete, a cached
+// document costs no upstream request, the LRU bound and the TTL hold, and the option limits and
+// the size of a document read back are enforced.
+TEST_F(S3StoreTest, StateBucketAndDocumentCache) {
+  S3StoreOptions o = upstream_.options();
+  o.state_bucket = "gw-state";
+  o.document_cache_ttl_ms = 60'000;
+  o.document_cache_entries = 2;
+  auto s = open(o);
+  ASSERT_TRUE(s);
+  S3StoreOptions plain_o = upstream_.options();  // the upstream as it is: the state bucket shows
+  auto plain = open(plain_o);
+  ASSERT_TRUE(plain);
+  ASSERT_TRUE(plain->head_bucket("gw-state").ok()) << "created at open";
+  // Hidden: not listed, every request naming it refused before it is sent.
+  const auto before_hidden = s3_store_stats(*s).requests;
+  EXPECT_EQ(s->head_bucket("gw-state").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->begin_write("gw-state").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->list_objects("gw-state", {}).code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->open_object("gw-state", "buckets/x/owner").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s->delete_bucket("gw-state").code(), Errc::no_such_bucket);
+  EXPECT_EQ(s3_store_stats(*s).requests, before_hidden) << "nothing reached the upstream";
+  BucketInfo hidden;
+  hidden.name = "gw-state";
+  hidden.owner = "alice";
+  EXPECT_EQ(s->create_bucket(hidden).code(), Errc::bucket_already_exists);
+  // Owners: recorded before the upstream bucket, one owner per name.
+  for (const char* name : {"gwb1", "gwb2", "gwb3"}) {
+    BucketInfo b;
+    b.name = name;
+    b.owner = "alice";
+    auto st = s->create_bucket(b);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.to_string();
+  }
+  auto listed = s->list_buckets();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 3u);
+  for (const auto& b : *listed) EXPECT_EQ(b.owner, "alice") << b.name;
+  BucketInfo theirs;
+  theirs.name = "gwb1";
+  theirs.owner = "bob";
+  EXPECT_EQ(s->create_bucket(theirs).code(), Errc::bucket_already_exists);
+  theirs.owner = "alice";
+  EXPECT_EQ(s->create_bucket(theirs).code(), Errc::bucket_already_owned_by_you);
+  EXPECT_EQ(s->head_bucket("gwb1")->owner, "alice");
+  EXPECT_TRUE(plain->head_object("gw-state", "buckets/gwb1/owner").ok());
+  // Policies: one object each, never the upstream's bucket policy.
+  ASSERT_TRUE(s->set_bucket_config("gwb1", "policy", "{\"Statement\":[]}").ok());
+  EXPECT_EQ(s->head_bucket("gwb1")->config.at("policy"), "{\"Statement\":[]}");
+  EXPECT_FALSE(*plain->bucket_config("gwb1", "policy"));
+  EXPECT_EQ(s->set_bucket_config("gw-absent", "policy", "{}").code(), Errc::no_such_bucket);
+  EXPECT_EQ(plain->head_object("gw-state", "buckets/gw-absent/policy").code(), Errc::no_such_key);
+  // CORS through the cache: a second read is a hit, no upstream request.
+  const std::string cors =
+      "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin>"
+      "<AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>";
+  ASSERT_TRUE(s->set_bucket_config("gwb2", "cors", cors).ok());
+  auto reads = [&] { return s3_store_stats(*s).document_reads; };
+  const auto r0 = reads();
+  ASSERT_TRUE(s->bucket_config("gwb2", "cors")->has_value());
+  EXPECT_EQ(reads(), r0 + 1) << "a write through the gateway drops the entry";
+  const auto requests = s3_store_stats(*s).requests;
+  const auto hits = s3_store_stats(*s).document_cache_hits;
+  ASSERT_TRUE(s->bucket_config("gwb2", "cors")->has_value());
+  EXPECT_EQ(s3_store_stats(*s).requests, requests);
+  EXPECT_EQ(s3_store_stats(*s).document_cache_hits, hits + 1);
+  // The bound: two entries; two more documents push gwb2's CORS out.
+  ASSERT_FALSE(s->bucket_config("gwb1", "cors")->has_value());
+  ASSERT_FALSE(s->bucket_config("gwb3", "cors")->has_value());
+  const auto r1 = reads();
+  ASSERT_TRUE(s->bucket_config("gwb2", "cors")->has_value());
+  EXPECT_EQ(reads(), r1 + 1) << "evicted: read again";
+  // A change made at the upstream is seen once the TTL has passed (here: 0, read every time).
+  S3StoreOptions ttl0 = o;
+  ttl0.document_cache_ttl_ms = 0;
+  auto fresh = open(ttl0);
+  ASSERT_TRUE(fresh);
+  ASSERT_TRUE(plain->set_bucket_config("gwb2", "cors", "").ok());
+  EXPECT_TRUE(s->bucket_config("gwb2", "cors")->has_value()) << "within the TTL: the cached rules";
+  EXPECT_FALSE(fresh->bucket_config("gwb2", "cors")->has_value());
+  // A state object larger than document_bytes_max fails the read (and is counted), never
+  // reads as "no policy".
+  {
+    auto w = plain->begin_write("gw-state");
+    ASSERT_TRUE(w.ok());
+    const std::string big(s3_limits::document_bytes_max + 1, 'x');
+    ASSERT_TRUE((*w)->append(bytes_of(big)).ok());
+    ObjectMeta m;
+    m.key = "buckets/gwb3/policy";
+    m.size = big.size();
+    ASSERT_TRUE(plain->commit_object("gw-state", m, std::move(*w), {}).ok());
+  }
+  const auto errors = s3_store_stats(*fresh).state_errors;
+  auto failed = fresh->head_bucket("gwb3");
+  EXPECT_EQ(failed.code(), Errc::io_error) << failed.status().to_string();
+  EXPECT_EQ(s3_store_stats(*fresh).state_errors, errors + 1);
+  ASSERT_TRUE(s->set_bucket_config("gwb3", "policy", "").ok());
+  // Deleting a bucket drops its records: the name is free for another owner.
+  ASSERT_TRUE(s->delete_bucket("gwb1").ok());
+  EXPECT_EQ(plain->head_object("gw-state", "buckets/gwb1/owner").code(), Errc::no_such_key);
+  EXPECT_EQ(plain->head_object("gw-state", "buckets/gwb1/policy").code(), Errc::no_such_key);
+  theirs.owner = "bob";
+  ASSERT_TRUE(s->create_bucket(theirs).ok());
+  EXPECT_EQ(s->head_bucket("gwb1")->owner, "bob");
+  EXPECT_FALSE(s->head_bucket("gwb1")->config.contains("policy")) << "no policy carried over";
+  // The option limits.
+  auto bad = [&](auto mutate) {
+    S3StoreOptions x = o;
+    mutate(x);
+    return open_s3_store(x).code();
+  };
+  EXPECT_EQ(bad([](auto& x) { x.document_cache_entries = 0; }), Errc::invalid_argument);
+  EXPECT_EQ(
+      bad([](auto& x) { x.document_cache_entries = s3_limits::document_cache_entries_max + 1; }),
+      Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& x) { x.document_cache_entries = s3_limits::document_cache_entries_max; }),
+            Errc::ok);
+  EXPECT_EQ(
+      bad([](auto& x) { x.document_cache_ttl_ms = s3_limits::document_cache_ttl_ms_max + 1; }),
+      Errc::invalid_argument);
+  EXPECT_EQ(bad([](auto& x) { x.document_cache_ttl_ms = s3_limits::document_cache_ttl_ms_max; }),
+            Errc::ok);
+  EXPECT_EQ(bad([](auto& x) { x.state_bucket = "Not_A_Bucket"; }), Errc::invalid_argument);
+}
+
+// ListBuckets reads the owners of its buckets from one paged LIST of the state bucket's
+// buckets/ prefix, not one record GET per bucket: a cold ListBuckets of 32 buckets costs two
+// upstream requests (ListBuckets, one LIST page), a second within the TTL one, and a HeadBucket
+// after it one (owner and "no policy" came with the LIST). A bucket without a record has no
+// owner; an owner with characters a key escapes comes back as it was; a record written around
+// the gateway (no owner index entry) is read on its own; a deleted bucket leaves no index entry.
+TEST_F(S3StoreTest, ListBucketsReadsOwnersWithOnePagedList) {
+  S3StoreOptions o = upstream_.options();
+  o.state_bucket = "gw-state";
+  o.document_cache_ttl_ms = 60'000;
+  auto s = open(o);
+  ASSERT_TRUE(s);
+  auto owner_of = [](int i) { return i % 2 ? "alice-key" : "bob-key"; };
+  for (int i = 0; i < 30; ++i) {
+    BucketInfo b;
+    b.name = "own-" + std::to_string(100 + i);
+    b.owner = owner_of(i);
+    auto st = s->create_bucket(b);
+    ASSERT_TRUE(st.ok()) << b.name << ": " << st.to_string();
+  }
+  BucketInfo odd;  // an owner that is percent-encoded in its index key
+  odd.name = "own-odd";
+  odd.owner = "od/d+key=%";
+  ASSERT_TRUE(s->create_bucket(odd).ok());
+  auto plain = open(upstream_.options());
+  ASSERT_TRUE(plain);
+  BucketInfo bare;
+  bare.name = "own-bare";
+  ASSERT_TRUE(plain->create_bucket(bare).ok());
+  auto check = [&](const std::vector<BucketInfo>& listed, const std::string& bare_owner) {
+    ASSERT_EQ(listed.size(), 32u);
+    for (std::size_t i = 0; i < 30; ++i) {
+      EXPECT_EQ(listed[i].name, "own-" + std::to_string(100 + i));
+      EXPECT_EQ(listed[i].owner, owner_of(static_cast<int>(i))) << listed[i].name;
+    }
+    EXPECT_EQ(listed[30].name, "own-bare");
+    EXPECT_EQ(listed[30].owner, bare_owner);
+    EXPECT_EQ(listed[31].name, "own-odd");
+    EXPECT_EQ(listed[31].owner, "od/d+key=%");
+  };
+  auto cold = open(o);
+  ASSERT_TRUE(cold);
+  auto before = s3_store_stats(*cold);
+  auto listed = cold->list_buckets();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  check(*listed, "");
+  auto after = s3_store_stats(*cold);
+  EXPECT_EQ(after.requests - before.requests, 2u) << "ListBuckets and one LIST page";
+  EXPECT_EQ(after.state_list_pages - before.state_list_pages, 1u);
+  EXPECT_EQ(after.document_reads, before.document_reads) << "no record read on its own";
+  // Within the TTL: the owners from the cache.
+  before = after;
+  listed = cold->list_buckets();
+  ASSERT_TRUE(listed.ok());
+  check(*listed, "");
+  after = s3_store_stats(*cold);
+  EXPECT_EQ(after.requests - before.requests, 1u);
+  EXPECT_EQ(after.document_cache_hits - before.document_cache_hits, 32u);
+  before = after;
+  auto head = cold->head_bucket("own-100");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->owner, "bob-key");
+  EXPECT_FALSE(head->config.contains("policy"));
+  EXPECT_EQ(s3_store_stats(*cold).requests - before.requests, 1u) << "HEAD alone";
+  // A record without its index entry (written around the gateway): read on its own.
+  {
+    auto w = plain->begin_write("gw-state");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->append(bytes_of("carol-key")).ok());
+    ObjectMeta m;
+    m.key = "buckets/own-bare/owner";
+    m.size = 9;
+    ASSERT_TRUE(plain->commit_object("gw-state", m, std::move(*w), {}).ok());
+  }
+  auto cold2 = open(o);
+  ASSERT_TRUE(cold2);
+  before = s3_store_stats(*cold2);
+  listed = cold2->list_buckets();
+  ASSERT_TRUE(listed.ok());
+  check(*listed, "carol-key");
+  after = s3_store_stats(*cold2);
+  EXPECT_EQ(after.requests - before.requests, 3u) << "ListBuckets, one LIST page, one GET";
+  EXPECT_EQ(after.document_reads - before.document_reads, 1u);
+  // DeleteBucket removes the record and its index entry.
+  ASSERT_TRUE(s->delete_bucket("own-101").ok());
+  ListQuery q;
+  q.prefix = "buckets/own-101/";
+  q.max_keys = 1000;
+  auto left = plain->list_objects("gw-state", q);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->objects.empty()) << left->objects.front().key;
+  q.prefix = "buckets/own-102/";
+  left = plain->list_objects("gw-state", q);
+  ASSERT_TRUE(left.ok());
+  ASSERT_EQ(left->objects.size(), 2u);
+  EXPECT_EQ(left->objects[0].key, "buckets/own-102/owned-by/bob-key");
+  EXPECT_EQ(left->objects[1].key, "buckets/own-102/owner");
 }
 
 // Issue 15: every upstream request is signed, but the signing key is derived once per (date,
@@ -652,11 +878,128 @@ TEST_F(S3StoreTest, UpstreamWithoutVersioningIsNotImplementedForVersioningAlone)
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_FALSE(d->delete_marker);
   EXPECT_EQ(others.load(), 2);
-  // Documents the gateway does not pass through: not_implemented, nothing sent.
-  EXPECT_EQ(s.set_bucket_config(kBucket, "policy", "{}").code(), Errc::not_implemented);
+  // A policy needs the state bucket (none here): not_implemented naming the flag, nothing sent.
+  st = s.set_bucket_config(kBucket, "policy", "{}");
+  EXPECT_EQ(st.code(), Errc::not_implemented);
+  EXPECT_NE(st.message().find("--gateway-state-bucket"), std::string::npos) << st.message();
+  EXPECT_EQ(puts.load(), 1);
+  // CORS and lifecycle go upstream; its NotImplemented is learnt, each on its own.
   EXPECT_EQ(s.set_bucket_config(kBucket, "cors", "<CORSConfiguration/>").code(),
             Errc::not_implemented);
-  EXPECT_EQ(puts.load(), 1);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "lifecycle", "<LifecycleConfiguration/>").code(),
+            Errc::not_implemented);
+  EXPECT_EQ(puts.load(), 3);
+  const auto asked = s3_store_stats(s).requests;
+  EXPECT_EQ(s.bucket_config(kBucket, "cors").code(), Errc::not_implemented);
+  EXPECT_EQ(s.bucket_config(kBucket, "lifecycle").code(), Errc::not_implemented);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "cors", "").code(), Errc::not_implemented);
+  EXPECT_EQ(s.set_bucket_config(kBucket, "lifecycle", "").code(), Errc::not_implemented);
+  EXPECT_EQ(s3_store_stats(s).requests, asked) << "known: not asked again";
+}
+
+// Two users creating one name at once: the owner record is written with If-None-Match: *, and
+// the one whose PUT the upstream answers 412 reads the winner's record and gets
+// bucket_already_exists; its CreateBucket is never sent. (A fake upstream that found the record
+// absent at the first read and present at the PUT.)
+TEST_F(S3StoreTest, CreateBucketThatLosesTheOwnerRecordRace) {
+  std::atomic<int> owner_gets{0}, bucket_puts{0}, index_puts{0}, index_deletes{0};
+  std::atomic<bool> conditional{false};
+  FakeUpstream fake([&](const std::string& method, const std::string& head) -> std::string {
+    const bool owner_record = head.find("/gw-state/buckets/race-b/owner") != std::string::npos;
+    if (method == "HEAD")
+      return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    if (method == "GET" && owner_record) {
+      if (owner_gets++ == 0) {
+        const std::string body = "<Error><Code>NoSuchKey</Code><Message>no</Message></Error>";
+        return "HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\nConnection: close\r\n\r\n" + body;
+      }
+      return "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nbob-key";
+    }
+    if (method == "PUT" && owner_record) {
+      std::string h(head);
+      for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      conditional = h.find("if-none-match: *") != std::string::npos;
+      const std::string body =
+          "<Error><Code>PreconditionFailed</Code><Message>exists</Message></Error>";
+      return "HTTP/1.1 412 Precondition Failed\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\nConnection: close\r\n\r\n" + body;
+    }
+    const std::string line = head.substr(0, head.find("\r\n"));
+    if (line.find("/gw-state/buckets/race-b/owned-by/alice-key ") != std::string::npos)
+      ++(method == "PUT" ? index_puts : index_deletes);
+    if (method == "PUT" && line.starts_with("PUT /race-b ")) ++bucket_puts;
+    return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = fake.url();
+  o.probe = false;
+  o.retry.max_attempts = 1;
+  o.state_bucket = "gw-state";
+  auto opened = open_s3_store(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  BucketInfo b;
+  b.name = "race-b";
+  b.owner = "alice-key";
+  EXPECT_EQ((*opened)->create_bucket(b).code(), Errc::bucket_already_exists);
+  EXPECT_TRUE(conditional.load()) << "the owner record is written If-None-Match: *";
+  EXPECT_EQ(owner_gets.load(), 2) << "read, then read again after the 412";
+  EXPECT_EQ(bucket_puts.load(), 0) << "no CreateBucket sent";
+  EXPECT_EQ(index_puts.load(), 1) << "the owner index entry is written before the record";
+  EXPECT_EQ(index_deletes.load(), 1) << "and removed when the record is another's";
+}
+
+// The state bucket's LIST stops after s3_limits::state_list_pages_max pages (a fake upstream
+// whose listing never ends); the owners of the buckets it did not reach are read one record each.
+TEST_F(S3StoreTest, StateListStopsAtItsPageBound) {
+  std::atomic<int> lists{0}, owner_gets{0};
+  auto ok = [](const std::string& body) {
+    return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\nConnection: close\r\n\r\n" + body;
+  };
+  FakeUpstream fake([&](const std::string& method, const std::string& head) -> std::string {
+    const std::string line = head.substr(0, head.find("\r\n"));
+    if (method == "GET" && (line.starts_with("GET / ") || line.starts_with("GET /? "))) {
+      objdirect::s3::ListBucketsResult r;
+      r.owner.id = "up";
+      r.buckets.push_back({"zz-b", "2026-01-01T00:00:00.000Z"});
+      return ok(objdirect::s3::encode_list_buckets(r));
+    }
+    if (method == "GET" && line.find("/gw-state?") != std::string::npos) {
+      objdirect::s3::ListObjectsResult r;
+      r.name = "gw-state";
+      r.prefix = "buckets/";
+      r.max_keys = 1000;
+      r.key_count = 1;
+      r.is_truncated = true;
+      r.next_continuation_token = "t" + std::to_string(++lists);
+      objdirect::s3::ObjectEntry e;
+      e.key = "buckets/aa/owner";
+      e.last_modified = "2026-01-01T00:00:00.000Z";
+      e.etag = "x";
+      e.size = 1;
+      r.objects.push_back(e);
+      return ok(objdirect::s3::encode_list_objects(r));
+    }
+    if (method == "GET" && line.find("/gw-state/buckets/zz-b/owner") != std::string::npos) {
+      ++owner_gets;
+      return ok("dora-key");
+    }
+    return ok("");
+  });
+  S3StoreOptions o = upstream_.options();
+  o.upstream = fake.url();
+  o.probe = false;
+  o.retry.max_attempts = 1;
+  o.state_bucket = "gw-state";
+  auto opened = open_s3_store(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  auto listed = (*opened)->list_buckets();
+  ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().owner, "dora-key");
+  EXPECT_EQ(lists.load(), static_cast<int>(s3_limits::state_list_pages_max));
+  EXPECT_EQ(owner_gets.load(), 1);
 }
 
 TEST_F(S3StoreTest, StalledUpstreamTimesOut) {

@@ -92,15 +92,16 @@ Task<void> S3Service::Impl::preflight(Ctx& c) {
   // A missing bucket reads like one without CORS: an unauthenticated caller learns nothing.
   std::vector<CorsRule> rules;
   if (!c.bucket.empty()) {
-    auto b = store->head_bucket(c.bucket);
-    if (b.ok()) {
-      if (auto it = b->config.find(std::string(kCorsKey)); it != b->config.end()) {
-        auto parsed = parse_cors(it->second);
+    // bucket_config: a backend may serve it without a round trip (the gateway's cache).
+    auto doc = store->bucket_config(c.bucket, kCorsKey);
+    if (doc.ok()) {
+      if (*doc) {
+        auto parsed = parse_cors(**doc);
         if (!parsed.ok()) co_return co_await send_error(c, parsed.status());
         rules = std::move(*parsed);
       }
-    } else if (b.code() != Errc::no_such_bucket) {
-      co_return co_await send_error(c, b.status());
+    } else if (doc.code() != Errc::no_such_bucket && doc.code() != Errc::not_implemented) {
+      co_return co_await send_error(c, doc.status());
     }
   }
   if (rules.empty()) {
@@ -129,11 +130,9 @@ Task<void> S3Service::Impl::preflight(Ctx& c) {
 void S3Service::Impl::add_cors_headers(Ctx& c) {
   auto origin = c.header("origin");
   if (!origin || c.bucket.empty()) return;
-  auto b = store->head_bucket(c.bucket);
-  if (!b.ok()) return;
-  auto it = b->config.find(std::string(kCorsKey));
-  if (it == b->config.end()) return;
-  auto rules = parse_cors(it->second);
+  auto doc = store->bucket_config(c.bucket, kCorsKey);
+  if (!doc.ok() || !*doc) return;
+  auto rules = parse_cors(**doc);
   if (!rules.ok()) return;
   const CorsRule* rule = match_cors(*rules, *origin, c.req.method_string(), "");
   if (rule == nullptr) return;

@@ -11,6 +11,7 @@
 // the worker re-reads the object and skips it if its ETag or Last-Modified changed since the
 // listing (an overwrite in between is kept; one in the microseconds between that check and the
 // delete is not, as on AWS where lifecycle actions are asynchronous).
+#include "common/checksum.hpp"
 #include "common/limits.hpp"
 #include "s3/lifecycle.hpp"
 #include "server/s3/s3_internal.hpp"
@@ -41,6 +42,15 @@ Task<void> S3Service::Impl::bucket_lifecycle(Ctx& c) {
   if (method == verb::put) {
     auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
     if (!body.ok()) co_return co_await send_error(c, body.status());
+    if (auto md5 = c.header("content-md5")) {
+      Md5 h;
+      h.update(body->data(), body->size());
+      if (base64_encode(h.raw()) != *md5) {
+        co_return co_await send_error(
+            c, Status(Errc::bad_digest,
+                      "The Content-MD5 you specified did not match what we received."));
+      }
+    }
     auto rules = parse_lifecycle(*body);
     if (!rules.ok()) co_return co_await send_error(c, rules.status());
     document = lifecycle_xml(*rules);

@@ -194,11 +194,10 @@ Status S3Service::Impl::begin_bucket_document(Ctx& c, const char* get_op, const 
 
 Result<std::string> S3Service::Impl::stored_bucket_document(const Ctx& c, std::string_view name,
                                                             Status missing) {
-  auto b = store->head_bucket(c.bucket);
-  if (!b.ok()) return b.status();
-  auto it = b->config.find(std::string(name));
-  if (it == b->config.end()) return missing;
-  return std::move(it->second);
+  auto doc = store->bucket_config(c.bucket, name);
+  if (!doc.ok()) return doc.status();
+  if (!*doc) return missing;
+  return std::move(**doc);
 }
 
 Task<void> S3Service::Impl::bucket_policy(Ctx& c) {

@@ -8,6 +8,11 @@
 namespace objdirect::storage::s3gw {
 
 Status S3Store::create_bucket(const BucketInfo& info) {
+  if (!core_->opts.state_bucket.empty()) return create_owned_bucket(info);
+  return create_upstream_bucket(info);
+}
+
+Status S3Store::create_upstream_bucket(const BucketInfo& info) {
   if (core_->opts.region.empty() || core_->opts.region == "us-east-1") {
     // S3 answers a re-create of one's own bucket in us-east-1 with 200; the store contract
     // says bucket_already_owned_by_you, so ask first (another's bucket answers HEAD 403 and
@@ -37,6 +42,7 @@ Status S3Store::delete_bucket(std::string_view bucket) {
   r.method = "DELETE";
   r.bucket = std::string(bucket);
   auto resp = core_->call(r);
+  if (resp.ok() && !core_->opts.state_bucket.empty()) drop_bucket_state(bucket);
   if (resp.code() != Errc::bucket_not_empty) return resp.status();
   // In-progress uploads do not keep a bucket alive (ObjectStore contract): abort them, retry.
   bool aborted = false;
@@ -53,7 +59,9 @@ Status S3Store::delete_bucket(std::string_view bucket) {
     q.upload_id_marker = l->next_upload_id_marker;
   }
   if (!aborted) return resp.status();
-  return core_->call(std::move(r)).status();
+  Status st = core_->call(std::move(r)).status();
+  if (st.ok() && !core_->opts.state_bucket.empty()) drop_bucket_state(bucket);
+  return st;
 }
 
 Result<BucketInfo> S3Store::head_bucket(std::string_view bucket) {
@@ -69,20 +77,24 @@ Result<BucketInfo> S3Store::head_bucket(std::string_view bucket) {
   BucketInfo b;
   b.name = std::string(bucket);
   b.region = resp->header("x-amz-bucket-region").value_or(core_->opts.region);
+  if (!core_->opts.state_bucket.empty()) {
+    // The owner and the policy, from the state bucket through the document cache. A failed read
+    // fails the request (never an ownerless, policy-free bucket by accident).
+    auto owner = cached_document(bucket, "owner");
+    if (!owner.ok()) return owner.status();
+    if (*owner) b.owner = std::move(**owner);
+    auto policy = cached_document(bucket, "policy");
+    if (!policy.ok()) return policy.status();
+    if (*policy) b.config.emplace("policy", std::move(**policy));
+  }
   return b;
 }
 
 Result<std::vector<BucketInfo>> S3Store::list_buckets() {
-  auto doc = call_xml(Request{}, "ListBuckets", objdirect::s3::decode_list_buckets);
-  if (!doc.ok()) return doc.status();
-  std::vector<BucketInfo> out;
-  for (auto& b : doc->buckets) {
-    BucketInfo info;
-    info.name = std::move(b.name);
-    if (auto t = parse_iso8601(b.creation_date)) info.ctime_ns = ns_of(*t);
-    info.region = core_->opts.region;
-    out.push_back(std::move(info));
-  }
+  auto buckets = upstream_buckets();
+  if (!buckets.ok()) return buckets.status();
+  std::vector<BucketInfo> out = std::move(*buckets);
+  if (!core_->opts.state_bucket.empty()) OBJDIRECT_RETURN_IF_ERROR(fill_owners(out));
   std::sort(out.begin(), out.end(),
             [](const BucketInfo& a, const BucketInfo& b) { return a.name < b.name; });
   return out;
@@ -96,10 +108,30 @@ Result<std::unique_ptr<BlobWriter>> S3Store::begin_write(std::string_view bucket
 
 Status S3Store::set_bucket_config(std::string_view bucket, std::string_view name,
                                   std::string document) {
+  if (name == "lifecycle") return store_lifecycle(bucket, document);
+  if (name == "cors") return store_cors(bucket, document);
+  if (name == "policy") {
+    // A policy names the gateway's own principals: kept in the state bucket, evaluated by the
+    // S3 layer, never handed to the upstream as its bucket policy.
+    if (core_->opts.state_bucket.empty()) {
+      return Status(Errc::not_implemented,
+                    "The gateway keeps bucket policies in its state bucket: start it with "
+                    "--gateway-state-bucket NAME");
+    }
+    // no_such_bucket for a bucket the upstream does not have (no record for a missing bucket).
+    Request h;
+    h.method = "HEAD";
+    h.bucket = std::string(bucket);
+    if (auto there = core_->call(std::move(h)); !there.ok()) {
+      if (there.code() == Errc::no_such_key)
+        return Status(Errc::no_such_bucket, "The specified bucket does not exist (upstream)");
+      return there.status();
+    }
+    Status st = store_state(bucket, "policy", document);
+    forget_documents(bucket);
+    return st;
+  }
   if (name != versioning_config_name) {
-    // CORS and lifecycle are evaluated by the S3 layer from the bucket's documents, a policy
-    // names the gateway's own principals: none can be handed to the upstream as they are
-    // (docs/scale-out.md, "What the gateway passes through").
     return Status(Errc::not_implemented, "The gateway does not pass the bucket's " +
                                              std::string(name) +
                                              " configuration through to its upstream");
@@ -124,6 +156,12 @@ Status S3Store::set_bucket_config(std::string_view bucket, std::string_view name
 
 Result<std::optional<std::string>> S3Store::bucket_config(std::string_view bucket,
                                                           std::string_view name) {
+  if (name == "lifecycle") return fetch_lifecycle(bucket);
+  if (name == "cors") return cached_document(bucket, name);
+  if (name == "policy") {
+    if (core_->opts.state_bucket.empty()) return std::optional<std::string>();
+    return cached_document(bucket, name);
+  }
   if (name != versioning_config_name) return ObjectStore::bucket_config(bucket, name);
   OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
   Request r;

@@ -222,6 +222,15 @@ Status Core::transport_error(CURLcode rc, std::string_view what) const {
 // `attempts_out`, when given, receives the number of attempts made.
 Result<Response> Core::perform(Request r, Sink* sink, std::size_t body_max,
                                std::uint32_t* attempts_out) {
+  if (!r.state && !r.bucket.empty() && r.bucket == opts.state_bucket) {
+    // The state bucket is the gateway's own (S3StoreOptions::state_bucket): no client request
+    // reaches it. Creating it reads as a name taken by someone else, anything else as absent.
+    if (r.method == "PUT" && !r.has_key && r.query.empty())
+      return Status(Errc::bucket_already_exists,
+                    "The requested bucket name is not available. The bucket namespace is shared "
+                    "by all users of the system. Please select a different name and try again.");
+    return Status(Errc::no_such_bucket, "The specified bucket does not exist");
+  }
   std::string reasons;
   for (std::uint32_t attempt = 1;; ++attempt) {
     if (attempts_out) *attempts_out = attempt;

@@ -9,6 +9,8 @@
 //  - s3_multipart.cc    multipart uploads and the upload bookkeeping (templates, kept parts);
 //  - s3_tagging.cc      object and bucket tagging, passed through;
 //  - s3_capabilities.cc what the upstream was found to do (conditional writes, versioning);
+//  - s3_documents.cc    lifecycle and CORS passed through, bucket owners and policies in the
+//                       state bucket, and the bounded TTL cache those are read through;
 //  - s3_store.cc        open_s3_store, the counters and the metrics.
 // Not an interface: only storage/s3 includes it.
 #pragma once
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -90,7 +93,8 @@ struct Counters {
   std::atomic<std::uint64_t> requests{0}, get_requests{0}, connections_created{0},
       connections_in_use{0}, connections_peak{0}, pool_waits_timed_out{0}, spooled_to_file{0},
       multipart_commits{0}, retries{0}, capability_probes{0}, gateway_checked_conditions{0},
-      kept_part_checksums_used{0}, stream_resumes{0};
+      kept_part_checksums_used{0}, stream_resumes{0}, document_cache_hits{0}, document_reads{0},
+      state_errors{0}, state_list_pages{0};
 };
 
 // --- connection pool ---------------------------------------------------------------------------
@@ -192,6 +196,9 @@ struct Request {
   bool retry = true;
   bool idempotent = true;
   bool xml_reply = false;
+  // A request on the gateway's state bucket (S3StoreOptions::state_bucket): only the gateway's
+  // own bookkeeping sets it; any other request naming that bucket is refused before it is sent.
+  bool state = false;
 };
 
 // A request on the object `key` of `bucket` (has_key: the target is /bucket/key).
@@ -293,6 +300,23 @@ struct Core {
   // Whether the upstream keeps bucket tags: learnt from its answers to the bucket tagging calls
   // (the tagging probe is one); nullopt until one answered.
   std::optional<bool> bucket_tagging;
+  // Whether the upstream keeps lifecycle configurations / CORS configurations: learnt from its
+  // answers to those calls (NotImplemented: no); nullopt until one answered.
+  std::optional<bool> lifecycle, cors;
+  // The bucket documents read through the cache (s3_documents.cc): bucket '\n' name -> the
+  // document (nullopt: the bucket has none) and when it was read. At most
+  // opts.document_cache_entries, the least recently used dropped first; an entry older than
+  // opts.document_cache_ttl_ms is read again. docs_generation moves on every write through this
+  // gateway, so that a read that raced with the write does not cache what it read.
+  struct CachedDoc {
+    std::optional<std::string> doc;
+    Clock::time_point read_at;
+    std::list<std::string>::iterator lru;
+  };
+  std::mutex docs_mu;
+  std::unordered_map<std::string, CachedDoc> docs;
+  std::list<std::string> docs_lru;  // most recently used first
+  std::uint64_t docs_generation = 0;
   // Striped per-key locks: while the gateway checks a write condition itself, the check and the
   // write of one key through this gateway do not interleave with another such write.
   static constexpr std::size_t kKeyLockStripes = 4096;
@@ -459,8 +483,12 @@ class S3Store final : public ObjectStore {
                                               std::string_view version_id) override;
   Result<ListVersionsResult> list_object_versions(std::string_view bucket,
                                                   const ListVersionsQuery& q) override;
-  // Bucket configuration (s3_buckets.cc): "versioning" goes to Put/GetBucketVersioning; the
-  // other documents are not passed through (not_implemented; docs/scale-out.md says why).
+  // Bucket configuration (s3_buckets.cc, s3_documents.cc): "versioning" goes to
+  // Put/GetBucketVersioning, "lifecycle" and "cors" to the upstream's lifecycle and CORS calls
+  // (the upstream keeps them; lifecycle is never in head_bucket's config, so the S3 layer's
+  // lifecycle worker leaves gateway buckets to the upstream), "policy" to an object in the state
+  // bucket (not_implemented without one). bucket_config reads "cors" and "policy" through the
+  // document cache; head_bucket carries the owner and "policy" from it.
   Status set_bucket_config(std::string_view bucket, std::string_view name,
                            std::string document) override;
   Result<std::optional<std::string>> bucket_config(std::string_view bucket,
@@ -536,6 +564,40 @@ class S3Store final : public ObjectStore {
   // `what`) once the upstream said no.
   Status note_capability(std::optional<bool> Core::*cap, Status st);
   Status capability_known_missing(std::optional<bool> Core::*cap, std::string_view what) const;
+
+ public:
+  // --- documents (s3_documents.cc) ---
+  // At open, with a state bucket: HEAD it, create it when missing.
+  Status ensure_state_bucket();
+  // ListBuckets at the upstream, the state bucket left out, owners not filled in.
+  Result<std::vector<BucketInfo>> upstream_buckets();
+
+ private:
+  // The upstream's lifecycle / CORS document of `bucket` (nullopt: none), re-encoded canonical.
+  Result<std::optional<std::string>> fetch_lifecycle(std::string_view bucket);
+  Result<std::optional<std::string>> fetch_cors(std::string_view bucket);
+  Status store_lifecycle(std::string_view bucket, const std::string& document);
+  Status store_cors(std::string_view bucket, const std::string& document);
+  // The state object `name` ("owner", "policy") of `bucket` (nullopt: absent), and its write
+  // (empty: delete).
+  Result<std::optional<std::string>> fetch_state(std::string_view bucket, std::string_view name);
+  Status store_state(std::string_view bucket, std::string_view name, const std::string& document,
+                     bool if_absent = false);
+  // Document `name` of `bucket` through the cache: a fresh entry, or read (fresh: always read)
+  // and remembered.
+  Result<std::optional<std::string>> cached_document(std::string_view bucket, std::string_view name,
+                                                     bool fresh = false);
+  // Drops the cached documents of `bucket` (after a write through this gateway).
+  void forget_documents(std::string_view bucket);
+  // Puts a read document into the cache (docs_mu held; nothing with a TTL of 0).
+  void remember_document(const std::string& key, std::optional<std::string> doc);
+  // list_buckets' owners: from the cache, else from a paged LIST of the state bucket.
+  Status fill_owners(std::vector<BucketInfo>& buckets);
+  Status drop_owner_index(std::string_view bucket);
+  // create_bucket / delete_bucket with a state bucket: the owner record around the upstream call.
+  Status create_owned_bucket(const BucketInfo& info);
+  void drop_bucket_state(std::string_view bucket);
+  Status create_upstream_bucket(const BucketInfo& info);
 
   std::shared_ptr<Core> core_;
 };

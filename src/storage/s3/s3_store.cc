@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 
 #include "common/limits.hpp"
+#include "s3/names.hpp"
 #include "storage/s3/s3_internal.hpp"
 
 namespace objdirect::storage {
@@ -69,6 +70,17 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
     return bad("upstream conditional writes must be auto, upstream or gateway, got '" +
                o.conditional_writes + "'");
   if (auto st = o.retry.validate(); !st.ok()) return bad("upstream retries: " + st.message());
+  if (o.document_cache_entries == 0 ||
+      o.document_cache_entries > s3_limits::document_cache_entries_max)
+    return bad("document cache entries must be 1.." +
+               std::to_string(s3_limits::document_cache_entries_max));
+  if (o.document_cache_ttl_ms > s3_limits::document_cache_ttl_ms_max)
+    return bad("document cache TTL must be at most " +
+               std::to_string(s3_limits::document_cache_ttl_ms_max) + " ms");
+  if (!o.state_bucket.empty()) {
+    if (auto st = objdirect::s3::validate_bucket_name(o.state_bucket); !st.ok())
+      return bad("--gateway-state-bucket '" + o.state_bucket + "': " + st.message());
+  }
 
   auto core = std::make_shared<Core>();
   core->opts = o;
@@ -79,10 +91,15 @@ Result<std::unique_ptr<ObjectStore>> open_s3_store(const S3StoreOptions& options
       std::make_unique<Pool>(o.connections, std::chrono::milliseconds(o.pool_wait_ms), core->ctr);
   auto store = std::make_unique<S3Store>(core);
   if (o.probe) {
-    auto b = store->list_buckets();
+    auto b = store->upstream_buckets();
     if (!b.ok()) {
       return Status(b.code(),
                     "upstream " + base + " check (ListBuckets) failed: " + b.status().message());
+    }
+  }
+  if (!o.state_bucket.empty()) {
+    if (auto st = store->ensure_state_bucket(); !st.ok()) {
+      return Status(st.code(), "--gateway-state-bucket " + o.state_bucket + ": " + st.message());
     }
   }
   return std::unique_ptr<ObjectStore>(std::move(store));
@@ -107,6 +124,10 @@ S3StoreStats s3_store_stats(const ObjectStore& store) {
   s.gateway_checked_conditions = c.gateway_checked_conditions;
   s.kept_part_checksums_used = c.kept_part_checksums_used;
   s.signing_key_derivations = st->signing_key_derivations();
+  s.document_cache_hits = c.document_cache_hits;
+  s.document_reads = c.document_reads;
+  s.state_errors = c.state_errors;
+  s.state_list_pages = c.state_list_pages;
   return s;
 }
 
@@ -129,6 +150,15 @@ void register_s3_store_metrics(const ObjectStore& store, metrics::Sink& sink) {
   sink.add_counter("objdirect_upstream_multipart_commits_total",
                    "Objects written through as a multipart upload.",
                    stat(&S3StoreStats::multipart_commits));
+  sink.add_counter("objdirect_upstream_document_cache_hits_total",
+                   "Bucket documents (CORS, owner, policy) served from the gateway's cache.",
+                   stat(&S3StoreStats::document_cache_hits));
+  sink.add_counter("objdirect_upstream_document_reads_total",
+                   "Bucket documents (CORS, owner, policy) read from the upstream.",
+                   stat(&S3StoreStats::document_reads));
+  sink.add_counter("objdirect_upstream_state_errors_total",
+                   "Failed reads and writes of the gateway state bucket.",
+                   stat(&S3StoreStats::state_errors));
 }
 
 }  // namespace objdirect::storage

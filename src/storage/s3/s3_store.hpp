@@ -11,8 +11,10 @@
 //
 // How the ObjectStore calls map onto the upstream:
 //  - buckets: CreateBucket / DeleteBucket (leftover multipart uploads aborted first) / HeadBucket
-//    / ListBuckets. Every bucket is owned by the upstream account: BucketInfo::owner is empty, so
-//    every gateway user sees every bucket the upstream credentials see.
+//    / ListBuckets. Every bucket is owned by the upstream account; BucketInfo::owner is the
+//    gateway user recorded in the state bucket (written before the upstream CreateBucket,
+//    removed after its DeleteBucket), empty without a state bucket or a record (then every
+//    gateway user sees and owns every bucket the upstream credentials see).
 //  - begin_write: HeadBucket, then a writer that spools the data (memory up to
 //    spool_memory_bytes, then an unlinked temporary file in spool_dir, at most spool_bytes_max).
 //  - commit_object: write-through. One PutObject up to multipart_threshold_bytes, a parallel
@@ -38,6 +40,17 @@
 //    S3 before completion).
 //  - replace_meta: CopyObject onto itself with x-amz-metadata-directive: REPLACE and
 //    x-amz-copy-source-if-match.
+//  - bucket documents (set_bucket_config / bucket_config): versioning, lifecycle and CORS go to
+//    the upstream's own calls (it keeps them and executes the lifecycle rules; head_bucket and
+//    list_buckets never carry a lifecycle document, so the S3 layer's worker leaves gateway
+//    buckets alone). Owners and policies live in the state bucket (options.state_bucket, objects
+//    buckets/<bucket>/owner, buckets/<bucket>/owned-by/<owner> and buckets/<bucket>/policy);
+//    head_bucket fills BucketInfo::owner and config["policy"] from there, and
+//    bucket_config("cors") reads the upstream's rules, both through the document cache (bounded,
+//    with a TTL); list_buckets fills the owners from the cache, or else from one paged LIST of
+//    the state bucket (at most s3_limits::state_list_pages_max pages; the owner is in the
+//    owned-by/ key), which fills the cache. A NotImplemented answer to a lifecycle or CORS call
+//    is remembered (then not_implemented, nothing sent).
 //
 // Errors: upstream S3 errors map to our Errc by their code (NoSuchKey, NoSuchBucket,
 // PreconditionFailed, BucketNotEmpty, ...), the message naming the upstream's message and request
@@ -81,6 +94,17 @@ inline constexpr std::size_t upload_templates_max = 1'000'000;
 // Part checksums the gateway keeps for upstreams whose ListParts does not return them (all uploads
 // together): the bound of S3StoreOptions::kept_parts.
 inline constexpr std::size_t kept_parts_max = 1'000'000;
+// Bucket documents (CORS rules, owner records, policies) kept by the document cache, and how
+// long one is served before it is read again (S3StoreOptions::document_cache_*).
+inline constexpr std::size_t document_cache_entries_max = 1'000'000;
+inline constexpr std::uint32_t document_cache_ttl_ms_max = 3'600'000;
+// Largest state object or CORS document read back from the upstream (what the S3 layer stores
+// is at most limits::cors_body_bytes_max; a policy at most limits::bucket_policy_bytes_max).
+inline constexpr std::size_t document_bytes_max = 64 * 1024;
+// Pages (of limits::list_keys_max keys) of the state bucket's LIST that one ListBuckets reads
+// for the owners of its buckets (about 330 buckets a page); the owners of buckets past them are
+// read one record each.
+inline constexpr std::uint32_t state_list_pages_max = 1000;
 }  // namespace s3_limits
 
 struct S3StoreOptions {
@@ -113,6 +137,21 @@ struct S3StoreOptions {
   // Probe the upstream at open (ListBuckets): unreachable -> unavailable, bad credentials ->
   // the upstream's error. Tests that start without an upstream turn it off.
   bool probe = true;
+  // The gateway state bucket at the upstream (docs/scale-out.md, "Bucket owners and policies"):
+  // where the gateway keeps each bucket's owner and policy as objects, so that several gateways
+  // in front of one upstream share them. Hidden from the gateway's clients (ListBuckets leaves it
+  // out, every request naming it answers NoSuchBucket). Created at open when missing. Empty:
+  // none; then bucket policies answer not_implemented and every gateway user owns every bucket.
+  std::string state_bucket;
+  // The document cache: CORS rules (read on every preflight and every request with an Origin),
+  // owners and policies (read on every request) are served from it for up to
+  // document_cache_ttl_ms (0: read every time; <= s3_limits::document_cache_ttl_ms_max) after
+  // they were read; at most document_cache_entries (1..s3_limits::document_cache_entries_max)
+  // documents, the least recently used dropped first. A write through this gateway replaces its
+  // entry at once; a change made at the upstream or through another gateway is seen within the
+  // TTL.
+  std::uint32_t document_cache_ttl_ms = 5'000;
+  std::size_t document_cache_entries = 10'000;
   // Retries of upstream requests: the policy the client library uses (common/retry.hpp);
   // objdirect-server fills it from AWS_MAX_ATTEMPTS / AWS_RETRY_MODE or the upstream profile.
   retry::Policy retry;
@@ -143,6 +182,10 @@ struct S3StoreStats {
   // SigV4 signing keys derived for upstream requests: one per (date, region, service) in use,
   // however many requests are signed with it.
   std::uint64_t signing_key_derivations = 0;
+  std::uint64_t document_cache_hits = 0;  // bucket documents served from the document cache
+  std::uint64_t document_reads = 0;       // bucket documents read from the upstream
+  std::uint64_t state_errors = 0;         // failed reads and writes of the state bucket
+  std::uint64_t state_list_pages = 0;     // pages of the state bucket listed for owners
 };
 
 // Opens the store (and probes the upstream, see S3StoreOptions::probe).
