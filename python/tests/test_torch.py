@@ -257,6 +257,18 @@ def test_checkpoint_exception_aborts_the_multipart_upload(server, client, bucket
         client.abort_multipart_upload(bucket, "ckpt/crashed.pt", upload_id)
 
 
+def test_object_writer_parts_are_at_least_part_bytes_min(client, bucket):
+    """A part_size under S3's floor is raised to ObjectWriter.part_bytes_min (5 MiB): 5 MiB + 1
+    bytes written with part_size=1 are two parts, not 5 Mi + 1 of them."""
+    from objdirect.objects import ObjectWriter
+    assert ObjectWriter.part_bytes_min == 5 << 20
+    data = bytes(range(256)) * (5 << 12) + b"!"
+    with ObjectWriter(client, bucket, "floor", part_size=1) as w:
+        assert w.part_size == ObjectWriter.part_bytes_min
+        w.write(data)
+    assert w.result.etag.endswith("-2") and client.get(bucket, "floor") == data
+
+
 def test_explicit_multipart_copy_and_batch_delete(client, bucket):
     part = bytes(range(256)) * (5 << 12)  # 5 MiB
     uid = client.create_multipart_upload(bucket, "mp")
