@@ -3,14 +3,15 @@
 
 A limit is a `constexpr` (or `static constexpr` / `inline constexpr`) named like `*_max` /
 `*_min`, optionally followed by a unit (`_s`, `_ms`, `_us`, `_bytes`), declared in src/,
-include/ or python/src/ outside tests, or a module-level assignment so named in the Python
-package (python/objdirect/: module and class attributes set to a number). Each must appear in docs/limits.md as `name` (in backticks). A
-Python `*_max_default` / `*_min_default` is the default of the option (a keyword argument)
-named by its stem, which is then the limit indexed. A name that says max/min any other way
-(`kMaxFoo`, `max_foo`, `foo_limit`, `kFooMax`, `MAX_FOO`) is refused: one spelling,
-docs/limits.md's first paragraph. Every limit of the Python package (python/src/ and
-python/objdirect/) must also be named by a test: a word of a .py file under python/tests/ or
-tests/.
+include/ or python/src/ outside tests, or a constant so named in the Python package
+(python/objdirect/: a module attribute, or an unannotated class attribute, set to a number; an
+annotated class attribute is a dataclass or NamedTuple field, an option). Each must appear in
+docs/limits.md as `name` (in backticks). A Python `*_max_default` / `*_min_default` is the
+default of the option (a keyword argument) named by its stem, which is then the limit indexed.
+A name that says max/min any other way (`kMaxFoo`, `max_foo`, `foo_limit`, `kFooMax`,
+`MAX_FOO`) is refused: one spelling, docs/limits.md's first paragraph. Every limit of the
+Python package (python/src/ and python/objdirect/) must also be named by a test: a word of a
+.py file under python/tests/ or tests/.
 
     check-limits.py ROOT          exit 0 when clean, 1 with one line per problem
 """
@@ -66,14 +67,15 @@ def number(node) -> bool:
 def declarations(path, text):
     """(name as declared, limit name or None, line) of each constant declared in the file."""
     if path.suffix == ".py":
-        # Module-level and class-level assignments of a number (`name = 5 << 20`,
-        # `name: int = 30 + 0xFFFF`): the constants. A dataclass field defaulting to None is an
-        # option, not a limit.
+        # Assignments of a number (`name = 5 << 20`, `name: int = 30 + 0xFFFF`) at module
+        # level, and unannotated ones in a class body: the constants. An annotated class
+        # attribute is a field of its instances (dataclass, NamedTuple): an option, not a limit.
         tree = ast.parse(text, str(path))
-        bodies = [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-        for body in bodies:
+        bodies = [(tree.body, (ast.Assign, ast.AnnAssign))] + [
+            (n.body, (ast.Assign,)) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        for body, kinds in bodies:
             for node in body:
-                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not number(node.value):
+                if not isinstance(node, kinds) or not number(node.value):
                     continue
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:

@@ -62,6 +62,9 @@ def main():
         ("MAX_WIDGETS = 4\n", "", "", "", "names a limit"),
         ("widget_limit = 4\n", "", "", "", "names a limit"),
         ("def f(x):\n    widgets_max = 4\n", "", "", "", None),  # a local: not a constant
+        ("class W:\n    widgets_max = 4\n", "", "", "W.widgets_max\n", "is not indexed"),
+        ("class W:\n    max_widgets = 4\n", "", "", "", "names a limit"),
+        ("class W:\n    max_widgets: int = 4\n", "", "", "", None),  # a field: an option
     ]
     for module, ext, index, test, expect in py_cases:
         with tempfile.TemporaryDirectory() as d:
