@@ -39,9 +39,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import io
+import logging
 import os
 import random
 import threading
+import time
 from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch.utils.data
@@ -118,20 +120,47 @@ def _dist():
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
-def _list_entries(client: Client, bucket: str, prefix: str) -> List[Entry]:
+# A listing reports its progress every _LIST_PROGRESS_OBJECTS objects and when it ends (a
+# dataset's list_progress(objects_listed, done) and an INFO line of the "objdirect.torch"
+# logger), so that a prefix of millions of objects does not look like a hang.
+_LIST_PROGRESS_OBJECTS = 10000
+_log = logging.getLogger("objdirect.torch")
+
+
+def _listed(client: Client, bucket: str, prefix: str,
+            progress: Optional[Callable[[int, bool], None]]) -> List[Entry]:
+    out, t0 = [], time.monotonic()
+
+    def report(done: bool):
+        _log.info("%s %d objects under s3://%s/%s (%.1f s)", "listed" if done else "listing:",
+                  len(out), bucket, prefix, time.monotonic() - t0)
+        if progress is not None:
+            progress(len(out), done)
+
+    for o in client.list(bucket, prefix):
+        out.append(Entry(bucket, o.key, o.size))
+        if len(out) % _LIST_PROGRESS_OBJECTS == 0:
+            report(False)
+    report(True)
+    return out
+
+
+def _list_entries(client: Client, bucket: str, prefix: str,
+                  progress: Optional[Callable[[int, bool], None]] = None) -> List[Entry]:
     """The objects under prefix, in key order, listed once per job: when torch.distributed is
     initialised rank 0 lists and broadcasts the list (every rank must call this at the same
-    point, as for any collective); otherwise this process lists."""
+    point, as for any collective); otherwise this process lists. The process that lists
+    reports its progress (see _LIST_PROGRESS_OBJECTS)."""
     global list_calls
     dist = _dist()
     if dist is None:
         list_calls += 1
-        return [Entry(bucket, o.key, o.size) for o in client.list(bucket, prefix)]
+        return _listed(client, bucket, prefix, progress)
     box = [None]
     if dist.get_rank() == 0:
         list_calls += 1
         try:
-            box[0] = ("ok", [Entry(bucket, o.key, o.size) for o in client.list(bucket, prefix)])
+            box[0] = ("ok", _listed(client, bucket, prefix, progress))
         except Exception as e:  # the other ranks wait in the broadcast: send them the error
             box[0] = ("error", e)
     dist.broadcast_object_list(box, src=0)
@@ -380,7 +409,8 @@ class _DatasetBase:
 
     def _setup(self, *, entries: Optional[List[Entry]], bucket: str, prefix: str,
                source: _ClientSource, transform: Callable, reader_mode: str, shuffle: bool,
-               seed: int, prefetch: Optional[int], prefetch_bytes: int, device):
+               seed: int, prefetch: Optional[int], prefetch_bytes: int, device,
+               list_progress: Optional[Callable[[int, bool], None]] = None):
         reader_mode, self._reader_buffer_size = _reader_choice(reader_mode)
         if prefetch is not None and prefetch < 0 or prefetch_bytes < 1:
             raise ValueError("prefetch must be >= 0 and prefetch_bytes positive")
@@ -393,6 +423,7 @@ class _DatasetBase:
         self.bucket = bucket
         self.prefix = prefix
         self._entries_list = entries
+        self._list_progress = list_progress
         self._source = source
         self._transform = transform
         self._reader_mode = reader_mode
@@ -409,7 +440,8 @@ class _DatasetBase:
     def entries(self) -> List[Entry]:
         """Every object of the dataset in key (or given) order; lists the prefix on first use."""
         if self._entries_list is None:
-            self._entries_list = _list_entries(self._source.get(), self.bucket, self.prefix)
+            self._entries_list = _list_entries(self._source.get(), self.bucket, self.prefix,
+                                               self._list_progress)
         return self._entries_list
 
     @property
@@ -487,6 +519,7 @@ class _DatasetBase:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("last_prefetcher", None)
+        state["_list_progress"] = None  # a callback of the process that built the dataset
         return state
 
     def _prefetcher(self, client, entries) -> _Prefetcher:
@@ -519,12 +552,14 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
                  reader_mode: str, *, entries: Optional[List[Entry]] = None,
                  shuffle: bool = False, seed: int = 0, prefetch: int = 0,
                  prefetch_bytes: int = _PREFETCH_BYTES, device=None,
-                 shard_by_rank: bool = False, drop_last: bool = False):
+                 shard_by_rank: bool = False, drop_last: bool = False,
+                 list_progress: Optional[Callable[[int, bool], None]] = None):
         if entries is None and keys is not None:
             entries = [Entry(bucket, k, s) for k, s in keys]
         self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
                     transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
-                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
+                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device,
+                    list_progress=list_progress)
         self._shard_by_rank = bool(shard_by_rank)
         self.drop_last = bool(drop_last)
         self._order_cache = None
@@ -541,18 +576,21 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
                     shard_by_rank: bool = False, drop_last: bool = False,
                     reader_constructor: Optional["ReaderConstructor"] = None,
                     s3client_config: Optional["S3ClientConfig"] = None,
+                    list_progress: Optional[Callable[[int, bool], None]] = None,
                     **client_kwargs) -> "MapDataset":
         """Every object under s3://bucket/prefix, listed on first use (once per job: see
         IterableDataset; with shard_by_rank under torch.distributed, at construction, which
         every rank must reach). client_kwargs are objdirect.Client's (endpoint, fabric, ...).
         reader_constructor and s3client_config: s3torchconnector's (S3ReaderConstructor,
-        S3ClientConfig), instead of reader_mode and client settings."""
+        S3ClientConfig), instead of reader_mode and client settings. list_progress(objects
+        listed, done) is called every 10,000 objects of the listing and when it ends, in the
+        process that lists (an INFO line of the "objdirect.torch" logger says the same)."""
         bucket, prefix = parse_uri(s3_uri)
         return cls(bucket, None, prefix,
                    _ClientSource(client, _with_config(client_kwargs, s3client_config)),
                    transform, reader_constructor or reader_mode, shuffle=shuffle, seed=seed, prefetch=prefetch,
                    prefetch_bytes=prefetch_bytes, device=device, shard_by_rank=shard_by_rank,
-                   drop_last=drop_last)
+                   drop_last=drop_last, list_progress=list_progress)
 
     @classmethod
     def from_objects(cls, s3_uris: Sequence[str], *, transform: Callable = _identity,
@@ -673,14 +711,16 @@ class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
                  shard_by_worker: bool, shard_by_rank: bool, reader_mode: str, *,
                  entries: Optional[List[Entry]] = None, shuffle: bool = False, seed: int = 0,
                  drop_last: bool = False, batch_size: int = 1, prefetch: Optional[int] = None,
-                 prefetch_bytes: int = _PREFETCH_BYTES, device=None):
+                 prefetch_bytes: int = _PREFETCH_BYTES, device=None,
+                 list_progress: Optional[Callable[[int, bool], None]] = None):
         if prefetch is None:
             prefetch = 8 if _reader_choice(reader_mode)[0] == "whole" else 0
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
         self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
                     transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
-                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
+                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device,
+                    list_progress=list_progress)
         self._shard_by_worker = shard_by_worker
         self._shard_by_rank = shard_by_rank
         self.drop_last = drop_last
@@ -698,7 +738,7 @@ class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
                     **kwargs) -> "IterableDataset":
         """Every object under s3://bucket/prefix, in key order (then shuffled if asked).
         enable_sharding (s3torchconnector's name) sets shard_by_worker and shard_by_rank;
-        reader_constructor and s3client_config as MapDataset.from_prefix."""
+        reader_constructor, s3client_config and list_progress as MapDataset.from_prefix."""
         if enable_sharding is not None:
             shard_by_worker = shard_by_rank = bool(enable_sharding)
         bucket, prefix = parse_uri(s3_uri)
