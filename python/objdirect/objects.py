@@ -278,7 +278,9 @@ class ObjectWriter(io.RawIOBase):
         try:
             while done < n:
                 take = min(n - done, self.part_size - self._fill)
-                self._buf[self._fill:self._fill + take] = mv[done:done + take]
+                # through a memoryview: bytearray slice assignment from another object copies
+                # the source into a temporary bytearray first
+                memoryview(self._buf)[self._fill:self._fill + take] = mv[done:done + take]
                 self._fill += take
                 done += take
                 if self._fill == self.part_size:

@@ -269,6 +269,26 @@ def test_object_writer_parts_are_at_least_part_bytes_min(client, bucket):
     assert w.result.etag.endswith("-2") and client.get(bucket, "floor") == data
 
 
+def test_object_writer_holds_only_its_part_buffers(client, bucket):
+    """A 48 MiB buffer written in one call, 5 MiB parts, one in flight: the Python-side peak is
+    the two part buffers (a part's bytes are copied from the caller's memory straight into one:
+    a bytearray slice assignment would first copy them into a temporary, one part more)."""
+    import tracemalloc
+    from objdirect.objects import ObjectWriter
+    mib = 1 << 20
+    data = np.random.default_rng(4).integers(0, 255, 48 * mib, dtype=np.uint8)
+    tracemalloc.start()
+    try:
+        with ObjectWriter(client, bucket, "big", part_size=5 * mib, parts_in_flight=1) as w:
+            w.write(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert w.buffers_allocated == 2 and w.result.etag.endswith("-10")
+    assert peak < 2 * 5 * mib + mib, f"peak {peak / mib:.1f} MiB"
+    assert client.get(bucket, "big") == data.tobytes()
+
+
 def test_explicit_multipart_copy_and_batch_delete(client, bucket):
     part = bytes(range(256)) * (5 << 12)  # 5 MiB
     uid = client.create_multipart_upload(bucket, "mp")
