@@ -1258,8 +1258,8 @@ def save(obj, s3_uri: str, *, client: Optional[Client] = None, part_size: Option
 
     Memory: at most (parts_in_flight + 1) x part_size bytes of part buffers (default 5 x the
     client's part_size_bytes, 8 MiB: 40 MiB) whatever the checkpoint's size, plus what
-    torch.save itself holds (one storage's bytes at a time for CPU tensors; a device tensor is
-    copied to the host by torch.save). parts_in_flight parts upload concurrently. An exception
+    torch.save itself holds (the pickle; a device tensor's host copy; a CPU storage's bytes
+    are handed over from its own memory, not copied). parts_in_flight parts upload concurrently. An exception
     (in torch.save, or a failed part) aborts the upload: no object is left, an existing one is
     untouched. Returns the upload's TransferResult.
     """

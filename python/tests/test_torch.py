@@ -233,8 +233,9 @@ def test_checkpoint_streams_in_parts_with_bounded_memory(server, bucket):
     etag = f.result.etag
     # Streamed as a multipart upload of 8 MiB parts: 48 MiB -> at least 6 parts.
     assert etag.endswith(tuple(f"-{n}" for n in range(6, 9))), etag
-    # At most two part buffers plus one tensor record in flight, far below the 48 MiB object.
-    assert peak_write < 26 * mib, f"writer peak {peak_write / mib:.1f} MiB"
+    # Two 8 MiB part buffers (one part in flight, one filling), far below the 48 MiB object:
+    # torch.save hands the writer each storage's memory, which goes straight into a part.
+    assert peak_write < 18 * mib, f"writer peak {peak_write / mib:.1f} MiB"
     assert peak_read < 26 * mib, f"reader peak {peak_read / mib:.1f} MiB"
     assert r.requests >= 6
     for k, v in state.items():
