@@ -588,9 +588,9 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
         bucket, prefix = parse_uri(s3_uri)
         return cls(bucket, None, prefix,
                    _ClientSource(client, _with_config(client_kwargs, s3client_config)),
-                   transform, reader_constructor or reader_mode, shuffle=shuffle, seed=seed, prefetch=prefetch,
-                   prefetch_bytes=prefetch_bytes, device=device, shard_by_rank=shard_by_rank,
-                   drop_last=drop_last, list_progress=list_progress)
+                   transform, reader_constructor or reader_mode, shuffle=shuffle, seed=seed,
+                   prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device,
+                   shard_by_rank=shard_by_rank, drop_last=drop_last, list_progress=list_progress)
 
     @classmethod
     def from_objects(cls, s3_uris: Sequence[str], *, transform: Callable = _identity,
@@ -1259,9 +1259,9 @@ def save(obj, s3_uri: str, *, client: Optional[Client] = None, part_size: Option
     Memory: at most (parts_in_flight + 1) x part_size bytes of part buffers (default 5 x the
     client's part_size_bytes, 8 MiB: 40 MiB) whatever the checkpoint's size, plus what
     torch.save itself holds (the pickle; a device tensor's host copy; a CPU storage's bytes
-    are handed over from its own memory, not copied). parts_in_flight parts upload concurrently. An exception
-    (in torch.save, or a failed part) aborts the upload: no object is left, an existing one is
-    untouched. Returns the upload's TransferResult.
+    are handed over from its own memory, not copied). parts_in_flight parts upload
+    concurrently. An exception (in torch.save, or a failed part) aborts the upload: no object
+    is left, an existing one is untouched. Returns the upload's TransferResult.
     """
     c = _client_of(client, client_kwargs)
     bucket, key = parse_uri(s3_uri)

@@ -388,9 +388,10 @@ def test_read_items_reports_a_truncated_checkpoint(server, client, bucket):
 def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path):
     """A mutation loop over parse_tensor_blob and tensor_region (the zip directory, local
     headers, data.pkl through the restricted unpickler), fed with torch.save blobs of several
-    tensors and two write_tensor_blob blobs with zip64 fields: each input gives a layout whose box lies inside the blob, or raises ValueError,
-    nothing else, quickly. Seeded as test_torch_checkpoints' loop (OBJDIRECT_FUZZ_SEED,
-    OBJDIRECT_FUZZ_ITERATIONS); a failure leaves its input in fuzz-failure.bin."""
+    tensors and two write_tensor_blob blobs with zip64 fields: each input gives a layout whose
+    box lies inside the blob, or raises ValueError, nothing else, quickly. Seeded as
+    test_torch_checkpoints' loop (OBJDIRECT_FUZZ_SEED, OBJDIRECT_FUZZ_ITERATIONS); a failure
+    leaves its input in fuzz-failure.bin."""
     import time
     import torch
     from test_torch_checkpoints import _mutate
