@@ -1009,7 +1009,36 @@ if _ok:
             fut.set_result(None)
             return fut
 
-    __all__ += ["StorageWriter", "StorageReader"]
+    class S3StorageWriter(StorageWriter):
+        """s3torchconnector.dcp's S3StorageWriter(region, path, s3client_config=None,
+        prefix_strategy=None, thread_count=1): a StorageWriter of checkpoint id ``path``
+        ("s3://bucket/prefix"), thread_count files per rank written concurrently
+        (files_per_rank). Other keywords are StorageWriter's and Client's. prefix_strategy
+        (spreading files over key prefixes) is not supported: NotImplementedError."""
+
+        def __init__(self, region: Optional[str], path: str, s3client_config=None,
+                     prefix_strategy=None, thread_count: int = 1, **kwargs):
+            from .torch import _with_config
+            if prefix_strategy is not None:
+                raise NotImplementedError("prefix_strategy is not supported")
+            if region is not None:
+                kwargs.setdefault("region", region)
+            super().__init__(path, files_per_rank=thread_count,
+                             **_with_config(kwargs, s3client_config))
+
+    class S3StorageReader(StorageReader):
+        """s3torchconnector.dcp's S3StorageReader(region, path, s3client_config=None,
+        reader_constructor=None): a StorageReader of checkpoint id ``path``. reader_constructor
+        is accepted and unused (loads plan their own ranged GETs: read_items)."""
+
+        def __init__(self, region: Optional[str], path: str, s3client_config=None,
+                     reader_constructor=None, **kwargs):
+            from .torch import _with_config
+            if region is not None:
+                kwargs.setdefault("region", region)
+            super().__init__(path, **_with_config(kwargs, s3client_config))
+
+    __all__ += ["StorageWriter", "StorageReader", "S3StorageWriter", "S3StorageReader"]
 else:
     _unavailable_reason = _why
 
@@ -1021,4 +1050,10 @@ else:
         pass
 
     class StorageReader(_Unavailable):
+        pass
+
+    class S3StorageWriter(_Unavailable):
+        pass
+
+    class S3StorageReader(_Unavailable):
         pass

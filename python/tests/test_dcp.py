@@ -82,8 +82,42 @@ def settings(server):
 def test_without_dcp_the_classes_say_why():
     if ok:
         pytest.skip("torch.distributed.checkpoint is usable here")
-    with pytest.raises(RuntimeError, match="torch >= 2.0"):
-        odd.StorageWriter("s3://b/k")
+    for cls, args in ((odd.StorageWriter, ("s3://b/k",)), (odd.StorageReader, ("s3://b/k",)),
+                      (odd.S3StorageWriter, ("us-east-1", "s3://b/k")),
+                      (odd.S3StorageReader, ("us-east-1", "s3://b/k"))):
+        with pytest.raises(RuntimeError, match="torch >= 2.0"):
+            cls(*args)
+
+
+@needs_dcp
+def test_dcp_under_s3torchconnector_names(server, client, bucket, monkeypatch):
+    """s3torchconnector.dcp's S3StorageWriter(region, path, thread_count=) and
+    S3StorageReader(region, path): a save and load through them, credentials from the
+    environment as s3torchconnector takes them."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from objdirect.torch import S3ClientConfig
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    torch.manual_seed(2)
+    state = {"w": torch.randn(64, 32), "b": torch.randn(32), "step": 3}
+    uri = f"s3://{bucket}/s3names"
+    cfg = S3ClientConfig(force_path_style=True)
+    w = odd.S3StorageWriter("us-east-1", uri, s3client_config=cfg, thread_count=2,
+                            endpoint=server.endpoint, fabric="none")
+    assert w.files_per_rank == 2 and w.client.config["addressing_style"] == "path"
+    dcp.save(state, storage_writer=w) if hasattr(dcp, "save") else dcp.save_state_dict(
+        state, storage_writer=w, no_dist=True)
+    target = {"w": torch.zeros(64, 32), "b": torch.zeros(32), "step": 0}
+    r = odd.S3StorageReader("us-east-1", uri, s3client_config=cfg, endpoint=server.endpoint,
+                            fabric="none")
+    dcp.load(target, storage_reader=r) if hasattr(dcp, "load") else dcp.load_state_dict(
+        target, storage_reader=r, no_dist=True)
+    assert torch.equal(target["w"], state["w"]) and torch.equal(target["b"], state["b"])
+    assert target["step"] == 3
+    assert len([o for o in client.list(bucket, "s3names/") if o.key.endswith(".distcp")]) == 2
+    with pytest.raises(NotImplementedError):
+        odd.S3StorageWriter("us-east-1", uri, prefix_strategy=object())
 
 
 @needs_dcp
