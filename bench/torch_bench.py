@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """objdirect.torch benchmark (not a test): datasets and checkpoints against boto3 on the same
-objdirect-server, each measure in the same run as its baseline. Figures go to docs/python.md.
+objdirect-server, each measure in the same run as its baseline. Figures go to docs/BENCHMARKS.md.
 
     PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 5000,20000
     PYTHONPATH=build/python python3 bench/torch_bench.py checkpoint --mib 1024
