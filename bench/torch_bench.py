@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """objdirect.torch benchmark (not a test): datasets and checkpoints against boto3 on the same
-objdirect-server, each measure in the same run as its baseline. Figures go to docs/python.md.
+objdirect-server, each measure in the same run as its baseline. Figures go to docs/BENCHMARKS.md.
 
     PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 5000,20000
     PYTHONPATH=build/python python3 bench/torch_bench.py checkpoint --mib 1024
@@ -10,7 +10,8 @@ objdirect-server, each measure in the same run as its baseline. Figures go to do
 dataset: N objects of 4-300 KiB (uniform, fixed seed) under one prefix, read through a
 DataLoader with 2 workers (batch 32) by: objdirect IterableDataset over RDMA (fabric, default
 libfabric:shm) with each --prefetch setting (default 32, 8 and 0; prefetch goes through
-Client.get_many batches), the non-zero ones over HTTP, and a boto3 dataset (one GetObject per
+Client.get_many batches), the non-zero ones over HTTP (0 too with --http-prefetch-off), and a
+boto3 dataset (one GetObject per
 sample, a boto3 client per worker). --objects 5000,20000 runs the first 5000 and all 20000 of
 the same objects in one run. Prints samples/s and MB/s of each, best of --repeat passes after one
 warm-up pass, then a table of samples/s and the ratio to boto3 per size.
@@ -128,7 +129,8 @@ def bench_dataset(endpoint, args):
         return n / best
 
     common = dict(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET)
-    configs = [(args.fabric, p) for p in prefetches] + [("none", p) for p in prefetches if p]
+    configs = [(args.fabric, p) for p in prefetches] + [("none", p) for p in prefetches
+                                                         if p or args.http_prefetch_off]
     table = {}
     for n in counts:
         keys = [f"d/{i:06d}" for i in range(n)]
@@ -335,6 +337,9 @@ def main():
     ap.add_argument("--prefetch", default="32,8,0",
                     help="dataset prefetch settings to run over the RDMA fabric (the non-zero "
                          "ones over HTTP too), comma-separated")
+    ap.add_argument("--http-prefetch-off", action="store_true",
+                    help="dataset: run prefetch=0 over HTTP too (by default only the RDMA "
+                         "fabric runs it)")
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--fabric", default="libfabric:shm")
@@ -348,6 +353,7 @@ def main():
     if endpoint is None:
         tmp = tempfile.mkdtemp(prefix="objdirect-torch-bench-")
         proc, endpoint = start_server(args.bin_dir, os.path.join(tmp, "data"))
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     try:
         if args.case:
             dcp_write_memory_case(endpoint, args)
@@ -355,6 +361,8 @@ def main():
             {"dataset": bench_dataset, "checkpoint": bench_checkpoint, "gpu-load": bench_gpu_load,
              "dcp-write-memory": bench_dcp_write_memory}[args.what](endpoint, args)
     finally:
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+              flush=True)
         if proc is not None:
             proc.terminate()
             proc.wait()

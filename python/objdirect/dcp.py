@@ -17,9 +17,9 @@ to a directory).
   is the blob torch.save writes of a fresh row-major copy of the tensor, produced by
   write_tensor_blob with the storage's bytes streamed from the tensor's memory: a contiguous
   CPU tensor's own bytes, a device tensor or a view in pieces through a HostChunkPool
-  (pinned_pool_bytes_max per file); torch.save only for storages over
-  tensor_blob_storage_bytes_max. ``.metadata`` is committed by the
-  coordinator with one PUT once every rank's files are complete: a reader sees the checkpoint
+  (pinned_pool_bytes_max per file), any size (zip64 fields from 4 GiB - 1, as torch's writer);
+  torch.save only for a dtype without a typed storage (float8). ``.metadata`` is committed by
+  the coordinator with one PUT once every rank's files are complete: a reader sees the checkpoint
   whole or not at all (no rename by copy and delete).
 - Reads (read_items): the planner's read items are grouped per object, and each one's first
   ranges (a BYTE_IO item or a small tensor blob whole; a larger blob's first and last 4 KiB,
@@ -148,14 +148,14 @@ def assign_files(sizes: Sequence[int], files: int) -> List[List[int]]:
 #
 # write_tensor_blob writes what torch.save of a fresh row-major copy of t writes (the same zip
 # records in the same order: data.pkl, the storage record data/0, the records torch's version
-# adds, with torch's 64-byte alignment, data descriptors and zip64 end records), but the
-# storage record's bytes come from the tensor's memory: a contiguous CPU tensor's storage
-# bytes as one memoryview, anything else (a device tensor, a non-contiguous view) in pieces
-# copied into a bounded pool of host chunks (pinned for device tensors), CRC32 computed as
-# they stream.
+# adds, with torch's 64-byte alignment, data descriptors, zip64 fields and zip64 end records),
+# but the storage record's bytes come from the tensor's memory: a contiguous CPU tensor's
+# storage bytes as one memoryview, anything else (a device tensor, a non-contiguous view) in
+# pieces copied into a bounded pool of host chunks (pinned for device tensors), CRC32 computed
+# as they stream. Any storage size streams: a size or offset of 0xFFFFFFFF or more goes in zip64
+# fields exactly where torch's writer (miniz under PyTorchStreamWriter) puts them.
 
-# zip32 sizes and offsets: a larger storage goes through torch.save
-tensor_blob_storage_bytes_max = (1 << 32) - (1 << 20)
+_ZIP64_FROM = 0xFFFFFFFF  # miniz: a size or offset from this value up takes zip64 fields
 pinned_pool_bytes_max_default = 32 << 20  # the host staging pool of one file's writer
 pinned_pool_chunks = 2  # the pool's chunks: the next piece is copied while one is written
 
@@ -315,27 +315,48 @@ def _blob_template(dtype, empty: bool):
     return _blob_templates[key]
 
 
-def _local_header(name: bytes, cursor: int, flags: int, align: int) -> bytes:
-    pad = (-(cursor + 30 + len(name) + 4)) % align  # the data starts aligned, as torch's writer
+def _zip64_extra(values) -> bytes:
+    """Zip64 extended information (tag 0x0001) holding ``values``, b"" when there are none."""
+    return struct.pack(f"<HH{len(values)}Q", 1, 8 * len(values), *values) if values else b""
+
+
+def _local_header(name: bytes, cursor: int, size: int, flags: int, align: int,
+                  zip64_from: int) -> bytes:
+    """A local header as torch's writer makes it: sizes and CRC 0 (a data descriptor follows),
+    a zip64 field when the record's size or its offset reaches zip64_from (the size, 0 for the
+    compressed size, which miniz fills in later, and the offset), then torch's "FB" padding
+    field, so that the data starts aligned."""
+    extra = _zip64_extra(([size, 0] if size >= zip64_from else []) +
+                         ([cursor] if cursor >= zip64_from else []))
+    pad = (-(cursor + 30 + len(name) + len(extra) + 4)) % align
     return (struct.pack("<IHHHHHIIIHH", 0x04034B50, 0, flags, 0, 0, 0, 0, 0, 0, len(name),
-                        4 + pad) + name + b"FB" + struct.pack("<H", pad) + b"Z" * pad)
+                        len(extra) + 4 + pad) + name + extra + b"FB" + struct.pack("<H", pad) +
+            b"Z" * pad)
+
+
+def _has_typed_storage(dtype) -> bool:
+    """Whether torch pickles a storage of this dtype as a typed storage class (tensor_pickle
+    can name it); float8 types have none."""
+    import torch
+    return dtype in torch.storage._dtype_to_storage_type_map()
 
 
 def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
-                      storage_bytes_max: int = tensor_blob_storage_bytes_max) -> str:
+                      _zip64_from: int = _ZIP64_FROM) -> str:
     """Writes to w (write(buffer)) the blob torch.save writes of a fresh row-major copy of t,
     in the zip layout torch's writer uses (records as this torch version's torch.save, stored,
-    aligned as torch aligns, data descriptors, zip64 end records), with the storage's bytes
-    streamed from t's memory: a contiguous CPU tensor's own bytes; a device tensor's or a
-    non-contiguous view's through pool's chunks (pool required for them). A Parameter is
-    saved as its data (a plain tensor). Returns "streamed", or "torch.save" when the storage exceeds
-    storage_bytes_max (zip64 sizes, not written here) or the dtype has no typed storage class
-    (float8 types): then t goes through torch.save of its host copy (t itself for a CPU tensor
-    that is its whole storage, else a contiguous copy)."""
+    aligned as torch aligns, data descriptors, zip64 fields for sizes and offsets of 4 GiB - 1
+    and more, zip64 end records), with the storage's bytes streamed from t's memory, whatever
+    their size: a contiguous CPU tensor's own bytes; a device tensor's or a non-contiguous
+    view's through pool's chunks (pool required for them). A Parameter is saved as its data (a
+    plain tensor). Returns "streamed", or "torch.save" when the dtype has no typed storage
+    class (float8 types): then t goes through torch.save of its host copy (t itself for a CPU
+    tensor that is its whole storage, else a contiguous copy). ``_zip64_from`` is for tests
+    only: the size or offset from which zip64 fields are written (torch's: 0xFFFFFFFF)."""
     import torch
     t = t.detach().resolve_conj().resolve_neg()  # a lazy conj/neg view: its values (copied)
     nbytes = t.numel() * t.element_size()
-    if nbytes > storage_bytes_max or t.dtype not in torch.storage._dtype_to_storage_type_map():
+    if not _has_typed_storage(t.dtype):
         c = t.cpu()
         st = c.untyped_storage() if hasattr(c, "untyped_storage") else c.storage()
         if not c.is_contiguous() or c.storage_offset() != 0 or st.nbytes() != nbytes:
@@ -344,6 +365,7 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
         return "torch.save"
     if pool is None and (t.device.type != "cpu" or not t.is_contiguous()):
         raise ValueError("a device or non-contiguous tensor needs a pool")
+    big = _zip64_from
     records = []  # (name, flags, crc, size, offset) for the central directory
     cursor = 0
 
@@ -353,9 +375,10 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
         cursor += len(b)
 
     def record(name: str, chunks, size: int) -> None:
-        # torch's writer: a data descriptor after the data (flag bit 3) unless it is empty
+        # torch's writer: a data descriptor after the data (flag bit 3) unless it is empty,
+        # with 8-byte sizes when the record has a zip64 field (its size or offset is big)
         nb, start, flags = name.encode(), cursor, 0x0808 if size else 0x0800
-        put(_local_header(nb, cursor, flags, align))
+        put(_local_header(nb, cursor, size, flags, align, big))
         crc, n = 0, 0
         for c in chunks:
             crc = zlib.crc32(c, crc)
@@ -364,7 +387,7 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
         if n != size:
             raise RuntimeError(f"{name}: {n} bytes streamed, {size} expected")
         if size:
-            put(struct.pack("<IIII", 0x08074B50, crc, n, n))
+            put(struct.pack("<IIQQ" if max(n, start) >= big else "<IIII", 0x08074B50, crc, n, n))
         records.append((nb, flags, crc, n, start))
 
     template = _blob_template(t.dtype, nbytes == 0)
@@ -381,13 +404,19 @@ def write_tensor_blob(w, t, *, pool: Optional[HostChunkPool] = None,
         else:
             record(name, [data] if data else [], len(data))
     cd_off = cursor
+
+    def field(v: int) -> int:  # a 32-bit field: the value, or 0xFFFFFFFF with zip64 holding it
+        return v if v < big else 0xFFFFFFFF
+
     for nb, flags, crc, n, off in records:
-        put(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0, 0, flags, 0, 0, 0, crc, n, n,
-                        len(nb), 0, 0, 0, 0, 0, off) + nb)
+        extra = _zip64_extra(([n, n] if n >= big else []) + ([off] if off >= big else []))
+        put(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0, 0, flags, 0, 0, 0, crc, field(n),
+                        field(n), len(nb), len(extra), 0, 0, 0, 0, field(off)) + nb + extra)
     cd_size, k, eocd64 = cursor - cd_off, len(records), cursor
     put(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 0x2D, 0, 0, k, k, cd_size, cd_off))
     put(struct.pack("<IIQI", 0x07064B50, 0, eocd64, 1))
-    put(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, k, k, cd_size, cd_off, 0))
+    put(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(k, 0xFFFF), min(k, 0xFFFF),
+                    field(cd_size), field(cd_off), 0))
     return "streamed"
 
 # -- loads that land in the planner's tensors (plain functions, no DCP needed) -------------------
@@ -809,8 +838,8 @@ if _ok:
             self.part_size = part_size
             self.parts_in_flight = parts_in_flight
             self.pinned_pool_bytes_max = pinned_pool_bytes_max
-            # write_data's counts: tensor items streamed or through torch.save (storages over
-            # tensor_blob_storage_bytes_max), and the host pools' largest high-water mark.
+            # write_data's counts: tensor items streamed or through torch.save (dtypes without a
+            # typed storage: float8), and the host pools' largest high-water mark.
             self.last_stats: dict = {}
             self.reset(checkpoint_id)
 
@@ -980,7 +1009,36 @@ if _ok:
             fut.set_result(None)
             return fut
 
-    __all__ += ["StorageWriter", "StorageReader"]
+    class S3StorageWriter(StorageWriter):
+        """s3torchconnector.dcp's S3StorageWriter(region, path, s3client_config=None,
+        prefix_strategy=None, thread_count=1): a StorageWriter of checkpoint id ``path``
+        ("s3://bucket/prefix"), thread_count files per rank written concurrently
+        (files_per_rank). Other keywords are StorageWriter's and Client's. prefix_strategy
+        (spreading files over key prefixes) is not supported: NotImplementedError."""
+
+        def __init__(self, region: Optional[str], path: str, s3client_config=None,
+                     prefix_strategy=None, thread_count: int = 1, **kwargs):
+            from .torch import _with_config
+            if prefix_strategy is not None:
+                raise NotImplementedError("prefix_strategy is not supported")
+            if region is not None:
+                kwargs.setdefault("region", region)
+            super().__init__(path, files_per_rank=thread_count,
+                             **_with_config(kwargs, s3client_config))
+
+    class S3StorageReader(StorageReader):
+        """s3torchconnector.dcp's S3StorageReader(region, path, s3client_config=None,
+        reader_constructor=None): a StorageReader of checkpoint id ``path``. reader_constructor
+        is accepted and unused (loads plan their own ranged GETs: read_items)."""
+
+        def __init__(self, region: Optional[str], path: str, s3client_config=None,
+                     reader_constructor=None, **kwargs):
+            from .torch import _with_config
+            if region is not None:
+                kwargs.setdefault("region", region)
+            super().__init__(path, **_with_config(kwargs, s3client_config))
+
+    __all__ += ["StorageWriter", "StorageReader", "S3StorageWriter", "S3StorageReader"]
 else:
     _unavailable_reason = _why
 
@@ -992,4 +1050,10 @@ else:
         pass
 
     class StorageReader(_Unavailable):
+        pass
+
+    class S3StorageWriter(_Unavailable):
+        pass
+
+    class S3StorageReader(_Unavailable):
         pass

@@ -227,10 +227,10 @@ class ObjectReader(io.RawIOBase):
 class ObjectWriter(io.RawIOBase):
     """A write-only file that becomes one object on close(), streamed as it is written.
 
-    Bytes collect in a part buffer of ``part_size`` bytes (default: the client's part_size_bytes,
-    at least 5 MiB, S3's floor for all but the last part). When a part fills, a multipart upload
-    starts (on the first one) and the part is uploaded on a background thread while the next one
-    fills; up to ``parts_in_flight`` parts (default 1) upload at once, so at most
+    Bytes collect in a part buffer of ``part_size`` bytes (default: the client's part_size_bytes;
+    at least part_bytes_min, 5 MiB, S3's floor for all but the last part). When a part fills, a
+    multipart upload starts (on the first one) and the part is uploaded on a background thread
+    while the next one fills; up to ``parts_in_flight`` parts (default 1) upload at once, so at most
     parts_in_flight + 1 part buffers exist, whatever the object size. close() uploads the last
     part and completes the upload, or sends a small object as one put(). Leaving a ``with``
     block by an exception, or any upload error, aborts the multipart upload: no object is
@@ -238,7 +238,7 @@ class ObjectWriter(io.RawIOBase):
     (NoSuchBucket, AccessDenied, ...).
     """
 
-    MIN_PART_SIZE = 5 << 20
+    part_bytes_min = 5 << 20  # S3's floor for every part but the last
 
     def __init__(self, client: Client, bucket: str, key: str, *, part_size: Optional[int] = None,
                  parts_in_flight: int = 1):
@@ -250,7 +250,7 @@ class ObjectWriter(io.RawIOBase):
             part_size = client.config.get("part_size_bytes", 8 << 20)
         if parts_in_flight < 1:
             raise ValueError("parts_in_flight must be >= 1")
-        self.part_size = max(int(part_size), self.MIN_PART_SIZE)
+        self.part_size = max(int(part_size), self.part_bytes_min)
         self.parts_in_flight = int(parts_in_flight)
         self._buf = bytearray(self.part_size)
         self._spares: List[bytearray] = []
@@ -278,7 +278,9 @@ class ObjectWriter(io.RawIOBase):
         try:
             while done < n:
                 take = min(n - done, self.part_size - self._fill)
-                self._buf[self._fill:self._fill + take] = mv[done:done + take]
+                # through a memoryview: bytearray slice assignment from another object copies
+                # the source into a temporary bytearray first
+                memoryview(self._buf)[self._fill:self._fill + take] = mv[done:done + take]
                 self._fill += take
                 done += take
                 if self._fill == self.part_size:

@@ -18,6 +18,10 @@ worker and rank (drop_last) and list once per job; as_tensor / device= fetch int
 save / load and save_safetensors / load_safetensors move checkpoints with each storage's byte
 range fetched straight into its (device) tensor. docs/python.md has the details and limits.
 
+s3torchconnector's names take its arguments, so that moving is an import change: S3MapDataset,
+S3IterableDataset, S3Checkpoint, S3ReaderConstructor (reader_constructor=), S3ClientConfig
+(s3client_config=), S3Reader, S3Writer.
+
 Items are ObjectReader objects (file-like: read, readinto, seek, tell; .bucket, .key, .size)
 passed through ``transform`` (identity by default). Datasets hold client settings, not a live
 client: each process (DataLoader workers included, forked or spawned) opens its own Client on
@@ -33,17 +37,20 @@ ObjectWriter is for one thread at a time.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
+import logging
 import os
 import random
 import threading
+import time
 from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch.utils.data
 
 from . import parse_uri
 from .errors import InvalidRange
-from .client import Client, TransferResult
+from .client import Client, ClientConfig, TransferResult
 from .objects import ObjectReader, ObjectWriter
 from .objects import get_range
 
@@ -55,7 +62,9 @@ def _get_range(client: Client, bucket: str, key: str, offset: int, length: int) 
 
 __all__ = ["MapDataset", "IterableDataset", "Checkpoint", "ObjectReader", "ObjectWriter", "Entry",
            "AsTensor", "as_tensor", "epoch_order", "shard_order", "save", "load",
-           "load_safetensors", "save_safetensors"]
+           "load_safetensors", "save_safetensors", "ReaderConstructor", "S3ReaderConstructor",
+           "S3ClientConfig", "S3MapDataset", "S3IterableDataset", "S3Checkpoint", "S3Reader",
+           "S3Writer"]
 
 
 def _identity(x):
@@ -111,20 +120,47 @@ def _dist():
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
-def _list_entries(client: Client, bucket: str, prefix: str) -> List[Entry]:
+# A listing reports its progress every _LIST_PROGRESS_OBJECTS objects and when it ends (a
+# dataset's list_progress(objects_listed, done) and an INFO line of the "objdirect.torch"
+# logger), so that a prefix of millions of objects does not look like a hang.
+_LIST_PROGRESS_OBJECTS = 10000
+_log = logging.getLogger("objdirect.torch")
+
+
+def _listed(client: Client, bucket: str, prefix: str,
+            progress: Optional[Callable[[int, bool], None]]) -> List[Entry]:
+    out, t0 = [], time.monotonic()
+
+    def report(done: bool):
+        _log.info("%s %d objects under s3://%s/%s (%.1f s)", "listed" if done else "listing:",
+                  len(out), bucket, prefix, time.monotonic() - t0)
+        if progress is not None:
+            progress(len(out), done)
+
+    for o in client.list(bucket, prefix):
+        out.append(Entry(bucket, o.key, o.size))
+        if len(out) % _LIST_PROGRESS_OBJECTS == 0:
+            report(False)
+    report(True)
+    return out
+
+
+def _list_entries(client: Client, bucket: str, prefix: str,
+                  progress: Optional[Callable[[int, bool], None]] = None) -> List[Entry]:
     """The objects under prefix, in key order, listed once per job: when torch.distributed is
     initialised rank 0 lists and broadcasts the list (every rank must call this at the same
-    point, as for any collective); otherwise this process lists."""
+    point, as for any collective); otherwise this process lists. The process that lists
+    reports its progress (see _LIST_PROGRESS_OBJECTS)."""
     global list_calls
     dist = _dist()
     if dist is None:
         list_calls += 1
-        return [Entry(bucket, o.key, o.size) for o in client.list(bucket, prefix)]
+        return _listed(client, bucket, prefix, progress)
     box = [None]
     if dist.get_rank() == 0:
         list_calls += 1
         try:
-            box[0] = ("ok", [Entry(bucket, o.key, o.size) for o in client.list(bucket, prefix)])
+            box[0] = ("ok", _listed(client, bucket, prefix, progress))
         except Exception as e:  # the other ranks wait in the broadcast: send them the error
             box[0] = ("error", e)
     dist.broadcast_object_list(box, src=0)
@@ -373,9 +409,9 @@ class _DatasetBase:
 
     def _setup(self, *, entries: Optional[List[Entry]], bucket: str, prefix: str,
                source: _ClientSource, transform: Callable, reader_mode: str, shuffle: bool,
-               seed: int, prefetch: Optional[int], prefetch_bytes: int, device):
-        if reader_mode not in ("whole", "ranged"):
-            raise ValueError("reader_mode must be 'whole' or 'ranged'")
+               seed: int, prefetch: Optional[int], prefetch_bytes: int, device,
+               list_progress: Optional[Callable[[int, bool], None]] = None):
+        reader_mode, self._reader_buffer_size = _reader_choice(reader_mode)
         if prefetch is not None and prefetch < 0 or prefetch_bytes < 1:
             raise ValueError("prefetch must be >= 0 and prefetch_bytes positive")
         if reader_mode == "ranged" and prefetch:
@@ -387,6 +423,7 @@ class _DatasetBase:
         self.bucket = bucket
         self.prefix = prefix
         self._entries_list = entries
+        self._list_progress = list_progress
         self._source = source
         self._transform = transform
         self._reader_mode = reader_mode
@@ -403,7 +440,8 @@ class _DatasetBase:
     def entries(self) -> List[Entry]:
         """Every object of the dataset in key (or given) order; lists the prefix on first use."""
         if self._entries_list is None:
-            self._entries_list = _list_entries(self._source.get(), self.bucket, self.prefix)
+            self._entries_list = _list_entries(self._source.get(), self.bucket, self.prefix,
+                                               self._list_progress)
         return self._entries_list
 
     @property
@@ -460,7 +498,8 @@ class _DatasetBase:
     # -- fetching --
 
     def _reader(self, client: Client, e: Entry, data=None) -> "ObjectReader":
-        r = ObjectReader(client, e.bucket, e.key, mode=self._reader_mode, size=e.size)
+        r = ObjectReader(client, e.bucket, e.key, mode=self._reader_mode, size=e.size,
+                         buffer_size=self._reader_buffer_size)
         if data is not None:
             r._data = memoryview(data)
         return r
@@ -480,6 +519,7 @@ class _DatasetBase:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("last_prefetcher", None)
+        state["_list_progress"] = None  # a callback of the process that built the dataset
         return state
 
     def _prefetcher(self, client, entries) -> _Prefetcher:
@@ -512,12 +552,14 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
                  reader_mode: str, *, entries: Optional[List[Entry]] = None,
                  shuffle: bool = False, seed: int = 0, prefetch: int = 0,
                  prefetch_bytes: int = _PREFETCH_BYTES, device=None,
-                 shard_by_rank: bool = False, drop_last: bool = False):
+                 shard_by_rank: bool = False, drop_last: bool = False,
+                 list_progress: Optional[Callable[[int, bool], None]] = None):
         if entries is None and keys is not None:
             entries = [Entry(bucket, k, s) for k, s in keys]
         self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
                     transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
-                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
+                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device,
+                    list_progress=list_progress)
         self._shard_by_rank = bool(shard_by_rank)
         self.drop_last = bool(drop_last)
         self._order_cache = None
@@ -532,22 +574,31 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
                     shuffle: bool = False, seed: int = 0, prefetch: int = 0,
                     prefetch_bytes: int = _PREFETCH_BYTES, device=None,
                     shard_by_rank: bool = False, drop_last: bool = False,
+                    reader_constructor: Optional["ReaderConstructor"] = None,
+                    s3client_config: Optional["S3ClientConfig"] = None,
+                    list_progress: Optional[Callable[[int, bool], None]] = None,
                     **client_kwargs) -> "MapDataset":
         """Every object under s3://bucket/prefix, listed on first use (once per job: see
         IterableDataset; with shard_by_rank under torch.distributed, at construction, which
-        every rank must reach). client_kwargs are objdirect.Client's (endpoint, fabric, ...)."""
+        every rank must reach). client_kwargs are objdirect.Client's (endpoint, fabric, ...).
+        reader_constructor and s3client_config: s3torchconnector's (S3ReaderConstructor,
+        S3ClientConfig), instead of reader_mode and client settings. list_progress(objects
+        listed, done) is called every 10,000 objects of the listing and when it ends, in the
+        process that lists (an INFO line of the "objdirect.torch" logger says the same)."""
         bucket, prefix = parse_uri(s3_uri)
-        return cls(bucket, None, prefix, _ClientSource(client, client_kwargs), transform,
-                   reader_mode, shuffle=shuffle, seed=seed, prefetch=prefetch,
-                   prefetch_bytes=prefetch_bytes, device=device, shard_by_rank=shard_by_rank,
-                   drop_last=drop_last)
+        return cls(bucket, None, prefix,
+                   _ClientSource(client, _with_config(client_kwargs, s3client_config)),
+                   transform, reader_constructor or reader_mode, shuffle=shuffle, seed=seed,
+                   prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device,
+                   shard_by_rank=shard_by_rank, drop_last=drop_last, list_progress=list_progress)
 
     @classmethod
     def from_objects(cls, s3_uris: Sequence[str], *, transform: Callable = _identity,
                      client: Optional[Client] = None, reader_mode: str = "whole",
                      **kwargs) -> "MapDataset":
-        """The given objects, in any buckets, in the given order (sizes found by HEAD)."""
-        return cls.from_manifest([(u, None) for u in s3_uris], transform=transform,
+        """The given objects (one URI or several), in any buckets, in the given order (sizes
+        found by HEAD)."""
+        return cls.from_manifest([(u, None) for u in _uris(s3_uris)], transform=transform,
                                  client=client, reader_mode=reader_mode, **kwargs)
 
     @classmethod
@@ -556,11 +607,15 @@ class MapDataset(_DatasetBase, torch.utils.data.Dataset):
                       shuffle: bool = False, seed: int = 0, prefetch: int = 0,
                       prefetch_bytes: int = _PREFETCH_BYTES, device=None,
                       shard_by_rank: bool = False, drop_last: bool = False,
+                      reader_constructor: Optional["ReaderConstructor"] = None,
+                      s3client_config: Optional["S3ClientConfig"] = None,
                       **client_kwargs) -> "MapDataset":
         """The objects of a manifest, no LIST: (uri, size) pairs, {"uri", "size"} dicts or
         Entry values (size None: found by HEAD when needed), in the given order."""
         entries = _parse_manifest(manifest)
-        return cls("", None, "", _ClientSource(client, client_kwargs), transform, reader_mode,
+        return cls("", None, "",
+                   _ClientSource(client, _with_config(client_kwargs, s3client_config)),
+                   transform, reader_constructor or reader_mode,
                    entries=entries, shuffle=shuffle, seed=seed, prefetch=prefetch,
                    prefetch_bytes=prefetch_bytes, device=device, shard_by_rank=shard_by_rank,
                    drop_last=drop_last)
@@ -656,14 +711,16 @@ class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
                  shard_by_worker: bool, shard_by_rank: bool, reader_mode: str, *,
                  entries: Optional[List[Entry]] = None, shuffle: bool = False, seed: int = 0,
                  drop_last: bool = False, batch_size: int = 1, prefetch: Optional[int] = None,
-                 prefetch_bytes: int = _PREFETCH_BYTES, device=None):
+                 prefetch_bytes: int = _PREFETCH_BYTES, device=None,
+                 list_progress: Optional[Callable[[int, bool], None]] = None):
         if prefetch is None:
-            prefetch = 8 if reader_mode == "whole" else 0
+            prefetch = 8 if _reader_choice(reader_mode)[0] == "whole" else 0
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
         self._setup(entries=entries, bucket=bucket, prefix=prefix, source=source,
                     transform=transform, reader_mode=reader_mode, shuffle=shuffle, seed=seed,
-                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device)
+                    prefetch=prefetch, prefetch_bytes=prefetch_bytes, device=device,
+                    list_progress=list_progress)
         self._shard_by_worker = shard_by_worker
         self._shard_by_rank = shard_by_rank
         self.drop_last = drop_last
@@ -676,33 +733,41 @@ class IterableDataset(_DatasetBase, torch.utils.data.IterableDataset):
                     shard_by_worker: bool = True, shard_by_rank: bool = False,
                     enable_sharding: Optional[bool] = None,
                     client: Optional[Client] = None, reader_mode: str = "whole",
+                    reader_constructor: Optional["ReaderConstructor"] = None,
+                    s3client_config: Optional["S3ClientConfig"] = None,
                     **kwargs) -> "IterableDataset":
         """Every object under s3://bucket/prefix, in key order (then shuffled if asked).
-        enable_sharding (s3torchconnector's name) sets shard_by_worker and shard_by_rank."""
+        enable_sharding (s3torchconnector's name) sets shard_by_worker and shard_by_rank;
+        reader_constructor, s3client_config and list_progress as MapDataset.from_prefix."""
         if enable_sharding is not None:
             shard_by_worker = shard_by_rank = bool(enable_sharding)
         bucket, prefix = parse_uri(s3_uri)
-        source = _ClientSource(client, _client_kwargs(kwargs))
+        source = _ClientSource(client, _with_config(_client_kwargs(kwargs), s3client_config))
         return cls(bucket, prefix, source, transform, shard_by_worker, shard_by_rank,
-                   reader_mode, **kwargs)
+                   reader_constructor or reader_mode, **kwargs)
 
     @classmethod
     def from_objects(cls, s3_uris: Sequence[str], **kwargs) -> "IterableDataset":
-        """The given objects, in any buckets, in the given order (sizes found by HEAD)."""
-        return cls.from_manifest([(u, None) for u in s3_uris], **kwargs)
+        """The given objects (one URI or several), in any buckets, in the given order (sizes
+        found by HEAD)."""
+        return cls.from_manifest([(u, None) for u in _uris(s3_uris)], **kwargs)
 
     @classmethod
     def from_manifest(cls, manifest, *, transform: Callable = _identity,
                       shard_by_worker: bool = True, shard_by_rank: bool = False,
                       enable_sharding: Optional[bool] = None, client: Optional[Client] = None,
-                      reader_mode: str = "whole", **kwargs) -> "IterableDataset":
+                      reader_mode: str = "whole",
+                      reader_constructor: Optional["ReaderConstructor"] = None,
+                      s3client_config: Optional["S3ClientConfig"] = None,
+                      **kwargs) -> "IterableDataset":
         """The objects of a manifest, no LIST: (uri, size) pairs, {"uri", "size"} dicts or
         Entry values, in the given order."""
         if enable_sharding is not None:
             shard_by_worker = shard_by_rank = bool(enable_sharding)
-        source = _ClientSource(client, _client_kwargs(kwargs))
-        return cls("", "", source, transform, shard_by_worker, shard_by_rank, reader_mode,
-                   entries=_parse_manifest(manifest), **kwargs)
+        source = _ClientSource(client, _with_config(_client_kwargs(kwargs), s3client_config))
+        return cls("", "", source, transform, shard_by_worker, shard_by_rank,
+                   reader_constructor or reader_mode, entries=_parse_manifest(manifest),
+                   **kwargs)
 
     def __len__(self):
         """The samples this rank yields in the current epoch (all workers together)."""
@@ -752,11 +817,17 @@ def _client_kwargs(kwargs: dict) -> dict:
 class Checkpoint:
     """Writers and readers of s3:// URIs for torch.save / torch.load.
 
-    Takes objdirect.Client's settings (endpoint, region, profile, fabric, ...) or client=.
+    Takes objdirect.Client's settings (endpoint, region, profile, fabric, ...) or client=, or
+    s3torchconnector's s3client_config (an S3ClientConfig). reader_constructor (an
+    S3ReaderConstructor choice) sets how reader() reads unless its call says otherwise
+    (default: ranged with an 8 MiB read-ahead window).
     """
 
-    def __init__(self, *, client: Optional[Client] = None, **client_kwargs):
-        self._source = _ClientSource(client, client_kwargs)
+    def __init__(self, *, client: Optional[Client] = None,
+                 reader_constructor: Optional["ReaderConstructor"] = None,
+                 s3client_config: Optional["S3ClientConfig"] = None, **client_kwargs):
+        self._source = _ClientSource(client, _with_config(client_kwargs, s3client_config))
+        self._reader = _reader_choice(reader_constructor or ReaderConstructor("ranged"))
 
     def writer(self, s3_uri: str, *, part_size: Optional[int] = None) -> ObjectWriter:
         """A streaming writer (multipart upload of part_size parts; see ObjectWriter)."""
@@ -765,13 +836,132 @@ class Checkpoint:
             raise ValueError(f"no key in {s3_uri!r}")
         return ObjectWriter(self._source.get(), bucket, key, part_size=part_size)
 
-    def reader(self, s3_uri: str, *, mode: str = "ranged",
-               buffer_size: int = 8 << 20) -> ObjectReader:
-        """A seekable reader; "ranged" (default) keeps memory within buffer_size."""
+    def reader(self, s3_uri: str, *, mode: Optional[str] = None,
+               buffer_size: Optional[int] = None) -> ObjectReader:
+        """A seekable reader; "ranged" (the default, unless the Checkpoint's
+        reader_constructor says otherwise) keeps memory within buffer_size (8 MiB)."""
         bucket, key = parse_uri(s3_uri)
         if not key:
             raise ValueError(f"no key in {s3_uri!r}")
-        return ObjectReader(self._source.get(), bucket, key, mode=mode, buffer_size=buffer_size)
+        return ObjectReader(self._source.get(), bucket, key, mode=mode or self._reader[0],
+                            buffer_size=buffer_size or self._reader[1])
+
+
+# -- s3torchconnector's names ---------------------------------------------------------------------
+#
+# So that moving from s3torchconnector is an import change: its classes' names (aliases of the
+# ones above, taking its keyword arguments: region, endpoint, transform, enable_sharding,
+# reader_constructor, s3client_config), its reader choices and its client settings.
+
+_READ_WINDOW_BYTES = 8 << 20  # a ranged reader's default read-ahead window (s3torchconnector's)
+
+
+class ReaderConstructor(NamedTuple):
+    """How items and checkpoint readers read their object (an S3ReaderConstructor choice):
+    mode "whole" (the first read fetches the whole object in one GET) or "ranged" (GETs of what
+    is read, with a read-ahead window of buffer_size bytes for reads smaller than it; larger
+    reads go straight into the caller's buffer)."""
+
+    mode: str = "whole"
+    buffer_size: int = _READ_WINDOW_BYTES
+
+
+class S3ReaderConstructor:
+    """s3torchconnector's reader choices, for ``reader_constructor=``."""
+
+    @staticmethod
+    def sequential() -> ReaderConstructor:
+        """The whole object in one GET on first read; reads and seeks served from it."""
+        return ReaderConstructor("whole")
+
+    @staticmethod
+    def range_based(buffer_size: Optional[int] = None) -> ReaderConstructor:
+        """Ranged GETs of what is read; buffer_size (default 8 MiB) the read-ahead window, 0 for
+        none (every read is one GET of exactly its bytes)."""
+        if buffer_size is not None and int(buffer_size) < 0:
+            raise ValueError("buffer_size must be >= 0")
+        n = _READ_WINDOW_BYTES if buffer_size is None else int(buffer_size)
+        return ReaderConstructor("ranged", max(1, n))  # a 1-byte window: no read is smaller
+
+    @staticmethod
+    def default() -> ReaderConstructor:
+        return S3ReaderConstructor.sequential()
+
+
+def _reader_choice(how) -> Tuple[str, int]:
+    """(mode, window bytes) of a reader_mode string or a ReaderConstructor."""
+    if isinstance(how, ReaderConstructor):
+        how, size = how.mode, how.buffer_size
+    else:
+        size = _READ_WINDOW_BYTES
+    if how not in ("whole", "ranged"):
+        raise ValueError("reader_mode must be 'whole' or 'ranged' (or reader_constructor an "
+                         "S3ReaderConstructor choice)")
+    return how, int(size)
+
+
+@dataclasses.dataclass(frozen=True)
+class S3ClientConfig:
+    """s3torchconnector's client settings, for ``s3client_config=``: part_size (bytes per part
+    and per ranged GET of a large object: ClientConfig.multipart_chunksize), max_attempts (per
+    request, 1..20), force_path_style (False, s3torchconnector's default: virtual-hosted
+    addressing, which needs a server with --domain; True: path style, ObjDirect's own default
+    when no s3client_config is given). throughput_target_gbps is accepted and not used
+    (concurrency= sets the requests in flight). unsigned (anonymous) requests are not supported:
+    client_config() raises NotImplementedError for unsigned=True."""
+
+    throughput_target_gbps: float = 10.0
+    part_size: int = 8 << 20
+    unsigned: bool = False
+    force_path_style: bool = False
+    max_attempts: int = 10
+
+    def client_config(self) -> ClientConfig:
+        """The objdirect.ClientConfig of these settings."""
+        if self.unsigned:
+            raise NotImplementedError("unsigned (anonymous) requests are not supported")
+        return ClientConfig(max_attempts=int(self.max_attempts),
+                            multipart_chunksize=int(self.part_size),
+                            addressing_style="path" if self.force_path_style else "virtual")
+
+
+def _with_config(client_kwargs: dict, s3client_config: Optional[S3ClientConfig]) -> dict:
+    """client_kwargs with s3client_config as Client's config= (both given: TypeError)."""
+    if s3client_config is None:
+        return client_kwargs
+    if not isinstance(s3client_config, S3ClientConfig):
+        raise TypeError("s3client_config must be an objdirect.torch.S3ClientConfig")
+    if "config" in client_kwargs:
+        raise TypeError("pass either config= or s3client_config=, not both")
+    return dict(client_kwargs, config=s3client_config.client_config())
+
+
+def _uris(s3_uris) -> List[str]:
+    """One URI or an iterable of them (from_objects takes both, as s3torchconnector's)."""
+    return [s3_uris] if isinstance(s3_uris, str) else list(s3_uris)
+
+
+class S3Checkpoint(Checkpoint):
+    """s3torchconnector's S3Checkpoint(region, endpoint=None, s3client_config=None,
+    reader_constructor=None): a Checkpoint whose reader() reads sequentially (one GET of the
+    whole object) unless reader_constructor says otherwise, as s3torchconnector's does. Other
+    keywords are objdirect.Client's (fabric, credentials, ...)."""
+
+    def __init__(self, region: Optional[str] = None, endpoint: Optional[str] = None,
+                 s3client_config: Optional[S3ClientConfig] = None,
+                 reader_constructor: Optional[ReaderConstructor] = None, **client_kwargs):
+        if region is not None:
+            client_kwargs["region"] = region
+        if endpoint is not None:
+            client_kwargs["endpoint"] = endpoint
+        super().__init__(reader_constructor=reader_constructor or S3ReaderConstructor.default(),
+                         s3client_config=s3client_config, **client_kwargs)
+
+
+S3MapDataset = MapDataset
+S3IterableDataset = IterableDataset
+S3Reader = ObjectReader
+S3Writer = ObjectWriter
 
 
 # -- save / load --------------------------------------------------------------------------------
@@ -1068,10 +1258,10 @@ def save(obj, s3_uri: str, *, client: Optional[Client] = None, part_size: Option
 
     Memory: at most (parts_in_flight + 1) x part_size bytes of part buffers (default 5 x the
     client's part_size_bytes, 8 MiB: 40 MiB) whatever the checkpoint's size, plus what
-    torch.save itself holds (one storage's bytes at a time for CPU tensors; a device tensor is
-    copied to the host by torch.save). parts_in_flight parts upload concurrently. An exception
-    (in torch.save, or a failed part) aborts the upload: no object is left, an existing one is
-    untouched. Returns the upload's TransferResult.
+    torch.save itself holds (the pickle; a device tensor's host copy; a CPU storage's bytes
+    are handed over from its own memory, not copied). parts_in_flight parts upload
+    concurrently. An exception (in torch.save, or a failed part) aborts the upload: no object
+    is left, an existing one is untouched. Returns the upload's TransferResult.
     """
     c = _client_of(client, client_kwargs)
     bucket, key = parse_uri(s3_uri)

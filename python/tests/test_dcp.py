@@ -82,8 +82,42 @@ def settings(server):
 def test_without_dcp_the_classes_say_why():
     if ok:
         pytest.skip("torch.distributed.checkpoint is usable here")
-    with pytest.raises(RuntimeError, match="torch >= 2.0"):
-        odd.StorageWriter("s3://b/k")
+    for cls, args in ((odd.StorageWriter, ("s3://b/k",)), (odd.StorageReader, ("s3://b/k",)),
+                      (odd.S3StorageWriter, ("us-east-1", "s3://b/k")),
+                      (odd.S3StorageReader, ("us-east-1", "s3://b/k"))):
+        with pytest.raises(RuntimeError, match="torch >= 2.0"):
+            cls(*args)
+
+
+@needs_dcp
+def test_dcp_under_s3torchconnector_names(server, client, bucket, monkeypatch):
+    """s3torchconnector.dcp's S3StorageWriter(region, path, thread_count=) and
+    S3StorageReader(region, path): a save and load through them, credentials from the
+    environment as s3torchconnector takes them."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from objdirect.torch import S3ClientConfig
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    torch.manual_seed(2)
+    state = {"w": torch.randn(64, 32), "b": torch.randn(32), "step": 3}
+    uri = f"s3://{bucket}/s3names"
+    cfg = S3ClientConfig(force_path_style=True)
+    w = odd.S3StorageWriter("us-east-1", uri, s3client_config=cfg, thread_count=2,
+                            endpoint=server.endpoint, fabric="none")
+    assert w.files_per_rank == 2 and w.client.config["addressing_style"] == "path"
+    dcp.save(state, storage_writer=w) if hasattr(dcp, "save") else dcp.save_state_dict(
+        state, storage_writer=w, no_dist=True)
+    target = {"w": torch.zeros(64, 32), "b": torch.zeros(32), "step": 0}
+    r = odd.S3StorageReader("us-east-1", uri, s3client_config=cfg, endpoint=server.endpoint,
+                            fabric="none")
+    dcp.load(target, storage_reader=r) if hasattr(dcp, "load") else dcp.load_state_dict(
+        target, storage_reader=r, no_dist=True)
+    assert torch.equal(target["w"], state["w"]) and torch.equal(target["b"], state["b"])
+    assert target["step"] == 3
+    assert len([o for o in client.list(bucket, "s3names/") if o.key.endswith(".distcp")]) == 2
+    with pytest.raises(NotImplementedError):
+        odd.S3StorageWriter("us-east-1", uri, prefix_strategy=object())
 
 
 @needs_dcp
@@ -388,9 +422,10 @@ def test_read_items_reports_a_truncated_checkpoint(server, client, bucket):
 def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path):
     """A mutation loop over parse_tensor_blob and tensor_region (the zip directory, local
     headers, data.pkl through the restricted unpickler), fed with torch.save blobs of several
-    tensors: each input gives a layout whose box lies inside the blob, or raises ValueError,
-    nothing else, quickly. Seeded as test_torch_checkpoints' loop (OBJDIRECT_FUZZ_SEED,
-    OBJDIRECT_FUZZ_ITERATIONS); a failure leaves its input in fuzz-failure.bin."""
+    tensors and two write_tensor_blob blobs with zip64 fields: each input gives a layout whose
+    box lies inside the blob, or raises ValueError, nothing else, quickly. Seeded as
+    test_torch_checkpoints' loop (OBJDIRECT_FUZZ_SEED, OBJDIRECT_FUZZ_ITERATIONS); a failure
+    leaves its input in fuzz-failure.bin."""
     import time
     import torch
     from test_torch_checkpoints import _mutate
@@ -401,6 +436,10 @@ def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path)
               torch.arange(6000, dtype=torch.int16), torch.ones(2, 3, dtype=torch.bfloat16).t()):
         b = io.BytesIO()
         torch.save(t, b)
+        corpus.append(b.getvalue())
+    for zip64_from in (1, 64):  # blobs with zip64 fields (at a lowered threshold)
+        b = io.BytesIO()
+        odd.write_tensor_blob(b, torch.arange(600, dtype=torch.int16), _zip64_from=zip64_from)
         corpus.append(b.getvalue())
     rng = random.Random(seed)
     rejected, slowest = 0, 0.0
@@ -544,19 +583,129 @@ def test_host_chunk_pool_bound_holds_for_a_large_view():
         odd.HostChunkPool(64, chunks=2)
 
 
-def test_write_tensor_blob_over_storage_bytes_max_goes_through_torch_save():
+def test_write_tensor_blob_without_a_typed_storage_goes_through_torch_save(monkeypatch):
+    """A dtype torch pickles without a typed storage class (float8 on torch 2.x; here float32
+    declared so) is written by torch.save of its host copy: a view's bytes only."""
     import io
     import torch
+    real = odd._has_typed_storage
+    monkeypatch.setattr(odd, "_has_typed_storage", lambda dt: dt != torch.float32 and real(dt))
     big = torch.randn(40, 10)
     for t in (big, big[5:9], big.t()):
         b = io.BytesIO()
-        assert odd.write_tensor_blob(b, t, storage_bytes_max=100) == "torch.save"
+        assert odd.write_tensor_blob(b, t) == "torch.save"
         assert b.getvalue() == _torch_save_bytes(t) or _records(b.getvalue()) == \
             _records(_torch_save_bytes(t))
         got = torch.load(io.BytesIO(b.getvalue()))
         assert torch.equal(got, t) and got.numel() * 4 == len(
             _records(b.getvalue())["archive/data/0"])  # a view's bytes only
-    assert odd.tensor_blob_storage_bytes_max < 1 << 32  # zip32 sizes and offsets
+    assert odd.write_tensor_blob(io.BytesIO(), big.int()) == "streamed"
+
+
+def _zip_walk(blob):
+    """An independent reading of a stored zip as torch writes it: [(name, local header offset,
+    local zip64 values, data offset, data length, descriptor length)] in file order, the central
+    directory's {name: (32-bit csize, usize, offset fields, zip64 values)}, and the end record's
+    (32-bit directory size, directory offset) with the zip64 end record's (count, size, offset).
+    """
+    import struct
+
+    def zip64(extra):
+        x = 0
+        while x < len(extra):
+            tag, n = struct.unpack_from("<HH", extra, x)
+            if tag == 1:
+                return list(struct.unpack_from(f"<{n // 8}Q", extra, x + 4))
+            x += 4 + n
+        return []
+
+    eocd = blob.rindex(b"PK\x05\x06")
+    _, _, _, _, k, cd_size32, cd_off32, _ = struct.unpack_from("<IHHHHIIH", blob, eocd)
+    loc = struct.unpack_from("<IIQI", blob, eocd - 20)
+    assert loc[0] == 0x07064B50
+    e64 = struct.unpack_from("<IQHHIIQQQQ", blob, loc[2])
+    assert e64[0] == 0x06064B50 and e64[1] == 44
+    count, cd_size, cd_off = e64[7], e64[8], e64[9]
+    central, pos = {}, cd_off
+    for _ in range(count):
+        f = struct.unpack_from("<IHHHHHHIIIHHHHHII", blob, pos)
+        assert f[0] == 0x02014B50
+        name = blob[pos + 46:pos + 46 + f[10]].decode()
+        extra = blob[pos + 46 + f[10]:pos + 46 + f[10] + f[11]]
+        central[name] = (f[8], f[9], f[16], zip64(extra), f[7])
+        pos += 46 + f[10] + f[11] + f[12]
+    assert pos == cd_off + cd_size
+    local, pos = [], 0
+    while pos < cd_off:
+        f = struct.unpack_from("<IHHHHHIIIHH", blob, pos)
+        assert f[0] == 0x04034B50 and f[6:9] == (0, 0, 0)  # CRC and sizes in the descriptor
+        name = blob[pos + 30:pos + 30 + f[9]].decode()
+        extra = blob[pos + 30 + f[9]:pos + 30 + f[9] + f[10]]
+        data = pos + 30 + f[9] + f[10]
+        c = central[name]
+        n = c[3][0] if c[0] == 0xFFFFFFFF else c[0]
+        desc = 0
+        if f[2] & 8:
+            assert struct.unpack_from("<I", blob, data + n)[0] == 0x08074B50
+            nxt = [o for o in [cd_off] + [v[2] if v[2] != 0xFFFFFFFF else v[3][-1]
+                                          for v in central.values()] if o > data]
+            desc = min(nxt) - data - n
+        local.append((name, pos, zip64(extra), data, n, desc))
+        pos = data + n + desc
+    assert pos == cd_off
+    return local, central, (cd_size32, cd_off32), (count, cd_size, cd_off)
+
+
+@pytest.mark.parametrize("zip64_from", [1, 64, 100, 4096, 40000])
+def test_write_tensor_blob_writes_zip64_fields_where_torch_does(zip64_from):
+    """The zip64 layout at a lowered threshold (a record's size or offset from zip64_from up:
+    torch's is 0xFFFFFFFF, and test_zip64_blob.py checks a > 4 GiB blob against torch.save byte
+    for byte): a local header's zip64 field holds (size, 0) for a big record and the offset for
+    one that starts at or past it, a 24-byte data descriptor follows either, the central
+    directory saturates the 32-bit fields at 0xFFFFFFFF with the values in its zip64 field,
+    the end record saturates the directory's offset and size; Python's zipfile and both of
+    ObjDirect's parsers read it. (torch.load's miniz compares the saturated 32-bit fields
+    with the archive's size, so it reads such fields only in an archive over 4 GiB:
+    test_zip64_blob.py.)"""
+    import io
+    import struct
+    import torch
+    import objdirect.torch as odt
+    t = torch.arange(3000, dtype=torch.int32).reshape(30, 100)  # a 12,000-byte storage
+    b = io.BytesIO()
+    assert odd.write_tensor_blob(b, t, _zip64_from=zip64_from) == "streamed"
+    blob = b.getvalue()
+    local, central, (cd_size32, cd_off32), (count, cd_size, cd_off) = _zip_walk(blob)
+    # torch.save's records (1.13: data.pkl, data/0, version; torch 2.x adds its own), in order
+    assert [x[0] for x in local] == [n for n, _ in odd._blob_template(t.dtype, False)]
+    for name, off, z64, data, n, desc in local:
+        big_size, big_off = n >= zip64_from, off >= zip64_from
+        assert z64 == [n, 0] * big_size + [off] * big_off, name
+        assert desc == (24 if big_size or big_off else 16), name
+        if name.endswith("data/0"):
+            assert data % 64 == 0 and blob[data:data + n] == t.numpy().tobytes()
+        csize, usize, coff, cz64, _ = central[name]
+        sat = 0xFFFFFFFF
+        assert (csize, usize, coff) == (sat if big_size else n, sat if big_size else n,
+                                        sat if big_off else off), name
+        assert cz64 == [n, n] * big_size + [off] * big_off, name
+        crc, = struct.unpack_from("<I", blob, data + n + 4)
+        assert crc == central[name][4]
+    assert count == len(local) and cd_off32 == (0xFFFFFFFF if cd_off >= zip64_from else cd_off)
+    assert cd_size32 == (0xFFFFFFFF if cd_size >= zip64_from else cd_size)
+    assert _records(blob) == _records(_torch_save_bytes(t))  # zipfile: every CRC checked
+    records = odt.parse_central_directory(blob[cd_off:cd_off + cd_size], count, len(blob))
+    assert odt.parse_zip_tail(blob[-4096:], len(blob)) == (cd_off, cd_size, count)
+    assert [(r.name, r.compressed_size, r.header_offset) for r in records] == \
+        [(x[0], x[4], x[1]) for x in local]
+    lay = odd.parse_tensor_blob(blob[:odd.blob_head_bytes], blob[-odd.blob_tail_bytes:],
+                                len(blob))
+    data0 = next(x for x in local if x[0].endswith("/data/0"))
+    assert (lay.data_offset, lay.data_bytes, lay.size) == (data0[3], 12000, (30, 100))
+    if zip64_from >= 40000:  # nothing reaches it: torch.save's bytes (where deterministic)
+        assert torch.equal(torch.load(io.BytesIO(blob)), t)
+        if _torch_save_bytes(t) == _torch_save_bytes(t):
+            assert blob == _torch_save_bytes(t)
 
 
 def test_written_blobs_load_through_read_items_from_the_real_server(server, client, bucket):

@@ -573,3 +573,32 @@ def test_enable_sharding_is_s3torchconnectors_switch(server, client, bucket):
         ds.entries
         got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
         assert sorted(got) == sorted(list(objs) * copies)
+
+
+def test_a_listing_reports_its_progress_so_it_does_not_look_like_a_hang(server, client, bucket,
+                                                                         monkeypatch, caplog):
+    """list_progress(objects listed, done) every _LIST_PROGRESS_OBJECTS objects (lowered to 10
+    here) and at the end, and the same as INFO lines of the objdirect.torch logger; a pickled
+    dataset (what a spawned worker gets) leaves the callback behind."""
+    import logging
+    import pickle
+    import objdirect.torch as odt
+    fill(client, bucket, "p/", 25)
+    monkeypatch.setattr(odt, "_LIST_PROGRESS_OBJECTS", 10)
+    for cls in (MapDataset, IterableDataset):
+        calls, before = [], odt.list_calls
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="objdirect.torch"):
+            ds = cls.from_prefix(f"s3://{bucket}/p/", list_progress=lambda n, done:
+                                 calls.append((n, done)), **settings(server))
+            assert calls == []  # nothing is listed before the dataset is used
+            assert len(ds.entries) == 25
+        assert calls == [(10, False), (20, False), (25, True)], cls
+        assert odt.list_calls == before + 1
+        lines = [r.getMessage() for r in caplog.records if r.name == "objdirect.torch"]
+        assert [m.split(" (")[0] for m in lines] == [
+            f"listing: 10 objects under s3://{bucket}/p/",
+            f"listing: 20 objects under s3://{bucket}/p/",
+            f"listed 25 objects under s3://{bucket}/p/"], lines
+        copy = pickle.loads(pickle.dumps(ds))
+        assert copy._list_progress is None and len(copy.entries) == 25
