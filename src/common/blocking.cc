@@ -6,12 +6,7 @@ namespace objdirect {
 namespace {
 thread_local BlockingSlot* tls_slot = nullptr;
 thread_local unsigned tls_depth = 0;
-std::atomic<std::uint64_t> scopes_entered{0};
 }  // namespace
-
-std::uint64_t blocking_scopes_entered() noexcept {
-  return scopes_entered.load(std::memory_order_relaxed);
-}
 
 void set_thread_blocking_slot(BlockingSlot* slot) noexcept {
   tls_slot = slot;
@@ -28,7 +23,8 @@ BlockingScope::BlockingScope(bool certain) noexcept : slot_(nullptr) {
   if (tls_slot == nullptr) return;
   if (tls_depth++ > 0) return;
   slot_ = tls_slot;
-  scopes_entered.fetch_add(1, std::memory_order_relaxed);
+  slot_->entered.store(slot_->entered.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);
   if (certain) slot_->certain.store(true, std::memory_order_relaxed);
   // Never 0 (0 means "not blocked"): the steady clock counts from boot, well past 1 ns.
   slot_->blocked_since_ns.store(blocking_clock_ns() | 1, std::memory_order_release);

@@ -26,6 +26,9 @@ namespace objdirect {
 // nanoseconds; 0 while not in a scope).
 struct BlockingSlot {
   std::atomic<std::int64_t> blocked_since_ns{0};
+  // Outermost scopes entered on this slot's thread (the monitor's sign that the server is
+  // busy). Written by that thread only: no cache line shared between runners per request.
+  std::atomic<std::uint64_t> entered{0};
   // The scope said it blocks for certain (an fsync): counted as blocked at once, and `poke`
   // (set by the runner's owner before the thread runs) called on entry so that a spare can
   // take the place without waiting for the hand-off delay.
@@ -52,9 +55,5 @@ class BlockingScope {
 
 // Steady-clock nanoseconds (the clock of BlockingSlot::blocked_since_ns).
 std::int64_t blocking_clock_ns() noexcept;
-
-// Outermost scopes entered on runner threads so far, by every thread (the monitor's sign that
-// the server is busy).
-std::uint64_t blocking_scopes_entered() noexcept;
 
 }  // namespace objdirect

@@ -72,12 +72,19 @@ unsigned IoRunners::serving_locked(std::int64_t now_ns) const {
   return running_ - blocked;
 }
 
+std::uint64_t IoRunners::entered_locked() const {
+  std::uint64_t n = 0;
+  for (const auto& r : runners_) n += r->slot.entered.load(std::memory_order_relaxed);
+  return n;
+}
+
 void IoRunners::monitor() {
-  std::uint64_t entered_seen = blocking_scopes_entered();
   std::unique_lock lock(mu_);
+  std::uint64_t entered_seen = entered_locked();
   for (;;) {
-    const bool busy = blocking_scopes_entered() != entered_seen;
-    entered_seen = blocking_scopes_entered();
+    const std::uint64_t entered = entered_locked();
+    const bool busy = entered != entered_seen;
+    entered_seen = entered;
     const auto tick =
         busy ? std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.handoff_after)
              : std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.monitor_idle_tick);
@@ -103,7 +110,6 @@ void IoRunners::monitor() {
       } else if (runners_.size() < opts_.threads_max) {
         runners_.push_back(std::make_unique<Runner>());
         Runner* r = runners_.back().get();
-        r->spare = true;
         r->slot.poke = &IoRunners::poke;
         r->slot.poke_ctx = this;
         r->thread = std::thread([this, r] { spare_main(r); });

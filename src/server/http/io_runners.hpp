@@ -61,7 +61,6 @@ class IoRunners {
   struct Runner {
     BlockingSlot slot;
     std::thread thread;
-    bool spare = false;
     bool parked = false;  // under mu_
   };
 
@@ -70,6 +69,8 @@ class IoRunners {
   void spare_main(Runner* r);
   // Runners not parked and not blocked for longer than handoff_after, now. mu_ held.
   unsigned serving_locked(std::int64_t now_ns) const;
+  // Scopes entered on every runner so far. mu_ held.
+  std::uint64_t entered_locked() const;
 
   boost::asio::io_context& ioc_;
   const Options opts_;

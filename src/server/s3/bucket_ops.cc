@@ -384,16 +384,7 @@ Task<void> S3Service::Impl::delete_objects(Ctx& c) {
   if (auto b = store->head_bucket(c.bucket); !b.ok()) co_return co_await send_error(c, b.status());
   auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
   if (!body.ok()) co_return co_await send_error(c, body.status());
-  // Content-MD5 (or an x-amz-checksum-*) is required by AWS; verify it when present.
-  if (auto md5 = c.header("content-md5")) {
-    Md5 h;
-    h.update(body->data(), body->size());
-    if (base64_encode(h.raw()) != *md5) {
-      co_return co_await send_error(
-          c, Status(Errc::bad_digest,
-                    "The Content-MD5 you specified did not match what we received."));
-    }
-  }
+  if (auto st = check_content_md5(c, *body); !st.ok()) co_return co_await send_error(c, st);
   auto parsed = parse_delete_objects(*body);
   if (!parsed.ok()) co_return co_await send_error(c, parsed.status());
   auto bucket_info = store->head_bucket(c.bucket);

@@ -59,15 +59,7 @@ Task<void> S3Service::Impl::bucket_cors(Ctx& c) {
   if (method == verb::put) {
     auto body = co_await c.ex.read_body_string(limits::cors_body_bytes_max + 1);
     if (!body.ok()) co_return co_await send_error(c, body.status());
-    if (auto md5 = c.header("content-md5")) {
-      Md5 h;
-      h.update(body->data(), body->size());
-      if (base64_encode(h.raw()) != *md5) {
-        co_return co_await send_error(
-            c, Status(Errc::bad_digest,
-                      "The Content-MD5 you specified did not match what we received."));
-      }
-    }
+    if (auto st = check_content_md5(c, *body); !st.ok()) co_return co_await send_error(c, st);
     auto rules = parse_cors(*body);
     if (!rules.ok()) co_return co_await send_error(c, rules.status());
     document = cors_xml(*rules);  // stored canonical: what GetBucketCors answers

@@ -374,6 +374,11 @@ void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse);
 // not count: they describe the source). Checked before either is looked at.
 Status check_sse_exclusive(const Ctx& c);
 
+// The request's Content-MD5, when present, against the body read whole (the bucket documents:
+// tagging, policy, CORS, lifecycle): 400 BadDigest, AWS's message, when it differs. AWS
+// requires Content-MD5 (or an x-amz-checksum-*) on these calls; it is verified when present.
+Status check_content_md5(const Ctx& c, std::string_view body);
+
 // --- object headers (object_ops.cc) ---
 // Builds ObjectMeta's user-controlled fields from request headers (Content-Type, x-amz-meta-*,
 // ...).

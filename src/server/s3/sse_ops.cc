@@ -123,6 +123,18 @@ void add_sse_c_headers(http::Fields& f, const storage::SseCustomer& sse) {
   f.set("x-amz-server-side-encryption-customer-key-MD5", sse.key_md5);
 }
 
+Status check_content_md5(const Ctx& c, std::string_view body) {
+  if (auto md5 = c.header("content-md5")) {
+    Md5 h;
+    h.update(body.data(), body.size());
+    if (base64_encode(h.raw()) != *md5) {
+      return Status(Errc::bad_digest,
+                    "The Content-MD5 you specified did not match what we received.");
+    }
+  }
+  return Status::Ok();
+}
+
 Status check_sse_exclusive(const Ctx& c) {
   if (!headers_of(c, false).any()) return Status::Ok();
   if (c.header("x-amz-server-side-encryption") ||

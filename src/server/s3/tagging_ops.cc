@@ -8,22 +8,7 @@
 
 namespace objdirect::s3 {
 
-namespace {
-
-// Content-MD5 (or an x-amz-checksum-*) is required by AWS on these calls; verified when present.
-Status check_content_md5(const Ctx& c, const std::string& body) {
-  if (auto md5 = c.header("content-md5")) {
-    Md5 h;
-    h.update(body.data(), body.size());
-    if (base64_encode(h.raw()) != *md5) {
-      return Status(Errc::bad_digest,
-                    "The Content-MD5 you specified did not match what we received.");
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Task<void> S3Service::Impl::tagging(Ctx& c) {
   const auto method = c.req.method();

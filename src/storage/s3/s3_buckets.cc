@@ -7,6 +7,21 @@
 
 namespace objdirect::storage::s3gw {
 
+void set_xml_body(Request& r, const std::string& xml) {
+  Md5 md5;
+  md5.update(xml.data(), xml.size());
+  r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
+  r.headers.emplace_back("content-type", "application/xml");
+  r.body = Body{xml.data(), -1, 0, xml.size(), 0, 0};
+}
+
+std::string create_bucket_configuration(const std::string& region) {
+  if (region.empty() || region == "us-east-1") return {};
+  return "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+         "<LocationConstraint>" +
+         region + "</LocationConstraint></CreateBucketConfiguration>";
+}
+
 Status S3Store::create_bucket(const BucketInfo& info) {
   if (!core_->opts.state_bucket.empty()) return create_owned_bucket(info);
   return create_upstream_bucket(info);
@@ -26,14 +41,8 @@ Status S3Store::create_upstream_bucket(const BucketInfo& info) {
   Request r;
   r.method = "PUT";
   r.bucket = info.name;
-  std::string body;
-  if (!core_->opts.region.empty() && core_->opts.region != "us-east-1") {
-    body =
-        "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-        "<LocationConstraint>" +
-        core_->opts.region + "</LocationConstraint></CreateBucketConfiguration>";
-    r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-  }
+  const std::string body = create_bucket_configuration(core_->opts.region);
+  if (!body.empty()) r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
   return core_->call(std::move(r)).status();
 }
 
@@ -146,11 +155,7 @@ Status S3Store::set_bucket_config(std::string_view bucket, std::string_view name
   r.method = "PUT";
   r.bucket = std::string(bucket);
   r.query = {{"versioning", ""}};
-  r.headers.emplace_back("content-type", "application/xml");
-  EvpDigest md5(EvpDigest::Kind::md5);
-  md5.update(body.data(), body.size());
-  r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
-  r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
+  set_xml_body(r, body);
   return note_versioning(core_->call(std::move(r)).status());
 }
 

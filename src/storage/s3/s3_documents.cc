@@ -43,13 +43,7 @@ Request subresource_request(std::string method, std::string_view bucket, std::st
   r.method = std::move(method);
   r.bucket = std::string(bucket);
   r.query = {{std::string(sub), ""}};
-  if (!body.empty()) {
-    Md5 md5;
-    md5.update(body.data(), body.size());
-    r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
-    r.headers.emplace_back("content-type", "application/xml");
-    r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-  }
+  if (!body.empty()) set_xml_body(r, body);
   return r;
 }
 
@@ -67,14 +61,8 @@ Status S3Store::ensure_state_bucket() {
   c.method = "PUT";
   c.bucket = core_->opts.state_bucket;
   c.state = true;
-  std::string body;
-  if (!core_->opts.region.empty() && core_->opts.region != "us-east-1") {
-    body =
-        "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-        "<LocationConstraint>" +
-        core_->opts.region + "</LocationConstraint></CreateBucketConfiguration>";
-    c.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-  }
+  const std::string body = create_bucket_configuration(core_->opts.region);
+  if (!body.empty()) c.body = Body{body.data(), -1, 0, body.size(), 0, 0};
   auto made = core_->call(std::move(c));
   if (!made.ok() && made.code() != Errc::bucket_already_owned_by_you) return made.status();
   return Status::Ok();

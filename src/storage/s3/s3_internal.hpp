@@ -211,6 +211,14 @@ inline Request object_request(std::string method, std::string_view bucket, std::
   return r;
 }
 
+// Makes `xml` (non-empty; it must outlive the call) the request's body, with its Content-MD5
+// (which the bucket documents' Put calls require) and Content-Type application/xml.
+void set_xml_body(Request& r, const std::string& xml);
+
+// The CreateBucket body naming `region` as LocationConstraint: empty for us-east-1 or no
+// region (AWS refuses a LocationConstraint of us-east-1). Set with r.body when non-empty.
+std::string create_bucket_configuration(const std::string& region);
+
 struct Response {
   long status = 0;
   Headers headers;

@@ -57,13 +57,7 @@ Result<ObjectMeta> S3Store::set_object_version_tags(std::string_view bucket, std
   // An empty set is DeleteObjectTagging (what the S3 layer asks for DeleteObjectTagging).
   Request r = tagging_request(tags.empty() ? "DELETE" : "PUT", bucket, key, version_id);
   const std::string body = tags.empty() ? std::string() : objdirect::s3::tagging_xml(tags);
-  if (!body.empty()) {
-    Md5 md5;
-    md5.update(body.data(), body.size());
-    r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
-    r.headers.emplace_back("content-type", "application/xml");
-    r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-  }
+  if (!body.empty()) set_xml_body(r, body);
   const bool deleting = tags.empty();
   auto resp = core_->call(std::move(r));
   if (!resp.ok()) {
@@ -134,13 +128,7 @@ Status S3Store::set_bucket_tags(std::string_view bucket, TagSet tags) {
   r.bucket = std::string(bucket);
   r.query = {{"tagging", ""}};
   const std::string body = tags.empty() ? std::string() : objdirect::s3::tagging_xml(tags);
-  if (!body.empty()) {
-    Md5 md5;
-    md5.update(body.data(), body.size());
-    r.headers.emplace_back("content-md5", base64_encode(md5.raw()));
-    r.headers.emplace_back("content-type", "application/xml");
-    r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
-  }
+  if (!body.empty()) set_xml_body(r, body);
   return note_bucket_tagging(core_->call(std::move(r)).status());
 }
 
