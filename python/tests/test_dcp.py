@@ -446,7 +446,7 @@ def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path)
     for it in range(iterations):
         m = bytes(_mutate(rng, bytearray(rng.choice(corpus))))
         n = len(m)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # CPU time: a loaded machine must not fail the bound
         try:
             lay = odd.parse_tensor_blob(m[:odd.blob_head_bytes], m[-odd.blob_tail_bytes:], n)
             region = odd.tensor_region(lay, [0] * len(lay.size), list(lay.size))
@@ -458,10 +458,10 @@ def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path)
             (tmp_path / "fuzz-failure.bin").write_bytes(m)
             raise AssertionError(f"seed {seed} iteration {it}: {type(e).__name__}: {e}; input "
                                  f"in {tmp_path / 'fuzz-failure.bin'}") from e
-        slowest = max(slowest, time.perf_counter() - t0)
-    print(f"fuzz: {rejected} of {iterations} blobs rejected, slowest {slowest * 1000:.1f} ms")
+        slowest = max(slowest, time.thread_time() - t0)
+    print(f"fuzz: {rejected} of {iterations} blobs rejected, slowest {slowest * 1000:.1f} CPU-ms")
     assert 0 < rejected < iterations
-    assert slowest < 2.0
+    assert slowest < 2.0, f"an input took {slowest:.2f} CPU-s to parse"
 
 
 # -- tensor blobs written from the tensor's memory (write_tensor_blob) ---------------------------

@@ -517,7 +517,7 @@ def test_parsers_reject_damaged_input_with_value_error_only(tmp_path):
                 kind, name = "safetensors", rng.choice(sorted(headers))
                 h, nbytes = headers[name]
                 m = bytes(_mutate(rng, bytearray(h)))
-            t = time.perf_counter()
+            t = time.thread_time()  # CPU time: a loaded machine must not fail the bound
             try:
                 if kind == "zip":
                     parse_zip(m)
@@ -531,14 +531,14 @@ def test_parsers_reject_damaged_input_with_value_error_only(tmp_path):
                 raise AssertionError(f"seed {seed} iteration {it} ({kind} from {name}): "
                                      f"{type(e).__name__}: {e}; input in "
                                      f"{tmp_path / 'fuzz-failure.bin'}") from e
-            slowest = max(slowest, time.perf_counter() - t)
+            slowest = max(slowest, time.thread_time() - t)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     print(f"fuzz: {rejected} of {iterations} inputs rejected with ValueError, slowest "
-          f"{slowest * 1000:.1f} ms, traced peak {peak / 1024:.0f} KiB")
+          f"{slowest * 1000:.1f} CPU-ms, traced peak {peak / 1024:.0f} KiB")
     assert 0 < rejected < iterations  # the loop reaches both outcomes
-    assert slowest < 2.0, f"an input took {slowest:.2f} s to parse"  # no hang
+    assert slowest < 2.0, f"an input took {slowest:.2f} CPU-s to parse"  # no hang
     assert peak < 16 << 20, f"parsing allocated {peak >> 20} MiB"  # no huge allocation
 
 
