@@ -128,9 +128,13 @@ export AWS_ACCESS_KEY_ID=$ak AWS_SECRET_ACCESS_KEY=$sk
 unset AWS_SESSION_TOKEN AWS_PROFILE
 export OBJDIRECT_SERVER_ARGS="--backend s3 --upstream $OBJDIRECT_UPSTREAM_URL"
 # OBJDIRECT_GATEWAY_STATE_BUCKET (the policy entries): the gateway keeps owners and policies
-# there (--gateway-state-bucket).
+# there (--gateway-state-bucket). radosgw's bucket names are shared by all its users: on the
+# ctest run's shared radosgw each entry's state bucket carries the entry's user id, or two
+# entries running at once would find the other's bucket (403 to the second one's HEAD).
 if [ -n "${OBJDIRECT_GATEWAY_STATE_BUCKET:-}" ]; then
-  OBJDIRECT_SERVER_ARGS="$OBJDIRECT_SERVER_ARGS --gateway-state-bucket $OBJDIRECT_GATEWAY_STATE_BUCKET"
+  state_bucket=$OBJDIRECT_GATEWAY_STATE_BUCKET
+  if [ -n "${rgw_uid:-}" ]; then state_bucket=$state_bucket-$rgw_uid; fi
+  OBJDIRECT_SERVER_ARGS="$OBJDIRECT_SERVER_ARGS --gateway-state-bucket $state_bucket"
 fi
 export OBJDIRECT_TEST_SERVER_ARGS="$OBJDIRECT_SERVER_ARGS"
 set +e
