@@ -80,9 +80,17 @@ def test_no_late_rdma_write_after_a_timed_out_get(tmp_path, monkeypatch, fabric,
                     f"{changed.size} bytes of the returned buffer changed after the call returned "
                     f"(first at offset {changed[0]}): a late RDMA write landed")
             # The server's abandoned operations all ended (its staging buffers were freed).
-            deadline = time.monotonic() + 10
+            # Each settlement needs a poll of the slowed client (300 ms apart on shm); a loaded CI
+            # machine once took longer than 10 s here (not reproduced since), so the wait is 30 s
+            # and a failure shows the server's RDMA counters.
+            deadline = time.monotonic() + 30
             while metric(server, "objdirect_rdma_buffers_retired") != 0:
-                assert time.monotonic() < deadline, "retired staging buffers were never freed"
+                if time.monotonic() >= deadline:
+                    with urllib.request.urlopen(server.endpoint + "/metrics", timeout=10) as r:
+                        rdma = [l for l in r.read().decode().splitlines()
+                                if l.startswith("objdirect_rdma_")]
+                    raise AssertionError("retired staging buffers were never freed; the server's "
+                                         "RDMA metrics:\n" + "\n".join(rdma))
                 time.sleep(0.1)
             assert metric(server, "objdirect_rdma_buffers_retired_total") >= 1
     finally:
