@@ -476,10 +476,20 @@ Result<std::string> S3Store::complete(
   if (version_id) *version_id = resp->header("x-amz-version-id").value_or("");
   std::string etag = std::move(reply->etag);
   if (etag.empty()) {
-    // radosgw 16 answers an empty <ETag/>: the object's HEAD has it.
-    auto h = head_object(bucket, key);
-    if (!h.ok()) return h.status();
-    etag = h->etag;
+    // radosgw 16 answers an empty <ETag/>: the object's HEAD has it (with the SSE-C headers of
+    // the Complete, when it had them).
+    auto h = head_call(bucket, key, "", sse);
+    if (h.ok()) {
+      etag = objdirect::s3::unquote_etag(h->header("etag").value_or(""));
+    } else {
+      // An SSE-C object completed without the key (its HEAD needs the key), or a HEAD that
+      // failed: the ETag as S3 (and radosgw) compute a multipart ETag, from the parts named.
+      std::vector<std::string> md5s;
+      for (const auto& [n, part_etag] : named) md5s.push_back(part_etag);
+      auto computed = multipart_etag(md5s);
+      if (!computed) return h.status();
+      etag = std::move(*computed);
+    }
   }
   if (etag.empty()) return Status(Errc::io_error, "upstream CompleteMultipartUpload: no ETag");
   return etag;

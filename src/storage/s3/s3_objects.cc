@@ -139,7 +139,8 @@ Result<Response> S3Store::head_call(std::string_view bucket, std::string_view ke
     g.headers.emplace_back("range", "bytes=0-0");
     add_sse_c_headers(g.headers, sse);
     auto detail = core_->call(std::move(g));
-    if (!detail.ok() && detail.code() == Errc::invalid_request) return detail.status();
+    if (!detail.ok() && detail.code() != Errc::no_such_key && detail.code() != Errc::invalid_range)
+      return detail.status();
   }
   if (!resp.ok()) return note_sse_c(sse, resp.status());
   return resp;
