@@ -136,7 +136,7 @@ def env(monkeypatch):
 def pair(tmp_path, env):
     started = []
 
-    def start(upstream_args=("--sse-c-over-http",), cache=True, fabric="none"):
+    def start(upstream_args=("--sse-c-over-http",), cache=True, fabric="none", gateway_args=()):
         if EXTERNAL is not None:
             up = ExternalUpstream(EXTERNAL)
         else:
@@ -145,7 +145,7 @@ def pair(tmp_path, env):
             up.start()
         started.append(up)
         args = ["--backend", "s3", "--upstream", up.endpoint, "--fabric", fabric, "--sse-c-over-http",
-                "--access-log", str(tmp_path / "gw-access.log")]
+                "--access-log", str(tmp_path / "gw-access.log"), *gateway_args]
         if cache:
             args += ["--cache-dir", str(tmp_path / "cache"), "--cache-bytes-max", str(64 * BLOCK),
                      "--cache-block-bytes", str(BLOCK), "--cache-ttl-s", "600"]
@@ -280,6 +280,31 @@ def test_rdma_put_and_get_through_the_gateway(pair, tmp_path):
         assert p.returncode != 0, p.stdout
         assert not no.exists() or MARKER not in no.read_bytes()
     no_secret_under([str(tmp_path / "cache"), gw.log_path, str(tmp_path / "gw-access.log")], "rdma")
+
+
+@only_objdirect
+def test_large_put_is_an_encrypted_multipart_upload_upstream(pair):
+    """A PutObject above --upstream-multipart-threshold-bytes becomes the gateway's own parallel
+    multipart upload: CreateMultipartUpload, each UploadPart and the Complete carry the key."""
+    up, gw = pair(cache=False, gateway_args=("--upstream-multipart-threshold-bytes", str(5 << 20),
+                                             "--upstream-part-bytes", str(5 << 20)))
+    s3 = objd.boto3_client(gw)
+    b = bucket_name()
+    s3.create_bucket(Bucket=b)
+    body = os.urandom((12 << 20) + 5)
+    c = Counts(up, gw)
+    r = s3.put_object(Bucket=b, Key="big", Body=body, **sse(KEY_A))
+    assert r["SSECustomerAlgorithm"] == "AES256"
+    ops = c.delta()[3]
+    assert ops.get(("UploadPart", "200"), 0) == 3 and ops.get(("CreateMultipartUpload", "200")) == 1, ops
+    g = s3.get_object(Bucket=b, Key="big", **sse(KEY_A))
+    assert g["ETag"].strip('"').endswith("-3") and g["Body"].read() == body
+    direct = upstream_client(up)
+    assert direct.get_object(Bucket=b, Key="big", Range="bytes=5242870-5242890",
+                             **sse(KEY_A))["Body"].read() == body[5242870:5242891]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        direct.get_object(Bucket=b, Key="big")
+    assert err(e)[:2] == (400, "InvalidRequest")
 
 
 @only_objdirect
