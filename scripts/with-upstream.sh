@@ -15,6 +15,8 @@
 #              a free loopback port; where it is not installed the script prints the reason and
 #              exits 77, which the ctest entries declare as SKIP_RETURN_CODE.
 #
+# OBJDIRECT_UPSTREAM_SSE_C_OVER_HTTP, when set, starts the objdirect upstream with
+# --sse-c-over-http (radosgw: rgw_crypt_require_ssl = false, see ceph-cluster.sh).
 # OBJDIRECT_GATEWAY_STATE_BUCKET, when set, is passed to the gateway as --gateway-state-bucket.
 # Sets OBJDIRECT_SERVER_ARGS (read by tests/integration/conftest.py), OBJDIRECT_TEST_SERVER_ARGS
 # (read by tests/rdma/rdma_server_test.cc), OBJDIRECT_UPSTREAM_URL, OBJDIRECT_UPSTREAM_KIND, and
@@ -51,8 +53,11 @@ free_port() {
 }
 case $kind in
   objdirect)
+    # OBJDIRECT_UPSTREAM_SSE_C_OVER_HTTP=1: the upstream accepts SSE-C over the loopback HTTP
+    # between it and the gateway (--sse-c-over-http), for the SSE-C entries.
     "$bin" --listen 127.0.0.1:0 --data "$dir/data" --access-key "$ak" --secret-key "$sk" \
-      --fabric none --no-fsync >"$dir/stdout" 2>"$dir/server.log" </dev/null &
+      --fabric none --no-fsync ${OBJDIRECT_UPSTREAM_SSE_C_OVER_HTTP:+--sse-c-over-http} \
+      >"$dir/stdout" 2>"$dir/server.log" </dev/null &
     pid=$!
     port=
     for _ in $(seq 1 300); do

@@ -73,6 +73,47 @@ struct SseCustomer {
   bool operator==(const SseCustomer&) const = default;
 };
 
+// The SSE-C headers of one request, for a backend that passes SSE-C through to another S3
+// service (ObjectStore::passes_sse_c(), the gateway): the three values of
+// x-amz-server-side-encryption-customer-{algorithm,key,key-MD5}, or of the
+// x-amz-copy-source-server-side-encryption-customer-* ones for the source of a copy. The S3 layer
+// fills it only after its own checks (a well-formed key whose MD5 matches, a secure transport or
+// --sse-c-over-http, no other server-side encryption) and only for such a backend.
+// Request-scoped: a store sends it with the request it was given for and keeps it no longer than
+// the call (an ObjectReader that it opens with one keeps a copy for its own GETs, until it is
+// destroyed); it never persists, logs, caches or puts it into an error message. Destruction
+// wipes the three values.
+struct SseCKeyHeaders {
+  std::string algorithm;  // "AES256"
+  std::string key;        // base64 of the 32 key bytes
+  std::string key_md5;    // base64 of the key's MD5
+
+  SseCKeyHeaders() = default;
+  SseCKeyHeaders(std::string a, std::string k, std::string m)
+      : algorithm(std::move(a)), key(std::move(k)), key_md5(std::move(m)) {}
+  SseCKeyHeaders(const SseCKeyHeaders&) = default;
+  SseCKeyHeaders& operator=(const SseCKeyHeaders& o) {
+    if (this != &o) {
+      wipe();
+      algorithm = o.algorithm;
+      key = o.key;
+      key_md5 = o.key_md5;
+    }
+    return *this;
+  }
+  ~SseCKeyHeaders() { wipe(); }
+  // Whether the request carried them (then all three are set).
+  bool present() const { return !key.empty(); }
+
+ private:
+  void wipe() {
+    for (std::string* s : {&algorithm, &key, &key_md5}) {
+      volatile char* p = s->data();
+      for (std::size_t i = 0; i < s->size(); ++i) p[i] = 0;
+    }
+  }
+};
+
 // Everything S3 returns about an object besides its bytes.
 struct ObjectMeta {
   std::string key;
@@ -375,10 +416,71 @@ class ObjectStore {
   // marker (no_such_key), and list_objects skips keys whose latest version is a marker. Backends
   // without it answer not_implemented to the calls below.
   virtual bool supports_versioning() const { return false; }
-  // Whether this backend persists ObjectMeta::sse and PartInfo::sse_iv (docs/sse-c.md). The S3
-  // layer refuses SSE-C requests (NotImplemented) on a backend that does not: the gateway, whose
-  // upstream would have to do the encryption itself.
+  // Whether this backend persists ObjectMeta::sse and PartInfo::sse_iv (docs/sse-c.md): the S3
+  // layer encrypts and decrypts and the store keeps the parameters. The S3 layer refuses SSE-C
+  // requests (NotImplemented) on a backend that neither stores nor passes SSE-C
+  // (passes_sse_c()).
   virtual bool stores_sse_c() const { return false; }
+  // Whether this backend passes SSE-C through to a service that does the encryption itself
+  // (docs/sse-c.md, "One implementation for every backend"): then the S3 layer neither encrypts
+  // nor checks keys, but hands the request's headers (SseCKeyHeaders, after its own checks) to
+  // the *_sse calls below, which send them on, and gives the service's answers (its errors
+  // included) back to the client. It may turn false once the store learns that its service keeps
+  // no SSE-C (then every SSE-C request answers 501 NotImplemented without reaching it). A store
+  // never both stores and passes SSE-C.
+  virtual bool passes_sse_c() const { return false; }
+  // The calls that carry SSE-C headers through a backend with passes_sse_c(). Each is exactly the
+  // call it names when `sse` is not present(); the defaults (backends that do not pass SSE-C
+  // through, and ignore `sse`) are that call. open/head: `version_id` "" is the latest
+  // (open_object / head_object), else as open_object_version / head_object_version; `sse` is the
+  // key of the object read (the copy-source headers for the source of a copy). A reader keeps
+  // `sse` for its reads. commit_object_sse / create_upload_sse / commit_part_sse /
+  // complete_upload_sse: `sse` is the key of the object or upload written; the meta returned
+  // carries in meta.sse the algorithm and key MD5 the service answered (nothing else of
+  // SseCustomer). Errors: the service's (a missing key 400 invalid_request, a wrong one 403
+  // access_denied, ...), not_implemented where it keeps no SSE-C.
+  virtual Result<std::unique_ptr<ObjectReader>> open_object_sse(std::string_view bucket,
+                                                                std::string_view key,
+                                                                std::string_view version_id,
+                                                                const SseCKeyHeaders& sse) {
+    (void)sse;
+    if (version_id.empty()) return open_object(bucket, key);
+    return open_object_version(bucket, key, version_id);
+  }
+  virtual Result<ObjectMeta> head_object_sse(std::string_view bucket, std::string_view key,
+                                             std::string_view version_id,
+                                             const SseCKeyHeaders& sse) {
+    (void)sse;
+    if (version_id.empty()) return head_object(bucket, key);
+    return head_object_version(bucket, key, version_id);
+  }
+  virtual Result<ObjectMeta> commit_object_sse(std::string_view bucket, ObjectMeta meta,
+                                               std::unique_ptr<BlobWriter> data,
+                                               const WriteCondition& cond,
+                                               const SseCKeyHeaders& sse) {
+    (void)sse;
+    return commit_object(bucket, std::move(meta), std::move(data), cond);
+  }
+  virtual Result<std::string> create_upload_sse(std::string_view bucket, const UploadInfo& info,
+                                                const SseCKeyHeaders& sse) {
+    (void)sse;
+    return create_upload(bucket, info);
+  }
+  virtual Result<PartInfo> commit_part_sse(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id, PartInfo info,
+                                           std::unique_ptr<BlobWriter> data,
+                                           const SseCKeyHeaders& sse) {
+    (void)sse;
+    return commit_part(bucket, key, upload_id, std::move(info), std::move(data));
+  }
+  virtual Result<ObjectMeta> complete_upload_sse(std::string_view bucket,
+                                                 std::string_view upload_id, ObjectMeta meta,
+                                                 const std::vector<CompletePartRef>& parts,
+                                                 const WriteCondition& cond,
+                                                 const SseCKeyHeaders& sse) {
+    (void)sse;
+    return complete_upload(bucket, upload_id, std::move(meta), parts, cond);
+  }
   // One version ("" = the latest), a delete marker included (meta.delete_marker). no_such_key when
   // the key has no version, no_such_version for an unknown id, invalid_argument for a malformed
   // one.

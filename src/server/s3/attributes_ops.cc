@@ -89,7 +89,7 @@ Task<void> S3Service::Impl::get_object_attributes(Ctx& c) {
   if (!marker.ok()) co_return co_await send_error(c, marker.status());
   auto version_id = version_id_param(c);
   if (!version_id.ok()) co_return co_await send_error(c, version_id.status());
-  auto m = head_version(c, c.bucket, c.key, *version_id);
+  auto m = head_version(c, c.bucket, c.key, *version_id, true);
   if (!m.ok()) co_return co_await send_error(c, m.status());
   // SSE-C: as AWS, the attributes of an encrypted object need its key.
   if (auto key = key_for_read(c, *m, false); !key.ok())

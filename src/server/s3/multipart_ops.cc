@@ -83,6 +83,13 @@ Task<void> S3Service::Impl::create_upload(Ctx& c) {
   // SSE-C is declared here; each part then presents the same key (docs/sse-c.md).
   auto key = request_customer_key(c, false);
   if (!key.ok()) co_return co_await send_error(c, key.status());
+  auto pass = passed_sse_c(c, false);  // passed through: the service keeps the upload's key
+  if (!pass.ok()) co_return co_await send_error(c, pass.status());
+  if (pass->present()) {
+    key->reset();
+    meta->sse.algorithm = pass->algorithm;
+    meta->sse.key_md5 = pass->key_md5;
+  }
   if (*key) meta->sse = new_sse_params(**key, false);
   storage::UploadInfo info;
   info.key = c.key;
@@ -95,7 +102,7 @@ Task<void> S3Service::Impl::create_upload(Ctx& c) {
           c, Status(Errc::invalid_request, "Checksum algorithm '" + *a + "' is not supported"));
     info.checksum_algorithm = std::string(checksum_name(*algo));
   }
-  auto id = store->create_upload(c.bucket, info);
+  auto id = store->create_upload_sse(c.bucket, info, *pass);
   if (!id.ok()) co_return co_await send_error(c, id.status());
   http::Fields f;
   if (!info.checksum_algorithm.empty()) {
@@ -121,6 +128,8 @@ Task<void> S3Service::Impl::upload_part(Ctx& c) {
 
   auto key = key_for_part(c, *upload);
   if (!key.ok()) co_return co_await send_error(c, key.status());
+  auto pass = passed_sse_c(c, false);
+  if (!pass.ok()) co_return co_await send_error(c, pass.status());
 
   auto writer = store->begin_write_for(c.bucket, c.key);
   if (!writer.ok()) co_return co_await send_error(c, writer.status());
@@ -143,7 +152,8 @@ Task<void> S3Service::Impl::upload_part(Ctx& c) {
   part.etag = *key ? sse_c_etag(**key, payload->md5_raw) : payload->md5_hex;
   part.mtime_ns = now_ns();
   part.checksums = payload->checksums;
-  auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
+  auto committed =
+      store->commit_part_sse(c.bucket, c.key, upload_id, part, std::move(*writer), *pass);
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
   http::Fields f;
   f.set(bhttp::field::etag, quote_etag(committed->etag));
@@ -167,7 +177,7 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   // Reading the source needs s3:GetObject on it (s3:GetObjectVersion for a version).
   src_ctx.op = *src_version ? "GetObjectVersion" : "GetObject";
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
-  auto reader = open_version(src_ctx, src->first, src->second, *src_version);
+  auto reader = open_version(src_ctx, src->first, src->second, *src_version, true);
   if (!reader.ok()) co_return co_await send_error(c, reader.status());
   // SSE-C: the source's key (x-amz-copy-source-server-side-encryption-customer-*) and the
   // upload's (x-amz-server-side-encryption-customer-*) are independent.
@@ -176,6 +186,8 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   if (*src_key) *reader = decrypting_reader(std::move(*reader), **src_key);
   auto key = key_for_part(c, *upload);
   if (!key.ok()) co_return co_await send_error(c, key.status());
+  auto pass = passed_sse_c(c, false);
+  if (!pass.ok()) co_return co_await send_error(c, pass.status());
   const auto& sm = (*reader)->meta();
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
   std::uint64_t offset = 0, length = sm.size;
@@ -213,7 +225,8 @@ Task<void> S3Service::Impl::upload_part_copy(Ctx& c) {
   part.etag = *key ? sse_c_etag(**key, data->md5_raw) : data->md5_hex;
   part.mtime_ns = now_ns();
   part.checksums = data->checksums;
-  auto committed = store->commit_part(c.bucket, c.key, upload_id, part, std::move(*writer));
+  auto committed =
+      store->commit_part_sse(c.bucket, c.key, upload_id, part, std::move(*writer), *pass);
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
   // Built before the co_await (GCC 12 destroys braced temporaries in a co_await twice).
   const CopyResult copied{true,
@@ -229,6 +242,14 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
   if (auto st = check_bucket_access(c); !st.ok()) co_return co_await send_error(c, st);
   auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
   if (!cond.ok()) co_return co_await send_error(c, cond.status());
+  // SSE-C headers need not come with a Complete; passed through when they do (AWS wants them
+  // there for an upload with a checksum algorithm). Elsewhere they are not needed and ignored.
+  storage::SseCKeyHeaders pass;
+  if (store->passes_sse_c()) {
+    auto h = passed_sse_c(c, false);
+    if (!h.ok()) co_return co_await send_error(c, h.status());
+    pass = *h;
+  }
   auto body = co_await c.ex.read_body_string(limits::xml_body_bytes_max);
   if (!body.ok()) co_return co_await send_error(c, body.status());
   auto upload = store->get_upload(c.bucket, c.key, upload_id);
@@ -333,8 +354,8 @@ Task<void> S3Service::Impl::complete_upload(Ctx& c) {
     co_return co_await send_error(c, st);
   meta.mtime_ns = now_ns();
 
-  auto committed =
-      store->complete_upload(c.bucket, upload_id, std::move(meta), refs, to_storage(*cond));
+  auto committed = store->complete_upload_sse(c.bucket, upload_id, std::move(meta), refs,
+                                              to_storage(*cond), pass);
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
   http::Fields f;
   if (!committed->version_id.empty()) f.set("x-amz-version-id", committed->version_id);

@@ -140,7 +140,19 @@ Result<std::optional<std::string>> version_id_param(const Ctx& c) {
 
 Result<std::unique_ptr<storage::ObjectReader>> S3Service::Impl::open_version(
     Ctx& c, std::string_view bucket, std::string_view key,
-    const std::optional<std::string>& version_id) {
+    const std::optional<std::string>& version_id, bool copy_source) {
+  // The SSE-C headers are checked before the store is asked (a backend without SSE-C: 501 at
+  // once). Passed through (passes_sse_c()): the key goes with the open; the service behind
+  // checks it.
+  auto sse = passed_sse_c(c, copy_source);
+  if (!sse.ok()) return sse.status();
+  if (sse->present()) {
+    auto id = store_version_id(version_id);
+    if (!id.ok()) return id.status();
+    auto reader = store->open_object_sse(bucket, key, *id, *sse);
+    if (!reader.ok()) note_delete_marker(c, bucket, key, version_id, reader.code());
+    return reader;
+  }
   if (!store->supports_versioning()) {
     if (version_id && *version_id != "null") {
       return Status(Errc::not_implemented, "This server's storage backend does not keep versions");
@@ -180,9 +192,18 @@ Result<std::string> S3Service::Impl::store_version_id(
 
 Result<storage::ObjectMeta> S3Service::Impl::head_version(
     Ctx& c, std::string_view bucket, std::string_view key,
-    const std::optional<std::string>& version_id) {
+    const std::optional<std::string>& version_id, bool with_sse_c) {
   auto id = store_version_id(version_id);
   if (!id.ok()) return id.status();
+  if (with_sse_c) {
+    auto sse = passed_sse_c(c, false);
+    if (!sse.ok()) return sse.status();
+    if (sse->present()) {
+      auto m = store->head_object_sse(bucket, key, *id, *sse);
+      if (!m.ok()) note_delete_marker(c, bucket, key, version_id, m.code());
+      return m;
+    }
+  }
   if (id->empty()) {
     auto m = store->head_object(bucket, key);
     if (!m.ok()) note_delete_marker(c, bucket, key, std::nullopt, m.code());
@@ -204,6 +225,11 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
   if (!meta.ok()) co_return co_await send_error(c, meta.status());
   auto key = request_customer_key(c, false);
   if (!key.ok()) co_return co_await send_error(c, key.status());
+  // SSE-C passed through (passes_sse_c()): the plaintext goes to the store with the key's headers
+  // and the service behind encrypts; nothing is encrypted here.
+  auto pass = passed_sse_c(c, false);
+  if (!pass.ok()) co_return co_await send_error(c, pass.status());
+  if (pass->present()) key->reset();
   if (*key) meta->sse = new_sse_params(**key, true);
 
   auto writer = store->begin_write_for(c.bucket, c.key);
@@ -223,8 +249,8 @@ Task<void> S3Service::Impl::put_object(Ctx& c) {
   meta->size = payload->size;
   meta->etag = *key ? sse_c_etag(**key, payload->md5_raw) : payload->md5_hex;
   meta->checksums = payload->checksums;
-  auto committed =
-      store->commit_object(c.bucket, std::move(*meta), std::move(*writer), to_storage(*cond));
+  auto committed = store->commit_object_sse(c.bucket, std::move(*meta), std::move(*writer),
+                                            to_storage(*cond), *pass);
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
   http::Fields f;
   f.set(bhttp::field::etag, quote_etag(committed->etag));
@@ -480,7 +506,7 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   // Reading the source needs s3:GetObject on it (s3:GetObjectVersion for a version).
   src_ctx.op = *src_version ? "GetObjectVersion" : "GetObject";
   if (auto st = check_bucket_access(src_ctx); !st.ok()) co_return co_await send_error(c, st);
-  auto reader = open_version(src_ctx, src->first, src->second, *src_version);
+  auto reader = open_version(src_ctx, src->first, src->second, *src_version, true);
   if (!reader.ok()) {
     // A delete marker as the source is the client's error (400 InvalidRequest with AWS).
     if (!src_ctx.version_headers.empty() && reader.code() == Errc::method_not_allowed) {
@@ -499,8 +525,13 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   if (*src_key) *reader = decrypting_reader(std::move(*reader), **src_key);
   auto dst_key = request_customer_key(c, false);
   if (!dst_key.ok()) co_return co_await send_error(c, dst_key.status());
+  // Passed through: the copy's key goes with the write, the service encrypts.
+  auto dst_pass = passed_sse_c(c, false);
+  if (!dst_pass.ok()) co_return co_await send_error(c, dst_pass.status());
+  const bool dst_passed = dst_pass->present();
+  if (dst_passed) dst_key->reset();
   const storage::ObjectMeta& sm = (*reader)->meta();
-  const bool sse_involved = sm.sse.enabled() || dst_key->has_value();
+  const bool sse_involved = sm.sse.enabled() || dst_key->has_value() || dst_passed;
   if (auto st = evaluate_copy_conditions(c, sm); !st.ok()) co_return co_await send_error(c, st);
   auto cond = parse_write_conditions(c.header("if-match"), c.header("if-none-match"));
   if (!cond.ok()) co_return co_await send_error(c, cond.status());
@@ -559,6 +590,10 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
   }
   meta.size = sm.size;
   meta.sse = *dst_key ? new_sse_params(**dst_key, true) : storage::SseCustomer{};
+  if (dst_passed) {
+    meta.sse.algorithm = dst_pass->algorithm;
+    meta.sse.key_md5 = dst_pass->key_md5;
+  }
 
   Result<storage::ObjectMeta> committed = Status(Errc::internal, "unset");
   if (same && cond->kind == WriteConditionSpec::Kind::none && !sse_involved) {
@@ -596,8 +631,8 @@ Task<void> S3Service::Impl::copy_object(Ctx& c) {
     meta.etag = *dst_key ? sse_c_etag(**dst_key, data->md5_raw) : data->md5_hex;
     meta.checksums = data->checksums;
     meta.parts.clear();
-    committed =
-        store->commit_object(c.bucket, std::move(meta), std::move(*writer), to_storage(*cond));
+    committed = store->commit_object_sse(c.bucket, std::move(meta), std::move(*writer),
+                                         to_storage(*cond), *dst_pass);
   }
   if (!committed.ok()) co_return co_await send_error(c, committed.status());
   http::Fields f;

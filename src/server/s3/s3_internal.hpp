@@ -134,15 +134,20 @@ struct S3Service::Impl {
   // Opens `key` at `version_id` (nullopt: the latest). A backend without versioning serves only
   // "null" (as the latest); another id is not_implemented there. When the open fails on a delete
   // marker, sets c.version_headers as AWS does (x-amz-delete-marker, x-amz-version-id).
+  // On a backend that passes SSE-C through (passes_sse_c()), the request's SSE-C headers (the
+  // copy-source ones when `copy_source`) go with the open, after request_customer_key's checks.
   Result<std::unique_ptr<storage::ObjectReader>> open_version(
       Ctx& c, std::string_view bucket, std::string_view key,
-      const std::optional<std::string>& version_id);
+      const std::optional<std::string>& version_id, bool copy_source = false);
   // The metadata of `key` at `version_id` (nullopt: the latest), for the operations that read a
   // version without its bytes (GetObjectTagging, GetObjectAttributes), as open_version answers:
   // "null" only on a backend without versioning; a delete marker is no_such_key (the latest) or
   // method_not_allowed (by id), with c.version_headers set.
+  // `with_sse_c`: the request's SSE-C headers go with it as with open_version (GetObjectAttributes;
+  // GetObjectTagging needs no key).
   Result<storage::ObjectMeta> head_version(Ctx& c, std::string_view bucket, std::string_view key,
-                                           const std::optional<std::string>& version_id);
+                                           const std::optional<std::string>& version_id,
+                                           bool with_sse_c = false);
   // After an operation on a version failed with `code`: when the version is a delete marker
   // (method_not_allowed by id; no_such_key for the latest), sets c.version_headers as AWS does
   // (x-amz-delete-marker, x-amz-version-id; by id also Last-Modified and Allow: DELETE).
@@ -214,17 +219,26 @@ struct S3Service::Impl {
   // --- SSE-C (sse_ops.cc, docs/sse-c.md) ---
   // The customer key of x-amz-server-side-encryption-customer-* (x-amz-copy-source-... when
   // copy_source), nullopt when the request names none. Refused: over plain HTTP unless
-  // opts.sse_c_over_http (400 InvalidRequest, as AWS), on a backend that does not store SSE-C
-  // parameters (NotImplemented), and malformed headers (CustomerKey::parse).
+  // opts.sse_c_over_http (400 InvalidRequest, as AWS), on a backend that neither stores SSE-C
+  // parameters nor passes SSE-C through (NotImplemented), and malformed headers
+  // (CustomerKey::parse).
   Result<std::optional<CustomerKey>> request_customer_key(const Ctx& c, bool copy_source);
+  // On a backend that passes SSE-C through (storage::ObjectStore::passes_sse_c()): the request's
+  // SSE-C headers (copy-source ones when `copy_source`) for the store's *_sse calls, checked by
+  // request_customer_key first; empty when the request has none. On any other backend: empty (the
+  // S3 layer encrypts there), after the same checks.
+  Result<storage::SseCKeyHeaders> passed_sse_c(const Ctx& c, bool copy_source);
   // The key to decrypt object `m` with (nullopt when it is not SSE-C), checked as AWS checks a
   // GET, HEAD or copy source: 400 InvalidRequest when the object needs a key and none came, or a
   // key came for an object without SSE-C; 403 AccessDenied for another key.
+  // On a backend that passes SSE-C through: nullopt after request_customer_key's checks (the
+  // service behind it checked the key when the object was opened).
   Result<std::optional<CustomerKey>> key_for_read(const Ctx& c, const storage::ObjectMeta& m,
                                                   bool copy_source);
   // The key of an UploadPart / UploadPartCopy into upload `u`: the one CreateMultipartUpload
   // declared (400 InvalidRequest when missing, 400 InvalidArgument when another), or nullopt for
   // an upload without SSE-C (a key for one: 400 InvalidRequest).
+  // Passing SSE-C through: nullopt after the checks, as key_for_read.
   Result<std::optional<CustomerKey>> key_for_part(const Ctx& c, const storage::UploadInfo& u);
 
   // --- GetObjectAttributes (attributes_ops.cc) ---

@@ -157,7 +157,7 @@ Result<std::optional<CustomerKey>> S3Service::Impl::request_customer_key(const C
                   "Requests specifying Server Side Encryption with Customer provided keys must be "
                   "made over a secure connection.");
   }
-  if (!store->stores_sse_c()) {
+  if (!store->stores_sse_c() && !store->passes_sse_c()) {
     return Status(Errc::not_implemented,
                   "Server-side encryption with customer-provided keys is not implemented by this "
                   "server's storage backend");
@@ -165,6 +165,15 @@ Result<std::optional<CustomerKey>> S3Service::Impl::request_customer_key(const C
   auto key = CustomerKey::parse(h);
   if (!key.ok()) return key.status();
   return std::optional<CustomerKey>(std::move(*key));
+}
+
+Result<storage::SseCKeyHeaders> S3Service::Impl::passed_sse_c(const Ctx& c, bool copy_source) {
+  auto key = request_customer_key(c, copy_source);
+  if (!key.ok()) return key.status();
+  if (!*key || !store->passes_sse_c()) return storage::SseCKeyHeaders();
+  const SseCHeaders h = headers_of(c, copy_source);
+  return storage::SseCKeyHeaders(h.algorithm.value_or(""), h.key.value_or(""),
+                                 h.key_md5.value_or(""));
 }
 
 namespace {
@@ -194,6 +203,7 @@ Result<std::optional<CustomerKey>> S3Service::Impl::key_for_read(const Ctx& c,
                                                                  bool copy_source) {
   auto key = request_customer_key(c, copy_source);
   if (!key.ok()) return key.status();
+  if (store->passes_sse_c()) return std::optional<CustomerKey>();
   return check_presented(std::move(*key), m.sse,
                          "The object was stored using a form of Server Side Encryption. The "
                          "correct parameters must be provided to retrieve the object.",
@@ -204,6 +214,7 @@ Result<std::optional<CustomerKey>> S3Service::Impl::key_for_part(const Ctx& c,
                                                                  const storage::UploadInfo& u) {
   auto key = request_customer_key(c, false);
   if (!key.ok()) return key.status();
+  if (store->passes_sse_c()) return std::optional<CustomerKey>();
   return check_presented(
       std::move(*key), u.meta_template.sse,
       "The multipart upload initiate requested encryption. Subsequent part requests must include "

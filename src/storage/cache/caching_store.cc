@@ -941,7 +941,7 @@ Result<ObjectMeta> CachingStore::head_object(std::string_view bucket, std::strin
   if (v->meta) return std::move(*v->meta);
   core_->c.inner_requests++;
   auto m = core_->inner->head_object(bucket, key);
-  if (m.ok()) core_->remember(bucket, key, *m, v->gen);
+  if (m.ok() && !m->sse.enabled()) core_->remember(bucket, key, *m, v->gen);
   return m;
 }
 
@@ -949,7 +949,7 @@ Result<std::unique_ptr<ObjectReader>> CachingStore::open_object(std::string_view
                                                                 std::string_view key) {
   auto v = core_->validated_meta(bucket, key);
   if (!v.ok()) return v.status();
-  if (v->meta && core_->cacheable(bucket, key, *v->meta) &&
+  if (v->meta && !v->meta->sse.enabled() && core_->cacheable(bucket, key, *v->meta) &&
       core_->pin_if_all_cached(bucket, key, *v->meta)) {
     return std::unique_ptr<ObjectReader>(
         new CachedReader(core_, bucket, key, std::move(*v->meta), nullptr));
@@ -961,6 +961,11 @@ Result<std::unique_ptr<ObjectReader>> CachingStore::open_object(std::string_view
     return r.status();
   }
   ObjectMeta m = (*r)->meta();
+  if (m.sse.enabled()) {
+    // SSE-C (an inner store that served it without a key): never cached.
+    core_->invalidate(bucket, key);
+    return r;
+  }
   std::uint64_t gen = v->gen;
   if (v->meta && v->meta->etag != m.etag) {
     core_->invalidate(bucket, key);  // changed underneath within the TTL: drop the old version
@@ -1078,6 +1083,86 @@ Result<ListUploadsResult> CachingStore::list_uploads(std::string_view bucket,
                                                      const ListUploadsQuery& q) {
   core_->c.inner_requests++;
   return core_->inner->list_uploads(bucket, q);
+}
+
+}  // namespace objdirect::storage::cache
+
+namespace objdirect::storage::cache {
+
+bool CachingStore::passes_sse_c() const {
+  return core_->inner->passes_sse_c();
+}
+
+Result<std::unique_ptr<ObjectReader>> CachingStore::open_object_sse(std::string_view bucket,
+                                                                    std::string_view key,
+                                                                    std::string_view version_id,
+                                                                    const SseCKeyHeaders& sse) {
+  if (!sse.present()) {
+    return version_id.empty() ? open_object(bucket, key)
+                              : open_object_version(bucket, key, version_id);
+  }
+  core_->c.inner_requests++;
+  auto r = core_->inner->open_object_sse(bucket, key, version_id, sse);
+  // The latest is encrypted now: whatever the cache held for the key is of an older version.
+  if (r.ok() && version_id.empty()) core_->invalidate(bucket, key);
+  return r;
+}
+
+Result<ObjectMeta> CachingStore::head_object_sse(std::string_view bucket, std::string_view key,
+                                                 std::string_view version_id,
+                                                 const SseCKeyHeaders& sse) {
+  if (!sse.present()) {
+    return version_id.empty() ? head_object(bucket, key)
+                              : head_object_version(bucket, key, version_id);
+  }
+  core_->c.inner_requests++;
+  auto m = core_->inner->head_object_sse(bucket, key, version_id, sse);
+  if (m.ok() && version_id.empty()) core_->invalidate(bucket, key);
+  return m;
+}
+
+Result<ObjectMeta> CachingStore::commit_object_sse(std::string_view bucket, ObjectMeta meta,
+                                                   std::unique_ptr<BlobWriter> data,
+                                                   const WriteCondition& cond,
+                                                   const SseCKeyHeaders& sse) {
+  if (!sse.present()) return commit_object(bucket, std::move(meta), std::move(data), cond);
+  const std::string key = meta.key;
+  core_->invalidate(bucket, key);
+  core_->c.inner_requests++;
+  auto r = core_->inner->commit_object_sse(bucket, std::move(meta), std::move(data), cond, sse);
+  core_->invalidate(bucket, key);
+  return r;
+}
+
+Result<std::string> CachingStore::create_upload_sse(std::string_view bucket, const UploadInfo& info,
+                                                    const SseCKeyHeaders& sse) {
+  if (!sse.present()) return create_upload(bucket, info);
+  core_->c.inner_requests++;
+  return core_->inner->create_upload_sse(bucket, info, sse);
+}
+
+Result<PartInfo> CachingStore::commit_part_sse(std::string_view bucket, std::string_view key,
+                                               std::string_view upload_id, PartInfo info,
+                                               std::unique_ptr<BlobWriter> data,
+                                               const SseCKeyHeaders& sse) {
+  if (!sse.present()) return commit_part(bucket, key, upload_id, std::move(info), std::move(data));
+  core_->c.inner_requests++;
+  return core_->inner->commit_part_sse(bucket, key, upload_id, std::move(info), std::move(data),
+                                       sse);
+}
+
+Result<ObjectMeta> CachingStore::complete_upload_sse(std::string_view bucket,
+                                                     std::string_view upload_id, ObjectMeta meta,
+                                                     const std::vector<CompletePartRef>& parts,
+                                                     const WriteCondition& cond,
+                                                     const SseCKeyHeaders& sse) {
+  if (!sse.present()) return complete_upload(bucket, upload_id, std::move(meta), parts, cond);
+  const std::string key = meta.key;
+  core_->invalidate(bucket, key);
+  core_->c.inner_requests++;
+  auto r = core_->inner->complete_upload_sse(bucket, upload_id, std::move(meta), parts, cond, sse);
+  core_->invalidate(bucket, key);
+  return r;
 }
 
 }  // namespace objdirect::storage::cache

@@ -191,6 +191,34 @@ class CachingStore : public ObjectStore {
   Result<ListUploadsResult> list_uploads(std::string_view bucket,
                                          const ListUploadsQuery& q) override;
 
+  // SSE-C (docs/sse-c.md): the inner store's passes_sse_c(). A call with SSE-C headers
+  // (sse.present()) bypasses the cache in both directions: it goes to the inner store's *_sse
+  // call, and nothing it reads or writes is cached (a write, and a read of the latest, also
+  // drop the key's cached metadata and blocks). The cache never holds an object whose metadata
+  // names SSE-C, so a GET without the key is never served from here. Without headers, each is
+  // the plain call.
+  bool passes_sse_c() const override;
+  Result<std::unique_ptr<ObjectReader>> open_object_sse(std::string_view bucket,
+                                                        std::string_view key,
+                                                        std::string_view version_id,
+                                                        const SseCKeyHeaders& sse) override;
+  Result<ObjectMeta> head_object_sse(std::string_view bucket, std::string_view key,
+                                     std::string_view version_id,
+                                     const SseCKeyHeaders& sse) override;
+  Result<ObjectMeta> commit_object_sse(std::string_view bucket, ObjectMeta meta,
+                                       std::unique_ptr<BlobWriter> data, const WriteCondition& cond,
+                                       const SseCKeyHeaders& sse) override;
+  Result<std::string> create_upload_sse(std::string_view bucket, const UploadInfo& info,
+                                        const SseCKeyHeaders& sse) override;
+  Result<PartInfo> commit_part_sse(std::string_view bucket, std::string_view key,
+                                   std::string_view upload_id, PartInfo info,
+                                   std::unique_ptr<BlobWriter> data,
+                                   const SseCKeyHeaders& sse) override;
+  Result<ObjectMeta> complete_upload_sse(std::string_view bucket, std::string_view upload_id,
+                                         ObjectMeta meta, const std::vector<CompletePartRef>& parts,
+                                         const WriteCondition& cond,
+                                         const SseCKeyHeaders& sse) override;
+
   struct Core;  // shared with readers (implementation detail)
 
  private:

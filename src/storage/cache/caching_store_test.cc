@@ -29,6 +29,13 @@ constexpr const char* kBucket = "bkt";
 
 struct Counts {
   std::atomic<int> head{0}, open{0}, revalidate{0}, pread{0}, other{0};
+  // The SSE-C calls (sse_*: the inner store's *_sse calls with headers) and whether the inner
+  // store says it passes SSE-C through.
+  std::atomic<int> sse_open{0}, sse_head{0}, sse_write{0};
+  std::atomic<bool> passes_sse_c{false};
+  // Objects under this key read as SSE-C (their metadata names the algorithm), as an upstream
+  // that serves them without a key would answer.
+  std::string sse_key;
   std::atomic<int> pread_delay_ms{0};
   // Preads fail as the gateway's reader does once the object changed upstream (If-Match: 412).
   std::atomic<bool> pread_precondition_failed{false};
@@ -38,8 +45,10 @@ struct Counts {
 class CountingReader : public ObjectReader {
  public:
   CountingReader(std::unique_ptr<ObjectReader> r, std::shared_ptr<Counts> c)
-      : r_(std::move(r)), c_(std::move(c)) {}
-  const ObjectMeta& meta() const override { return r_->meta(); }
+      : r_(std::move(r)), c_(std::move(c)), meta_(r_->meta()) {
+    if (!c_->sse_key.empty() && meta_.key == c_->sse_key) meta_.sse.algorithm = "AES256";
+  }
+  const ObjectMeta& meta() const override { return meta_; }
   Result<std::size_t> pread(std::span<std::byte> dst, std::uint64_t offset) override {
     c_->pread++;
     if (int ms = c_->pread_delay_ms; ms > 0)
@@ -55,6 +64,7 @@ class CountingReader : public ObjectReader {
  private:
   std::unique_ptr<ObjectReader> r_;
   std::shared_ptr<Counts> c_;
+  ObjectMeta meta_;
 };
 
 // Counts calls per method and forwards them to a shared inner store (which tests may also write
@@ -82,7 +92,10 @@ class CountingStore : public ObjectStore {
     return c_->other++, s_->replace_meta(b, std::move(m), e);
   }
   Result<ObjectMeta> head_object(std::string_view b, std::string_view k) override {
-    return c_->head++, s_->head_object(b, k);
+    c_->head++;
+    auto m = s_->head_object(b, k);
+    if (m.ok() && !c_->sse_key.empty() && k == c_->sse_key) m->sse.algorithm = "AES256";
+    return m;
   }
   Result<std::unique_ptr<ObjectReader>> open_object(std::string_view b,
                                                     std::string_view k) override {
@@ -127,6 +140,32 @@ class CountingStore : public ObjectStore {
   }
   Result<ListUploadsResult> list_uploads(std::string_view b, const ListUploadsQuery& q) override {
     return c_->other++, s_->list_uploads(b, q);
+  }
+  // A stand-in for the gateway: says it passes SSE-C through when told, counts the calls with
+  // headers and serves them from the shared store (which does no key checks of its own).
+  bool passes_sse_c() const override { return c_->passes_sse_c; }
+  Result<std::unique_ptr<ObjectReader>> open_object_sse(std::string_view b, std::string_view k,
+                                                        std::string_view v,
+                                                        const SseCKeyHeaders& h) override {
+    EXPECT_TRUE(h.present());
+    EXPECT_TRUE(v.empty());
+    c_->sse_open++;
+    auto r = s_->open_object(b, k);
+    if (!r.ok()) return r.status();
+    return std::unique_ptr<ObjectReader>(new CountingReader(std::move(*r), c_));
+  }
+  Result<ObjectMeta> head_object_sse(std::string_view b, std::string_view k, std::string_view v,
+                                     const SseCKeyHeaders& h) override {
+    EXPECT_TRUE(h.present());
+    EXPECT_TRUE(v.empty());
+    return c_->sse_head++, s_->head_object(b, k);
+  }
+  Result<ObjectMeta> commit_object_sse(std::string_view b, ObjectMeta m,
+                                       std::unique_ptr<BlobWriter> d, const WriteCondition& cond,
+                                       const SseCKeyHeaders& h) override {
+    EXPECT_TRUE(h.present());
+    m.sse = SseCustomer();  // the stand-in keeps no SSE-C parameters (a gateway's upstream does)
+    return c_->sse_write++, s_->commit_object(b, std::move(m), std::move(d), cond);
   }
 
  private:
@@ -652,6 +691,72 @@ TEST_F(CachingStoreTest, ListingAndMultipartPassThrough) {
   m.parts = {p};
   ASSERT_TRUE(cache_->complete_upload(kBucket, *id, m, {{1, "p1"}}, {}).ok());
   EXPECT_EQ(get("mp"), part);
+}
+
+// SSE-C (docs/sse-c.md): in front of a store that passes SSE-C through, calls with the headers
+// go to the inner store's *_sse calls every time and leave nothing cached; a write drops what the
+// cache held for the key; an object whose metadata names SSE-C is never cached, so a read
+// without the key always reaches the inner store (which refuses it where it checks keys).
+TEST_F(CachingStoreTest, SseCHeadersBypassTheCacheInBothDirections) {
+  open_cache();
+  EXPECT_FALSE(cache_->passes_sse_c());
+  counts_->passes_sse_c = true;
+  EXPECT_TRUE(cache_->passes_sse_c());
+  const SseCKeyHeaders h("AES256", "a2V5LWJ5dGVzLWJhc2U2NA==", "bWQ1LWJhc2U2NA==");
+  const std::string v1 = pattern(41, 2 * kBlock + 3), v2 = pattern(42, kBlock + 9);
+  ASSERT_TRUE(put(*cache_, kBucket, "k", v1).ok());
+  EXPECT_EQ(get("k"), v1);
+  EXPECT_EQ(get("k"), v1);  // a hit
+  const auto hits = cache_->stats().hits;
+  EXPECT_GT(hits, 0u);
+  // Written with SSE-C headers through the cache: the cached v1 is dropped.
+  auto w = cache_->begin_write(kBucket);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->append(std::as_bytes(std::span(v2.data(), v2.size()))).ok());
+  ObjectMeta m;
+  m.key = "k";
+  m.size = v2.size();
+  m.etag = "0123456789abcdef0123456789abcdef";
+  m.sse.algorithm = "AES256";  // as the S3 layer fills it when passing SSE-C through
+  m.sse.key_md5 = h.key_md5;
+  ASSERT_TRUE(cache_->commit_object_sse(kBucket, m, std::move(*w), {}, h).ok());
+  EXPECT_EQ(counts_->sse_write, 1);
+  // Reads with the headers: the inner store each time, nothing cached.
+  const auto blocks = cache_->stats().blocks;
+  for (int i = 0; i < 2; ++i) {
+    const int preads = counts_->pread;
+    auto r = cache_->open_object_sse(kBucket, "k", "", h);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    auto all = read_all(**r, 50000);
+    ASSERT_TRUE(all.ok());
+    EXPECT_EQ(*all, v2);
+    EXPECT_GT(counts_->pread, preads);
+    ASSERT_TRUE(cache_->head_object_sse(kBucket, "k", "", h).ok());
+  }
+  EXPECT_EQ(counts_->sse_open, 2);
+  EXPECT_EQ(counts_->sse_head, 2);
+  EXPECT_EQ(cache_->stats().hits, hits);
+  EXPECT_LE(cache_->stats().blocks, blocks);
+  // Without headers the calls are the plain ones.
+  const SseCKeyHeaders none;
+  const int opens = counts_->open;
+  EXPECT_FALSE(none.present());
+  ASSERT_TRUE(cache_->open_object_sse(kBucket, "k", "", none).ok());
+  EXPECT_EQ(counts_->sse_open, 2);
+  EXPECT_EQ(counts_->open, opens + 1);
+
+  // An object whose metadata names SSE-C, read without headers: never cached, every open and
+  // head asks the inner store.
+  counts_->sse_key = "s";
+  ASSERT_TRUE(put(*local_, kBucket, "s", v1).ok());
+  for (int i = 0; i < 2; ++i) {
+    const int o = counts_->open, hd = counts_->head;
+    EXPECT_EQ(get("s"), v1);
+    EXPECT_EQ(counts_->open, o + 1) << "an SSE-C object was served from the cache";
+    ASSERT_TRUE(cache_->head_object(kBucket, "s").ok());
+    EXPECT_EQ(counts_->head, hd + 1);
+  }
+  EXPECT_EQ(cache_->stats().hits, hits);
 }
 
 }  // namespace

@@ -160,4 +160,36 @@ Status S3Store::note_versioning(Status st) {
   return note_capability(&Core::versioning, st);
 }
 
+bool S3Store::passes_sse_c() const {
+  std::lock_guard lk(core_->caps_mu);
+  return core_->sse_c != false;
+}
+
+Status S3Store::sse_c_known_missing(const SseCKeyHeaders& sse) const {
+  if (!sse.present()) return Status::Ok();
+  return capability_known_missing(&Core::sse_c,
+                                  "SSE-C (it answered NotImplemented to a request with SSE-C "
+                                  "headers, or stored an object without confirming its "
+                                  "encryption)");
+}
+
+Status S3Store::note_sse_c(const SseCKeyHeaders& sse, Status st) {
+  if (!sse.present() || st.code() != Errc::not_implemented) return st;
+  return note_capability(&Core::sse_c, st);
+}
+
+Status S3Store::sse_c_confirmed(const SseCKeyHeaders& sse, const Response& r,
+                                std::string_view what) {
+  if (!sse.present()) return Status::Ok();
+  const bool confirmed = sse_c_of_reply(r).enabled();
+  {
+    std::lock_guard lk(core_->caps_mu);
+    if (!core_->sse_c || confirmed) core_->sse_c = confirmed;
+  }
+  if (confirmed) return Status::Ok();
+  return Status(Errc::not_implemented,
+                "The gateway's upstream does not keep SSE-C: its " + std::string(what) +
+                    " answer did not confirm the encryption with the customer's key");
+}
+
 }  // namespace objdirect::storage::s3gw

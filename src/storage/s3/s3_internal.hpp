@@ -311,6 +311,10 @@ struct Core {
   // Whether the upstream keeps lifecycle configurations / CORS configurations: learnt from its
   // answers to those calls (NotImplemented: no); nullopt until one answered.
   std::optional<bool> lifecycle, cors;
+  // Whether the upstream keeps SSE-C: learnt from its answers to requests with SSE-C headers
+  // (NotImplemented, or a write answered without x-amz-server-side-encryption-customer-algorithm:
+  // no; a write that names it: yes); nullopt until one answered. Once no, passes_sse_c() is false.
+  std::optional<bool> sse_c;
   // The bucket documents read through the cache (s3_documents.cc): bucket '\n' name -> the
   // document (nullopt: the bucket has none) and when it was read. At most
   // opts.document_cache_entries, the least recently used dropped first; an entry older than
@@ -399,8 +403,15 @@ void add_checksum_headers(Headers& h, const ChecksumMap& sums);
 // `unquoted`: the ETag of If-Match without its quotes (radosgw 16 compares PutObject's If-Match
 // with the bare ETag and answers 412 to the quoted form that S3 specifies).
 void add_condition(Headers& h, const WriteCondition& cond, bool unquoted = false);
-// The object's metadata from a HEAD or GET reply.
+// The object's metadata from a HEAD or GET reply (meta.sse: the algorithm and key MD5 of the
+// reply's x-amz-server-side-encryption-customer-* headers, nothing else).
 ObjectMeta meta_from_head(std::string_view key, const Response& r);
+// The SSE-C headers `sse` on a request (x-amz-copy-source-server-side-encryption-customer-* when
+// `copy_source`); nothing when it is not present. They are signed as any header and never
+// logged.
+void add_sse_c_headers(Headers& h, const SseCKeyHeaders& sse, bool copy_source = false);
+// The algorithm and key MD5 of a write's reply (PutObject, CreateMultipartUpload, Complete).
+SseCustomer sse_c_of_reply(const Response& r);
 
 // A reply document decoded with the shared codecs (s3/documents.hpp). An <Error> document (S3
 // may send one inside a 200) becomes the upstream's Status; a reply the decoder refuses is an
@@ -428,8 +439,10 @@ class SpoolWriter;
 
 // An ObjectReader over one upstream object (s3_reader.cc); `meta` comes from its HEAD. Every GET
 // names `version_id` when it is not empty (a version opened by id), the latest otherwise.
+// `sse`: the SSE-C headers every GET carries (the reader keeps them until it is destroyed).
 std::unique_ptr<ObjectReader> make_reader(std::shared_ptr<Core> core, std::string bucket,
-                                          ObjectMeta meta, std::string version_id = "");
+                                          ObjectMeta meta, std::string version_id = "",
+                                          SseCKeyHeaders sse = SseCKeyHeaders());
 
 // --- the store ---------------------------------------------------------------------------------
 
@@ -449,7 +462,8 @@ class S3Store final : public ObjectStore {
   Result<ObjectMeta> replace_meta(std::string_view bucket, ObjectMeta meta,
                                   std::string_view expected_etag) override;
   Result<Response> head_call(std::string_view bucket, std::string_view key,
-                             std::string_view if_none_match);
+                             std::string_view if_none_match,
+                             const SseCKeyHeaders& sse = SseCKeyHeaders());
   Result<ObjectMeta> head_object(std::string_view bucket, std::string_view key) override;
   Result<std::optional<ObjectMeta>> revalidate(std::string_view bucket, std::string_view key,
                                                std::string_view etag) override;
@@ -475,6 +489,36 @@ class S3Store final : public ObjectStore {
   Result<ListUploadsResult> list_uploads(std::string_view bucket,
                                          const ListUploadsQuery& q) override;
 
+  // SSE-C, passed through (s3_objects.cc, s3_multipart.cc, s3_versions.cc): the headers go with
+  // the upstream requests of each call (HEAD, every ranged GET of the reader, PutObject or each
+  // request of the parallel multipart upload, CreateMultipartUpload, UploadPart, Complete) and
+  // the upstream's answers come back as it gave them. The plain calls are these with no headers.
+  // An open without a key of an object whose HEAD names SSE-C is refused here too (400
+  // InvalidRequest, as AWS), for upstreams that would serve it. A write whose reply does not
+  // confirm the encryption is removed again and not_implemented; that, or a NotImplemented
+  // answer, is remembered (Core::sse_c), and then passes_sse_c() is false.
+  bool passes_sse_c() const override;
+  Result<std::unique_ptr<ObjectReader>> open_object_sse(std::string_view bucket,
+                                                        std::string_view key,
+                                                        std::string_view version_id,
+                                                        const SseCKeyHeaders& sse) override;
+  Result<ObjectMeta> head_object_sse(std::string_view bucket, std::string_view key,
+                                     std::string_view version_id,
+                                     const SseCKeyHeaders& sse) override;
+  Result<ObjectMeta> commit_object_sse(std::string_view bucket, ObjectMeta meta,
+                                       std::unique_ptr<BlobWriter> data, const WriteCondition& cond,
+                                       const SseCKeyHeaders& sse) override;
+  Result<std::string> create_upload_sse(std::string_view bucket, const UploadInfo& info,
+                                        const SseCKeyHeaders& sse) override;
+  Result<PartInfo> commit_part_sse(std::string_view bucket, std::string_view key,
+                                   std::string_view upload_id, PartInfo info,
+                                   std::unique_ptr<BlobWriter> data,
+                                   const SseCKeyHeaders& sse) override;
+  Result<ObjectMeta> complete_upload_sse(std::string_view bucket, std::string_view upload_id,
+                                         ObjectMeta meta, const std::vector<CompletePartRef>& parts,
+                                         const WriteCondition& cond,
+                                         const SseCKeyHeaders& sse) override;
+
   // Versioning, passed through (s3_versions.cc): the upstream keeps the versions; where it
   // answers NotImplemented the gateway remembers that and answers not_implemented itself.
   bool supports_versioning() const override { return true; }
@@ -483,7 +527,8 @@ class S3Store final : public ObjectStore {
   // head_object_version's body; *latest_is_null is set when the upstream refused versionId=null
   // and the latest version, which carries no version id, was returned as the null version.
   Result<ObjectMeta> head_version(std::string_view bucket, std::string_view key,
-                                  std::string_view version_id, bool* latest_is_null);
+                                  std::string_view version_id, bool* latest_is_null,
+                                  const SseCKeyHeaders& sse = SseCKeyHeaders());
   Result<std::unique_ptr<ObjectReader>> open_object_version(std::string_view bucket,
                                                             std::string_view key,
                                                             std::string_view version_id) override;
@@ -537,17 +582,26 @@ class S3Store final : public ObjectStore {
                        std::uint32_t number) const;
   // PutObject / a parallel multipart upload of the spooled data: the upstream's ETag, and in
   // *version_id the x-amz-version-id it answered (empty without one).
+  // With SSE-C headers (`sse` present), every request carries them.
   Result<std::string> single_put(std::string_view bucket, const ObjectMeta& meta,
                                  const SpoolWriter& w, const WriteCondition& cond,
-                                 std::string* version_id);
+                                 std::string* version_id, const SseCKeyHeaders& sse);
   Result<std::string> multipart_put(std::string_view bucket, const ObjectMeta& meta,
                                     const SpoolWriter& w, const WriteCondition& cond,
-                                    std::string* version_id);
+                                    std::string* version_id, const SseCKeyHeaders& sse);
   Result<std::string> complete(std::string_view bucket, std::string_view key,
                                std::string_view upload_id,
                                const std::vector<std::pair<std::uint32_t, std::string>>& named,
                                const std::vector<PartInfo>& infos, const WriteCondition& cond,
-                               std::string* version_id = nullptr);
+                               std::string* version_id = nullptr,
+                               const SseCKeyHeaders& sse = SseCKeyHeaders());
+  // SSE-C capability (s3_capabilities.cc): not_implemented once the upstream was found to keep
+  // no SSE-C and `sse` is present (ok otherwise); note_sse_c remembers a NotImplemented answer
+  // to a request with `sse` and returns `st`; sse_c_confirmed checks that a write's reply
+  // confirms the encryption (remembering yes or no) and is not_implemented when it does not.
+  Status sse_c_known_missing(const SseCKeyHeaders& sse) const;
+  Status note_sse_c(const SseCKeyHeaders& sse, Status st);
+  Status sse_c_confirmed(const SseCKeyHeaders& sse, const Response& r, std::string_view what);
   // not_implemented once the upstream was found to keep no versions (ok otherwise).
   Status versioning_known_missing() const;
   // Remembers what a versioning call's answer says about the upstream: not_implemented means

@@ -57,6 +57,23 @@ void add_condition(Headers& h, const WriteCondition& cond, bool unquoted) {
     h.emplace_back("if-match", unquoted ? cond.etag : quote(cond.etag));
 }
 
+void add_sse_c_headers(Headers& h, const SseCKeyHeaders& sse, bool copy_source) {
+  if (!sse.present()) return;
+  const std::string p = copy_source ? "x-amz-copy-source-server-side-encryption-customer-"
+                                    : "x-amz-server-side-encryption-customer-";
+  h.emplace_back(p + "algorithm", sse.algorithm);
+  h.emplace_back(p + "key", sse.key);
+  h.emplace_back(p + "key-md5", sse.key_md5);
+}
+
+SseCustomer sse_c_of_reply(const Response& r) {
+  SseCustomer s;
+  s.algorithm = r.header("x-amz-server-side-encryption-customer-algorithm").value_or("");
+  if (s.enabled())
+    s.key_md5 = r.header("x-amz-server-side-encryption-customer-key-md5").value_or("");
+  return s;
+}
+
 ObjectMeta meta_from_head(std::string_view key, const Response& r) {
   ObjectMeta m;
   m.key = std::string(key);
@@ -85,6 +102,7 @@ ObjectMeta meta_from_head(std::string_view key, const Response& r) {
         m.checksums[std::string(checksum_name(*a))] = v;
     }
   }
+  m.sse = sse_c_of_reply(r);
   // A multipart object's composite checksum without its "-N" (moto 5.2 drops it): AWS marks a
   // full-object checksum of a multipart object with x-amz-checksum-type: FULL_OBJECT, so any
   // other is composite and gets the part count of the ETag back.

@@ -85,7 +85,14 @@ std::optional<ChecksumMap> Core::kept_part(const std::string& id, std::uint32_t 
 }
 
 Result<std::string> S3Store::create_upload(std::string_view bucket, const UploadInfo& info) {
+  return create_upload_sse(bucket, info, SseCKeyHeaders());
+}
+
+Result<std::string> S3Store::create_upload_sse(std::string_view bucket, const UploadInfo& info,
+                                               const SseCKeyHeaders& sse) {
+  OBJDIRECT_RETURN_IF_ERROR(sse_c_known_missing(sse));
   Request r = object_request("POST", bucket, info.key);
+  add_sse_c_headers(r.headers, sse);
   r.query = {{"uploads", ""}};
   add_meta_headers(r.headers, info.meta_template);
   if (!info.meta_template.tags.empty()) {
@@ -94,11 +101,19 @@ Result<std::string> S3Store::create_upload(std::string_view bucket, const Upload
   }
   if (!info.checksum_algorithm.empty())
     r.headers.emplace_back("x-amz-checksum-algorithm", info.checksum_algorithm);
-  auto doc =
-      call_xml(std::move(r), "CreateMultipartUpload", objdirect::s3::decode_initiate_multipart);
+  r.xml_reply = true;
+  auto resp = core_->call(std::move(r));
+  if (!resp.ok()) return note_sse_c(sse, resp.status());
+  auto doc = decode_reply(*resp, "CreateMultipartUpload", objdirect::s3::decode_initiate_multipart);
   if (!doc.ok()) return doc.status();
   std::string id = std::move(doc->upload_id);
   if (id.empty()) return Status(Errc::io_error, "upstream CreateMultipartUpload: no UploadId");
+  if (Status st = sse_c_confirmed(sse, *resp, "CreateMultipartUpload"); !st.ok()) {
+    Request a = object_request("DELETE", bucket, info.key);  // best effort
+    a.query = {{"uploadId", id}};
+    (void)core_->call(std::move(a));
+    return st;
+  }
   UploadInfo kept = info;
   kept.upload_id = id;
   if (kept.initiated_ns == 0) kept.initiated_ns = now_ns();
@@ -123,6 +138,15 @@ Result<UploadInfo> S3Store::get_upload(std::string_view bucket, std::string_view
 Result<PartInfo> S3Store::commit_part(std::string_view bucket, std::string_view key,
                                       std::string_view upload_id, PartInfo info,
                                       std::unique_ptr<BlobWriter> data) {
+  return commit_part_sse(bucket, key, upload_id, std::move(info), std::move(data),
+                         SseCKeyHeaders());
+}
+
+Result<PartInfo> S3Store::commit_part_sse(std::string_view bucket, std::string_view key,
+                                          std::string_view upload_id, PartInfo info,
+                                          std::unique_ptr<BlobWriter> data,
+                                          const SseCKeyHeaders& sse) {
+  OBJDIRECT_RETURN_IF_ERROR(sse_c_known_missing(sse));
   auto* w = dynamic_cast<SpoolWriter*>(data.get());
   OBJDIRECT_ASSERT(w != nullptr && w->core() == core_,
                    "commit_part: a writer is committed to the store that began it");
@@ -138,8 +162,10 @@ Result<PartInfo> S3Store::commit_part(std::string_view bucket, std::string_view 
   Request r = part_request(bucket, key, upload_id, info.part_number);
   r.body = w->body(0, w->size());
   add_checksum_headers(r.headers, info.checksums);
+  add_sse_c_headers(r.headers, sse);
   auto resp = core_->call(std::move(r));
   if (!resp.ok()) {
+    (void)note_sse_c(sse, resp.status());
     // moto 5.2 answers an UploadPart to an aborted or completed upload with a bare 500 (retried,
     // then unavailable here) where S3 says 404 NoSuchUpload: on that error path only, ask
     // ListParts whether the upload still exists (docs/scale-out.md, "Verified upstreams").
@@ -213,6 +239,15 @@ Result<ObjectMeta> S3Store::complete_upload(std::string_view bucket, std::string
                                             ObjectMeta meta,
                                             const std::vector<CompletePartRef>& parts,
                                             const WriteCondition& cond) {
+  return complete_upload_sse(bucket, upload_id, std::move(meta), parts, cond, SseCKeyHeaders());
+}
+
+Result<ObjectMeta> S3Store::complete_upload_sse(std::string_view bucket, std::string_view upload_id,
+                                                ObjectMeta meta,
+                                                const std::vector<CompletePartRef>& parts,
+                                                const WriteCondition& cond,
+                                                const SseCKeyHeaders& sse) {
+  OBJDIRECT_RETURN_IF_ERROR(sse_c_known_missing(sse));
   std::vector<std::pair<std::uint32_t, std::string>> named;
   for (const auto& p : parts) named.emplace_back(p.part_number, p.etag);
   std::unique_lock<std::mutex> key_lock;
@@ -228,8 +263,8 @@ Result<ObjectMeta> S3Store::complete_upload(std::string_view bucket, std::string
     if (listed.ok()) infos = std::move(*listed);
   }
   std::string version_id;
-  auto etag = complete(bucket, meta.key, upload_id, named, infos, cond, &version_id);
-  if (!etag.ok()) return etag.status();
+  auto etag = complete(bucket, meta.key, upload_id, named, infos, cond, &version_id, sse);
+  if (!etag.ok()) return note_sse_c(sse, etag.status());
   core_->forget_template(std::string(upload_id));
   meta.etag = *etag;
   meta.version_id = std::move(version_id);
@@ -329,7 +364,7 @@ Request S3Store::part_request(std::string_view bucket, std::string_view key,
 // A parallel multipart upload of the spooled data; aborted upstream on any failure.
 Result<std::string> S3Store::multipart_put(std::string_view bucket, const ObjectMeta& meta,
                                            const SpoolWriter& w, const WriteCondition& cond,
-                                           std::string* version_id) {
+                                           std::string* version_id, const SseCKeyHeaders& sse) {
   core_->ctr.multipart_commits++;
   // A full-object checksum cannot be forwarded through a multipart upload: each part carries
   // its own checksum of the same algorithm instead (the upstream verifies every part).
@@ -341,7 +376,7 @@ Result<std::string> S3Store::multipart_put(std::string_view bucket, const Object
   info.key = meta.key;
   info.meta_template = meta;
   if (algo) info.checksum_algorithm = std::string(checksum_name(*algo));
-  auto id = create_upload(bucket, info);
+  auto id = create_upload_sse(bucket, info, sse);
   if (!id.ok()) return id.status();
   const std::uint64_t size = w.size();
   const std::uint64_t part = std::max<std::uint64_t>(
@@ -354,6 +389,7 @@ Result<std::string> S3Store::multipart_put(std::string_view bucket, const Object
     const auto number = static_cast<std::uint32_t>(i + 1);
     Request r = part_request(bucket, meta.key, *id, number);
     r.body = w.body(off, len);
+    add_sse_c_headers(r.headers, sse);
     PartInfo pi;
     pi.part_number = number;
     pi.size = len;
@@ -375,7 +411,7 @@ Result<std::string> S3Store::multipart_put(std::string_view bucket, const Object
   if (failure.ok()) {
     std::vector<std::pair<std::uint32_t, std::string>> named;
     for (const auto& p : done) named.emplace_back(p.part_number, p.etag);
-    etag = complete(bucket, meta.key, *id, named, done, cond, version_id);
+    etag = complete(bucket, meta.key, *id, named, done, cond, version_id, sse);
   }
   if (!etag.ok()) {
     (void)abort_upload(bucket, meta.key, *id);  // best effort; the upstream's lifecycle rules
@@ -389,7 +425,8 @@ Result<std::string> S3Store::multipart_put(std::string_view bucket, const Object
 Result<std::string> S3Store::complete(
     std::string_view bucket, std::string_view key, std::string_view upload_id,
     const std::vector<std::pair<std::uint32_t, std::string>>& named,
-    const std::vector<PartInfo>& infos, const WriteCondition& cond, std::string* version_id) {
+    const std::vector<PartInfo>& infos, const WriteCondition& cond, std::string* version_id,
+    const SseCKeyHeaders& sse) {
   std::vector<objdirect::s3::CompletePart> list;
   list.reserve(named.size());
   for (const auto& [n, etag] : named) {
@@ -407,6 +444,7 @@ Result<std::string> S3Store::complete(
   r.query = {{"uploadId", std::string(upload_id)}};
   r.headers.emplace_back("content-type", "application/xml");
   add_condition(r.headers, cond);
+  add_sse_c_headers(r.headers, sse);
   r.body = Body{body.data(), -1, 0, body.size(), 0, 0};
   r.idempotent = false;  // a lost answer may mean it completed: not re-sent, confirmed below
   std::uint32_t attempts = 1;
@@ -438,10 +476,20 @@ Result<std::string> S3Store::complete(
   if (version_id) *version_id = resp->header("x-amz-version-id").value_or("");
   std::string etag = std::move(reply->etag);
   if (etag.empty()) {
-    // radosgw 16 answers an empty <ETag/>: the object's HEAD has it.
-    auto h = head_object(bucket, key);
-    if (!h.ok()) return h.status();
-    etag = h->etag;
+    // radosgw 16 answers an empty <ETag/>: the object's HEAD has it (with the SSE-C headers of
+    // the Complete, when it had them).
+    auto h = head_call(bucket, key, "", sse);
+    if (h.ok()) {
+      etag = objdirect::s3::unquote_etag(h->header("etag").value_or(""));
+    } else {
+      // An SSE-C object completed without the key (its HEAD needs the key), or a HEAD that
+      // failed: the ETag as S3 (and radosgw) compute a multipart ETag, from the parts named.
+      std::vector<std::string> md5s;
+      for (const auto& [n, part_etag] : named) md5s.push_back(part_etag);
+      auto computed = multipart_etag(md5s);
+      if (!computed) return h.status();
+      etag = std::move(*computed);
+    }
   }
   if (etag.empty()) return Status(Errc::io_error, "upstream CompleteMultipartUpload: no ETag");
   return etag;

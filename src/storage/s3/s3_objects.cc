@@ -15,6 +15,14 @@ namespace objdirect::storage::s3gw {
 Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta meta,
                                           std::unique_ptr<BlobWriter> data,
                                           const WriteCondition& cond) {
+  return commit_object_sse(bucket, std::move(meta), std::move(data), cond, SseCKeyHeaders());
+}
+
+Result<ObjectMeta> S3Store::commit_object_sse(std::string_view bucket, ObjectMeta meta,
+                                              std::unique_ptr<BlobWriter> data,
+                                              const WriteCondition& cond,
+                                              const SseCKeyHeaders& sse) {
+  OBJDIRECT_RETURN_IF_ERROR(sse_c_known_missing(sse));
   auto* w = dynamic_cast<SpoolWriter*>(data.get());
   OBJDIRECT_ASSERT(w != nullptr && w->core() == core_,
                    "commit_object: a writer is committed to the store that began it");
@@ -29,8 +37,8 @@ Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta me
   }
   if (!meta.tags.empty()) OBJDIRECT_RETURN_IF_ERROR(tagging_available(bucket));
   std::string version_id;
-  Result<std::string> etag = large ? multipart_put(bucket, meta, *w, cond, &version_id)
-                                   : single_put(bucket, meta, *w, cond, &version_id);
+  Result<std::string> etag = large ? multipart_put(bucket, meta, *w, cond, &version_id, sse)
+                                   : single_put(bucket, meta, *w, cond, &version_id, sse);
   if (etag.code() == Errc::precondition_failed &&
       cond.kind == WriteCondition::Kind::etag_must_match) {
     // S3 answers If-Match on a missing key 404 NoSuchKey; radosgw 16 answers 412. On that error
@@ -43,15 +51,21 @@ Result<ObjectMeta> S3Store::commit_object(std::string_view bucket, ObjectMeta me
   meta.etag = *etag;
   meta.mtime_ns = now_ns();
   meta.parts.clear();
+  meta.sse = SseCustomer();
+  if (sse.present()) {
+    meta.sse.algorithm = sse.algorithm;  // the upstream confirmed them (sse_c_confirmed)
+    meta.sse.key_md5 = sse.key_md5;
+  }
   return meta;
 }
 
 Result<std::string> S3Store::single_put(std::string_view bucket, const ObjectMeta& meta,
                                         const SpoolWriter& w, const WriteCondition& cond,
-                                        std::string* version_id) {
+                                        std::string* version_id, const SseCKeyHeaders& sse) {
   Request r = object_request("PUT", bucket, meta.key);
   r.body = w.body(0, w.size());
   add_meta_headers(r.headers, meta);
+  add_sse_c_headers(r.headers, sse);
   add_checksum_headers(r.headers, meta.checksums);
   if (!meta.tags.empty())
     r.headers.emplace_back("x-amz-tagging", objdirect::s3::tagging_header(meta.tags));
@@ -62,9 +76,17 @@ Result<std::string> S3Store::single_put(std::string_view bucket, const ObjectMet
   }
   add_condition(r.headers, cond, unquoted);
   auto resp = core_->call(std::move(r));
-  if (!resp.ok()) return resp.status();
+  if (!resp.ok()) return note_sse_c(sse, resp.status());
   auto etag = objdirect::s3::unquote_etag(resp->header("etag").value_or(""));
   *version_id = resp->header("x-amz-version-id").value_or("");
+  if (Status st = sse_c_confirmed(sse, *resp, "PutObject"); !st.ok()) {
+    // Stored without the encryption asked for: removed again (best effort), never left readable
+    // as plaintext for a client that asked for SSE-C.
+    Request d = object_request("DELETE", bucket, meta.key);
+    if (!version_id->empty()) d.query = {{"versionId", *version_id}};
+    (void)core_->call(std::move(d));
+    return st;
+  }
   if (etag.empty()) return Status(Errc::io_error, "upstream PutObject: no ETag");
   return etag;
 }
@@ -97,18 +119,45 @@ Result<ObjectMeta> S3Store::replace_meta(std::string_view bucket, ObjectMeta met
 // HEAD of one object (with If-None-Match: "etag" when `if_none_match` is set). A bodiless 404
 // is a missing key or a missing bucket: head_bucket tells them apart.
 Result<Response> S3Store::head_call(std::string_view bucket, std::string_view key,
-                                    std::string_view if_none_match) {
+                                    std::string_view if_none_match, const SseCKeyHeaders& sse) {
+  OBJDIRECT_RETURN_IF_ERROR(sse_c_known_missing(sse));
   Request r = object_request("HEAD", bucket, key);
   r.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
   if (!if_none_match.empty()) r.headers.emplace_back("if-none-match", quote(if_none_match));
+  add_sse_c_headers(r.headers, sse);
   auto resp = core_->call(std::move(r));
   if (!resp.ok() && resp.code() == Errc::no_such_key) {
     auto b = head_bucket(bucket);
     if (!b.ok()) return b.status();
     return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
   }
+  if (!resp.ok() && resp.code() == Errc::invalid_request) {
+    // A HEAD's 400 has no body (an SSE-C object without its key, a key for an object without
+    // SSE-C, ...): the same request as a GET of its first byte brings the upstream's error
+    // document, code and message, on this error path only.
+    Request g = object_request("GET", bucket, key);
+    g.headers.emplace_back("range", "bytes=0-0");
+    add_sse_c_headers(g.headers, sse);
+    auto detail = core_->call(std::move(g));
+    if (!detail.ok() && detail.code() != Errc::no_such_key && detail.code() != Errc::invalid_range)
+      return detail.status();
+  }
+  if (!resp.ok()) return note_sse_c(sse, resp.status());
   return resp;
 }
+
+namespace {
+
+// An object whose HEAD names SSE-C, opened without a key: AWS's refusal, made by the gateway
+// too, for upstreams that would serve it (and so that no cache in front ever holds it).
+Status refuse_keyless(const ObjectMeta& m, const SseCKeyHeaders& sse) {
+  if (!m.sse.enabled() || sse.present()) return Status::Ok();
+  return Status(Errc::invalid_request,
+                "The object was stored using a form of Server Side Encryption. The correct "
+                "parameters must be provided to retrieve the object.");
+}
+
+}  // namespace
 
 Result<ObjectMeta> S3Store::head_object(std::string_view bucket, std::string_view key) {
   auto resp = head_call(bucket, key, "");
@@ -133,9 +182,46 @@ Result<std::optional<ObjectMeta>> S3Store::revalidate(std::string_view bucket, s
 
 Result<std::unique_ptr<ObjectReader>> S3Store::open_object(std::string_view bucket,
                                                            std::string_view key) {
-  auto m = head_object(bucket, key);
-  if (!m.ok()) return m.status();
-  return make_reader(core_, std::string(bucket), std::move(*m));
+  return open_object_sse(bucket, key, "", SseCKeyHeaders());
+}
+
+Result<ObjectMeta> S3Store::head_object_sse(std::string_view bucket, std::string_view key,
+                                            std::string_view version_id,
+                                            const SseCKeyHeaders& sse) {
+  Result<ObjectMeta> m = Status(Errc::internal, "unset");
+  if (version_id.empty()) {
+    auto resp = head_call(bucket, key, "", sse);
+    if (!resp.ok()) return resp.status();
+    m = meta_from_head(key, *resp);
+  } else {
+    m = head_version(bucket, key, version_id, nullptr, sse);
+    if (!m.ok()) return m.status();
+  }
+  if (!m->delete_marker) OBJDIRECT_RETURN_IF_ERROR(refuse_keyless(*m, sse));
+  return m;
+}
+
+Result<std::unique_ptr<ObjectReader>> S3Store::open_object_sse(std::string_view bucket,
+                                                               std::string_view key,
+                                                               std::string_view version_id,
+                                                               const SseCKeyHeaders& sse) {
+  if (!version_id.empty()) {
+    bool latest_is_null = false;
+    auto m = head_version(bucket, key, version_id, &latest_is_null, sse);
+    if (!m.ok()) return m.status();
+    if (m->delete_marker)
+      return Status(Errc::method_not_allowed,
+                    "The specified method is not allowed against this resource (a delete marker)");
+    OBJDIRECT_RETURN_IF_ERROR(refuse_keyless(*m, sse));
+    // The null version that the upstream will not name: read the latest, pinned to its ETag.
+    return make_reader(core_, std::string(bucket), std::move(*m),
+                       latest_is_null ? std::string() : std::string(version_id), sse);
+  }
+  auto resp = head_call(bucket, key, "", sse);
+  if (!resp.ok()) return resp.status();
+  ObjectMeta m = meta_from_head(key, *resp);
+  OBJDIRECT_RETURN_IF_ERROR(refuse_keyless(m, sse));
+  return make_reader(core_, std::string(bucket), std::move(m), "", sse);
 }
 
 Status S3Store::delete_object(std::string_view bucket, std::string_view key) {

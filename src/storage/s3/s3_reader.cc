@@ -82,11 +82,12 @@ struct RangeSink : Sink {
 class S3Reader final : public ObjectReader {
  public:
   S3Reader(std::shared_ptr<Core> core, std::string bucket, ObjectMeta meta,
-           std::string version_query)
+           std::string version_query, SseCKeyHeaders sse)
       : core_(std::move(core)),
         bucket_(std::move(bucket)),
         meta_(std::move(meta)),
-        version_query_(std::move(version_query)) {}
+        version_query_(std::move(version_query)),
+        sse_(std::move(sse)) {}
   ~S3Reader() override { close_stream(); }
 
   const ObjectMeta& meta() const override { return meta_; }
@@ -171,6 +172,7 @@ class S3Reader final : public ObjectReader {
     r.headers.emplace_back("range", "bytes=" + std::to_string(first) + "-" + std::to_string(last));
     r.headers.emplace_back("if-match", quote(meta_.etag));
     if (!version_query_.empty()) r.query = {{"versionId", version_query_}};
+    add_sse_c_headers(r.headers, sse_);
     return r;
   }
 
@@ -381,6 +383,7 @@ class S3Reader final : public ObjectReader {
   std::string bucket_;
   ObjectMeta meta_;
   std::string version_query_;  // the versionId of every GET ("": the latest)
+  SseCKeyHeaders sse_;         // the SSE-C headers of every GET (none: not present)
   std::unique_ptr<Stream> stream_;
   std::uint64_t stream_next_ = 0;
   // Of the last failed continue_stream: bytes it delivered, and why it may be resumed.
@@ -393,9 +396,10 @@ class S3Reader final : public ObjectReader {
 }  // namespace
 
 std::unique_ptr<ObjectReader> make_reader(std::shared_ptr<Core> core, std::string bucket,
-                                          ObjectMeta meta, std::string version_id) {
+                                          ObjectMeta meta, std::string version_id,
+                                          SseCKeyHeaders sse) {
   return std::make_unique<S3Reader>(std::move(core), std::move(bucket), std::move(meta),
-                                    std::move(version_id));
+                                    std::move(version_id), std::move(sse));
 }
 
 }  // namespace objdirect::storage::s3gw

@@ -27,10 +27,13 @@ Result<ObjectMeta> S3Store::head_object_version(std::string_view bucket, std::st
 }
 
 Result<ObjectMeta> S3Store::head_version(std::string_view bucket, std::string_view key,
-                                         std::string_view version_id, bool* latest_is_null) {
+                                         std::string_view version_id, bool* latest_is_null,
+                                         const SseCKeyHeaders& sse) {
   OBJDIRECT_RETURN_IF_ERROR(versioning_known_missing());
+  OBJDIRECT_RETURN_IF_ERROR(sse_c_known_missing(sse));
   Request r = version_request("HEAD", bucket, key, version_id);
   r.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
+  add_sse_c_headers(r.headers, sse);
   const std::string what = "HEAD " + core_->target(r);
   auto resp = core_->perform(std::move(r));
   if (!resp.ok()) return resp.status();
@@ -75,11 +78,21 @@ Result<ObjectMeta> S3Store::head_version(std::string_view bucket, std::string_vi
                     "The specified version does not exist (upstream: " + st.message() + ")");
     return Status(Errc::no_such_key, "The specified key does not exist (upstream)");
   }
+  if (resp->status == 400 && version_id != "null") {
+    // A HEAD's 400 has no body: an SSE-C version without its key (or a key for a version without
+    // SSE-C) reads as a bad version id. A GET of the first byte brings the upstream's error
+    // document (InvalidRequest there), on this error path only.
+    Request g = version_request("GET", bucket, key, version_id);
+    g.headers.emplace_back("range", "bytes=0-0");
+    add_sse_c_headers(g.headers, sse);
+    auto detail = core_->call(std::move(g));
+    if (!detail.ok() && detail.code() == Errc::invalid_request) return detail.status();
+  }
   if (resp->status == 400 && version_id == "null") {
     // moto 5.2 refuses versionId=null (400) on a key written while versioning was off, whose
     // only version is the null one (clients such as rclone ask for it by that id after an
     // upload). The latest version, when it carries no version id, is the null version.
-    auto latest = head_version(bucket, key, "", nullptr);
+    auto latest = head_version(bucket, key, "", nullptr, sse);
     if (latest.ok() && !latest->delete_marker &&
         (latest->version_id.empty() || latest->version_id == "null")) {
       latest->version_id = "null";
@@ -92,22 +105,13 @@ Result<ObjectMeta> S3Store::head_version(std::string_view bucket, std::string_vi
   if (resp->status == 400 && !version_id.empty())
     return Status(Errc::invalid_argument,
                   "Invalid version id specified (upstream: " + st.message() + ")");
-  return note_versioning(st);
+  return note_sse_c(sse, note_versioning(st));
 }
 
 Result<std::unique_ptr<ObjectReader>> S3Store::open_object_version(std::string_view bucket,
                                                                    std::string_view key,
                                                                    std::string_view version_id) {
-  if (version_id.empty()) return open_object(bucket, key);
-  bool latest_is_null = false;
-  auto m = head_version(bucket, key, version_id, &latest_is_null);
-  if (!m.ok()) return m.status();
-  if (m->delete_marker)
-    return Status(Errc::method_not_allowed,
-                  "The specified method is not allowed against this resource (a delete marker)");
-  // The null version that the upstream will not name: read the latest, pinned to its ETag.
-  if (latest_is_null) return make_reader(core_, std::string(bucket), std::move(*m), "");
-  return make_reader(core_, std::string(bucket), std::move(*m), std::string(version_id));
+  return open_object_sse(bucket, key, version_id, SseCKeyHeaders());
 }
 
 Result<DeleteOutcome> S3Store::delete_object_version(std::string_view bucket, std::string_view key,
