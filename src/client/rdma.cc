@@ -78,7 +78,7 @@ class TransportFabric final : public Fabric {
       std::shared_ptr<void> hot;
     };
     // hold.get() is the registration (aliasing constructor); the TokenHold owns both.
-    auto both = std::make_shared<TokenHold>(hit->reg, transport_->keep_progress_hot());
+    auto both = std::make_shared<TokenHold>(hit->reg, transport_->keep_progress_hot(buf.size()));
     hold = std::shared_ptr<void>(both, hit->reg.get());
     return token::encode(t);
   }

@@ -50,7 +50,9 @@ class Backoff {
   explicit Backoff(std::chrono::microseconds max_sleep = std::chrono::microseconds(200))
       : max_sleep_(max_sleep) {}
   void reset() noexcept { idle_ = 0; }
-  void pause();
+  void pause() { pause(max_sleep_); }
+  // As pause(), with this call's longest sleep.
+  void pause(std::chrono::microseconds max_sleep);
 
  private:
   std::chrono::microseconds max_sleep_;
@@ -71,27 +73,35 @@ class FineTimerSlack {
 };
 
 // Runs poll() until destroyed. poll returns whether it did work. While a hold() handle lives
-// ("hot") it polls with Backoff (sleeps of at most sleep_max); with none, after a poll that did
-// nothing it sleeps idle_poll ("cold", ~0 CPU) unless a hold() wakes it first.
+// ("hot") it polls with Backoff (sleeps of at most sleep_max, or of at most sleep_max_relaxed
+// while every live handle is a relaxed one); with none, after a poll that did nothing it sleeps
+// idle_poll ("cold", ~0 CPU) unless a hold() wakes it first.
 class ProgressThread {
  public:
   ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max,
-                 std::chrono::microseconds idle_poll);
+                 std::chrono::microseconds idle_poll,
+                 std::chrono::microseconds sleep_max_relaxed = std::chrono::microseconds(0));
   ~ProgressThread();  // stops and joins
   ProgressThread(const ProgressThread&) = delete;
   ProgressThread& operator=(const ProgressThread&) = delete;
 
   // Keeps the thread hot until the handle is released. Never null. A handle may outlive the
   // thread (a client's token hold can outlive its transport): it then only drops a count.
-  std::shared_ptr<void> hold();
+  // relaxed: the poller may back off to sleep_max_relaxed while only relaxed handles live (the
+  // transfer it is held for moves without this side's polls); 0 sleep_max_relaxed: as any.
+  std::shared_ptr<void> hold(bool relaxed = false);
   // Handles alive (for tests).
-  unsigned holds() const noexcept { return holds_->load(std::memory_order_acquire); }
+  unsigned holds() const noexcept { return counts_->holds.load(std::memory_order_acquire); }
 
  private:
   std::mutex mu_;  // guards the cold wait against hold()'s wake-up
   std::condition_variable cv_;
   // Shared with the handles, so that releasing one after the thread is gone touches live memory.
-  std::shared_ptr<std::atomic<unsigned>> holds_ = std::make_shared<std::atomic<unsigned>>(0);
+  struct Counts {
+    std::atomic<unsigned> holds{0};   // every live handle
+    std::atomic<unsigned> strict{0};  // the live handles that are not relaxed
+  };
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -212,14 +212,14 @@ Result<std::vector<Chunk>> plan_chunks(std::span<const LocalSegment> local,
   return chunks;
 }
 
-void Backoff::pause() {
+void Backoff::pause(std::chrono::microseconds max_sleep) {
   ++idle_;
   if (idle_ < 64) {
     std::this_thread::yield();
     return;
   }
   unsigned shift = std::min(idle_ - 64, 16u);
-  auto sleep = std::min(std::chrono::microseconds(1) * (1u << shift), max_sleep_);
+  auto sleep = std::min(std::chrono::microseconds(1) * (1u << shift), max_sleep);
   std::this_thread::sleep_for(sleep);
 }
 
@@ -232,33 +232,37 @@ FineTimerSlack::~FineTimerSlack() {
 }
 
 ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max,
-                               std::chrono::microseconds idle_poll) {
+                               std::chrono::microseconds idle_poll,
+                               std::chrono::microseconds sleep_max_relaxed) {
+  if (sleep_max_relaxed < sleep_max) sleep_max_relaxed = sleep_max;
   // Test-only (Config::progress_thread): a slowed progress thread, as on a loaded host.
   std::chrono::milliseconds test_delay{0};
   if (const char* d = std::getenv("OBJDIRECT_TEST_PROGRESS_DELAY_MS")) {
     test_delay = std::chrono::milliseconds(std::min(std::strtoul(d, nullptr, 10), 10'000ul));
   }
-  thread_ = std::thread([this, poll = std::move(poll), sleep_max, idle_poll, test_delay] {
-    // Default timer slack (50 us) would stretch every short back-off sleep to ~50 us.
-    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    Backoff backoff(sleep_max);
-    while (!stop_.load(std::memory_order_acquire)) {
-      if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);
-      if (poll()) {
-        backoff.reset();
-      } else if (holds_->load(std::memory_order_acquire) > 0) {
-        backoff.pause();
-      } else {
-        // Cold: nobody expects traffic. Poll rarely (connection upkeep) until a hold() or stop.
-        backoff.reset();
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, idle_poll, [this] {
-          return stop_.load(std::memory_order_acquire) ||
-                 holds_->load(std::memory_order_acquire) > 0;
-        });
-      }
-    }
-  });
+  thread_ = std::thread(
+      [this, poll = std::move(poll), sleep_max, sleep_max_relaxed, idle_poll, test_delay] {
+        // Default timer slack (50 us) would stretch every short back-off sleep to ~50 us.
+        ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+        Backoff backoff(sleep_max);
+        while (!stop_.load(std::memory_order_acquire)) {
+          if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);
+          if (poll()) {
+            backoff.reset();
+          } else if (counts_->holds.load(std::memory_order_acquire) > 0) {
+            backoff.pause(counts_->strict.load(std::memory_order_acquire) > 0 ? sleep_max
+                                                                              : sleep_max_relaxed);
+          } else {
+            // Cold: nobody expects traffic. Poll rarely (connection upkeep) until a hold() or stop.
+            backoff.reset();
+            std::unique_lock lock(mu_);
+            cv_.wait_for(lock, idle_poll, [this] {
+              return stop_.load(std::memory_order_acquire) ||
+                     counts_->holds.load(std::memory_order_acquire) > 0;
+            });
+          }
+        }
+      });
 }
 
 ProgressThread::~ProgressThread() {
@@ -270,16 +274,20 @@ ProgressThread::~ProgressThread() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<void> ProgressThread::hold() {
+std::shared_ptr<void> ProgressThread::hold(bool relaxed) {
   {
     std::lock_guard lock(mu_);
-    holds_->fetch_add(1, std::memory_order_acq_rel);
+    // strict first: the poller never sees a strict handle as only a relaxed one.
+    if (!relaxed) counts_->strict.fetch_add(1, std::memory_order_acq_rel);
+    counts_->holds.fetch_add(1, std::memory_order_acq_rel);
   }
   cv_.notify_all();
-  // The handle owns the shared count, not the thread; its deleter ends the hold.
-  auto count = holds_;
-  return std::shared_ptr<void>(static_cast<void*>(count.get()),
-                               [count](void*) { count->fetch_sub(1, std::memory_order_acq_rel); });
+  // The handle owns the shared counts, not the thread; its deleter ends the hold.
+  auto counts = counts_;
+  return std::shared_ptr<void>(static_cast<void*>(counts.get()), [counts, relaxed](void*) {
+    counts->holds.fetch_sub(1, std::memory_order_acq_rel);
+    if (!relaxed) counts->strict.fetch_sub(1, std::memory_order_acq_rel);
+  });
 }
 
 }  // namespace detail

@@ -65,6 +65,12 @@ struct Config {
   // so this bounds how long an incoming transfer can sit unserved. Lower: faster first byte,
   // more idle wake-ups (about 1e6 / this value per second).
   std::chrono::microseconds progress_sleep_max{100};
+  // The same while every keep_progress_hot() handle alive is for a transfer that the fabric moves
+  // without this side's polls (libfabric shm above its inject size: the peer's process copies),
+  // where polls only cost CPU: eight processes each with a GET in flight spent 0.08-0.09 client
+  // CPU-s/GiB at 100 us, 0.05 at 1 ms (docs/BENCHMARKS.md, optimisation 11). A transport whose
+  // every transfer needs this side's polls ignores it.
+  std::chrono::microseconds progress_sleep_max_relaxed{1000};
   // How often the progress thread polls while no keep_progress_hot() handle is alive. wait()
   // polls by itself, but only while its caller waits: an initiator with several operations in
   // flight (the server) holds a handle for the transfer, a target (the client, while a token is
@@ -243,8 +249,11 @@ class Transport {
   // the returned handle lives: hold one while a peer may access this side's memory, e.g. from
   // handing out a token until its request is answered. Without any, the progress thread polls
   // every progress_idle_poll. The handle must not outlive the transport. Never null (a dummy
-  // without a progress thread).
-  virtual std::shared_ptr<void> keep_progress_hot() = 0;
+  // without a progress thread). transfer_bytes: the one contiguous range of this side's memory
+  // the peer may move for the holder, in bytes (0: not known, or several ranges). Where the
+  // fabric moves a range that large without this side's polls, and while every live handle is
+  // such a one, the thread polls with sleeps of up to progress_sleep_max_relaxed instead.
+  virtual std::shared_ptr<void> keep_progress_hot(std::uint64_t transfer_bytes) = 0;
 
   // For a fabric whose caps().peer_copies: a check of whether the process behind peer_address
   // (a token's endpoint) can never run again (it exited or is a zombie; a reused pid reads as

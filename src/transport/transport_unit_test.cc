@@ -164,6 +164,47 @@ TEST(ProgressThread, IdlesColdAndPollsHotOnlyWhileHeld) {
   // The destructor wakes the cold thread and joins it well before the 10 s idle poll.
 }
 
+TEST(ProgressThread, RelaxedHoldsAloneBackOffFurtherAndAStrictOneRestoresFullRate) {
+  std::atomic<unsigned> polls{0};
+  // Hot sleeps of at most 100 us, relaxed ones of at most 20 ms; cold polls every 10 s.
+  detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },
+                            std::chrono::microseconds(100), std::chrono::seconds(10),
+                            std::chrono::milliseconds(20));
+  // Polls in `window` once the back-off has ramped up (a sleep is never shorter than asked, so
+  // a loaded machine only lowers the count: the upper bounds below cannot fail from load).
+  auto polls_in = [&](std::chrono::milliseconds window) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const unsigned before = polls.load();
+    std::this_thread::sleep_for(window);
+    return polls.load() - before;
+  };
+  auto relaxed = pt.hold(true);
+  EXPECT_EQ(pt.holds(), 1u);
+  EXPECT_LE(polls_in(std::chrono::milliseconds(200)), 12u)
+      << "with only relaxed holds the sleeps grow to the relaxed maximum (20 ms)";
+  {
+    auto strict = pt.hold();
+    EXPECT_EQ(pt.holds(), 2u);
+    // Within one relaxed sleep the thread is back at full rate: 50 polls of at most 100 us.
+    const unsigned before = polls.load();
+    EXPECT_TRUE(eventually([&] { return polls.load() >= before + 50; }, std::chrono::seconds(5)));
+  }
+  EXPECT_EQ(pt.holds(), 1u);
+  EXPECT_LE(polls_in(std::chrono::milliseconds(200)), 12u) << "the strict hold is gone";
+  relaxed.reset();
+  EXPECT_EQ(pt.holds(), 0u);
+}
+
+TEST(ProgressThread, ARelaxedMaximumBelowTheHotOneIsTheHotOne) {
+  std::atomic<unsigned> polls{0};
+  detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },
+                            std::chrono::microseconds(100), std::chrono::seconds(10),
+                            std::chrono::microseconds(0));
+  auto relaxed = pt.hold(true);
+  const unsigned before = polls.load();
+  EXPECT_TRUE(eventually([&] { return polls.load() >= before + 50; }, std::chrono::seconds(5)));
+}
+
 TEST(CreateTransport, RefusesUnknownFabric) {
   EXPECT_EQ(create_transport(Config{"infiniband"}).code(), Errc::invalid_argument);
   EXPECT_EQ(create_transport(Config{"libfabric:nope"}).code(), Errc::invalid_argument);

@@ -241,7 +241,7 @@ struct ClientSide {
     if (!t.ok()) return std::nullopt;
     ClientSide c;
     c.tr = std::move(*t);
-    c.hot = c.tr->keep_progress_hot();  // the server may move data at any time, as in a client
+    c.hot = c.tr->keep_progress_hot(0);  // the server may move data at any time, as in a client
     c.buf.assign(std::max<std::size_t>(bytes, 1), std::byte{0xAA});
     auto mr = c.tr->register_memory(c.buf.data(), c.buf.size(), token::MemoryType::host);
     if (!mr.ok()) return std::nullopt;

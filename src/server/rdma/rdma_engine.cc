@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/assert.hpp"
+#include "server/rdma/chunk_plan.hpp"
 #include "token/fabric_advert.hpp"
 
 namespace objdirect::rdma {
@@ -617,7 +618,7 @@ std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
   r->maps = std::move(maps);
   r->transport = tr;
   r->ops = std::move(abandoned.ops);
-  r->hot = tr->keep_progress_hot();
+  r->hot = tr->keep_progress_hot(0);  // full rate: what the provider still sends goes out
   r->peer_copies = tr->caps().peer_copies;
   if (r->peer_copies) {
     r->peer_gone = tr->peer_gone_check(t.endpoint);
@@ -695,7 +696,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   transport::Transport& tr = *tr_ref;
   // wait() polls only while this thread waits; the progress thread keeps the other chunks in
   // flight moving while it reads from storage.
-  auto hot = tr.keep_progress_hot();
+  auto hot = tr.keep_progress_hot(0);
 
   struct Slot {
     Buffer* buf;
@@ -707,7 +708,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
     slots.push_back({lease->buffers[k], lease->mrs[k].get(), std::nullopt});
   }
   const std::uint64_t chunk = opts_.chunk_bytes;
-  const std::uint64_t chunks = (length + chunk - 1) / chunk;
+  const std::uint64_t chunks = chunk_count(length, chunk);
   // Zero copy when the object's files can be mapped; the staging buffers then only count.
   const auto maps = map_extents(tr, reader, offset, length);
   Status failure;
@@ -723,8 +724,9 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
       s.op.reset();
       if (!failure.ok()) break;
     }
-    const std::uint64_t pos = i * chunk;
-    const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
+    const ChunkSpan span = chunk_span(length, chunk, i);
+    const std::uint64_t pos = span.pos;
+    const auto n = static_cast<std::size_t>(span.len);
     auto pieces = remote_pieces(t.segments, pos, n);
     if (!maps.empty()) {
       // The mapped extents covering [pos, pos+n): usually one, two across a part boundary.
@@ -807,10 +809,10 @@ Status RdmaEngine::receive(const token::Token& t,
   const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
   transport::Transport& tr = *tr_ref;
   // The chunks in flight keep moving (progress thread) while the sink hashes and writes one.
-  auto hot = tr.keep_progress_hot();
+  auto hot = tr.keep_progress_hot(0);
 
   const std::uint64_t chunk = opts_.chunk_bytes;
-  const std::uint64_t chunks = (length + chunk - 1) / chunk;
+  const std::uint64_t chunks = chunk_count(length, chunk);
   struct Slot {
     Buffer* buf;
     transport::MemoryRegion* mr;
@@ -825,10 +827,10 @@ Status RdmaEngine::receive(const token::Token& t,
   bool post_refused = false;  // as in send()
   Abandoned abandoned;        // what the provider may still be doing with our memory
   auto post = [&](Slot& s, std::uint64_t i) -> Status {
-    const std::uint64_t pos = i * chunk;
-    const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
+    const ChunkSpan span = chunk_span(length, chunk, i);
+    const auto n = static_cast<std::size_t>(span.len);
     transport::LocalSegment local{s.mr, 0, n};
-    auto pieces = remote_pieces(t.segments, pos, n);
+    auto pieces = remote_pieces(t.segments, span.pos, n);
     auto op = tr.post_read(t.endpoint, std::span(&local, 1), pieces);
     if (!op.ok()) {
       post_refused = true;
@@ -849,8 +851,7 @@ Status RdmaEngine::receive(const token::Token& t,
     if (!failure.ok()) abandoned.ops.push_back(*s.op);
     s.op.reset();
     if (!failure.ok()) break;
-    const std::uint64_t pos = i * chunk;
-    const std::size_t n = static_cast<std::size_t>(std::min(chunk, length - pos));
+    const auto n = static_cast<std::size_t>(chunk_span(length, chunk, i).len);
     failure = sink(std::span<const std::byte>(s.buf->data, n));
     if (!failure.ok()) break;
     if (i + slots.size() < chunks) failure = post(s, i + slots.size());

@@ -373,7 +373,8 @@ class LibfabricTransport final : public Transport {
                       : std::string("?");
     if (config.progress_thread) {
       progress_thread_ = std::make_unique<detail::ProgressThread>(
-          [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll);
+          [this] { return progress(); }, config.progress_sleep_max, config.progress_idle_poll,
+          config.progress_sleep_max_relaxed);
     }
     if (caps_.provider == "shm") watchdog_ = std::thread([this] { watchdog_loop(); });
   }
@@ -523,8 +524,13 @@ class LibfabricTransport final : public Transport {
     return ops_.find(id) == ops_.end();
   }
 
-  std::shared_ptr<void> keep_progress_hot() override {
-    if (progress_thread_) return progress_thread_->hold();
+  std::shared_ptr<void> keep_progress_hot(std::uint64_t transfer_bytes) override {
+    // shm's fast path (shm_fast_write_) moves one range above the inject size with the peer's
+    // process_vm_writev / readv: this side's polls only cost CPU then. Its fallback protocols
+    // (no CMA) do need them, but a poll that finds work resets the back-off, so a relaxed hold
+    // delays those by at most one long sleep after a quiet spell.
+    if (progress_thread_)
+      return progress_thread_->hold(shm_fast_write_ && transfer_bytes > shm_inject_bytes);
     return std::make_shared<int>(0);
   }
 
