@@ -19,48 +19,16 @@ names are shared by all its users).
 import concurrent.futures
 import json
 import os
-import re
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
 import objd
+from upstream_metrics import (EXTERNAL, ExternalUpstream, direct_client, gauge, request_counts,
+                              settled_scrapes)
 
 BLOCK = 1 << 20
-# An upstream other than ObjDirect that scripts/with-upstream.sh started (None: start our own).
-EXTERNAL = None
-if os.environ.get("OBJDIRECT_UPSTREAM_URL") and os.environ.get("OBJDIRECT_UPSTREAM_KIND", "objdirect") != "objdirect":
-    EXTERNAL = {"url": os.environ["OBJDIRECT_UPSTREAM_URL"], "kind": os.environ["OBJDIRECT_UPSTREAM_KIND"],
-                "ak": os.environ["AWS_ACCESS_KEY_ID"], "sk": os.environ["AWS_SECRET_ACCESS_KEY"]}
-
-
-class ExternalUpstream:
-    """radosgw or moto_server as the upstream: no /metrics, its own credentials."""
-
-    def __init__(self, info):
-        self.endpoint, self.kind, self.ak, self.sk = info["url"], info["kind"], info["ak"], info["sk"]
-
-    def alive(self):
-        return True
-
-    def stop(self):
-        return 0
-
-
-def client(srv):
-    """boto3 on the gateway, or on the upstream directly (bypassing the gateway)."""
-    if isinstance(srv, ExternalUpstream):
-        from botocore.config import Config
-        import boto3
-        cfg = Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                     retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=120)
-        return boto3.client("s3", endpoint_url=srv.endpoint, aws_access_key_id=srv.ak,
-                            aws_secret_access_key=srv.sk, region_name=objd.REGION, config=cfg)
-    return objd.boto3_client(srv)
-
-
 _seq = iter(range(1 << 30))
 
 
@@ -70,25 +38,6 @@ def gwc():
     return f"gwc-{os.getpid()}-{next(_seq)}"
 
 
-def scrape(srv):
-    with urllib.request.urlopen(srv.endpoint + "/metrics", timeout=15) as r:
-        return r.read().decode()
-
-
-def gauge(text, name):
-    m = re.search(r"^" + re.escape(name) + r" ([0-9.e+]+)$", text, re.M)
-    assert m, f"{name} not in /metrics"
-    return float(m.group(1))
-
-
-def upstream_ops(text):
-    """The upstream's own count of S3 requests: {(op, status): n}."""
-    out = {}
-    for m in re.finditer(r'^objdirect_requests_total\{op="([^"]+)",status="(\d+)"\} (\d+)$', text, re.M):
-        out[(m.group(1), m.group(2))] = int(m.group(3))
-    return out
-
-
 class Counts:
     """Upstream traffic between two snapshots, seen from both sides."""
 
@@ -96,30 +45,14 @@ class Counts:
         self.up, self.gw = up, gw
         self.snap()
 
-    def settled_scrape(self):
-        """The gateway's /metrics once its count of the S3 requests it answered stops moving.
-
-        A request is counted after its response went out, so a client can have its answer
-        before the gateway has counted it; a snapshot taken right then would put that request
-        in the next window. Two scrapes 0.1 s apart that agree close that gap."""
-        g = scrape(self.gw)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            again = scrape(self.gw)
-            if upstream_ops(again) == upstream_ops(g):
-                return again
-            g = again
-        return g
-
     def snap(self):
-        g = self.settled_scrape()
+        g, u = settled_scrapes([self.gw, self.up])
         self.g_req = gauge(g, "objdirect_upstream_requests_total")
         self.g_get = gauge(g, "objdirect_upstream_get_requests_total")
         # An external upstream has no /metrics: its own count stays empty (ops == {} always;
         # the tests check the gateway's count of what it sent).
-        self.u_ops = {} if isinstance(self.up, ExternalUpstream) else upstream_ops(scrape(self.up))
-        self.g_ops = upstream_ops(g)  # the S3 requests the gateway itself answered
+        self.u_ops = {} if u is None else request_counts(u)
+        self.g_ops = request_counts(g)  # the S3 requests the gateway itself answered
         self.cache = {k: gauge(g, "objdirect_cache_" + k)
                       for k in ("hits_total", "misses_total", "bytes", "evictions_total")}
 
@@ -210,7 +143,7 @@ def test_ttl_zero_costs_one_304_head_per_get(gwc, pair, tmp_path):
     etag = s3.head_object(Bucket=gwc, Key="k")["ETag"]
     # The upstream answers a HEAD with If-None-Match on the current ETag with 304.
     with pytest.raises(Exception) as e:
-        client(up).head_object(Bucket=gwc, Key="k", IfNoneMatch=etag)
+        direct_client(up).head_object(Bucket=gwc, Key="k", IfNoneMatch=etag)
     assert e.value.response["Error"]["Code"] == "304", e.value.response
     c = Counts(up, gw)
     assert s3.get_object(Bucket=gwc, Key="k")["Body"].read() == body  # the miss
@@ -239,7 +172,7 @@ def test_ttl_zero_costs_one_304_head_per_get(gwc, pair, tmp_path):
 @pytest.mark.parametrize("ttl_s", [2, 0])
 def test_upstream_overwrite_is_seen_within_ttl_never_mixed(gwc, pair, ttl_s):
     up, gw = pair(ttl_s=ttl_s)
-    s3, direct = objd.boto3_client(gw), client(up)
+    s3, direct = objd.boto3_client(gw), direct_client(up)
     s3.create_bucket(Bucket=gwc)
     v1, v2 = os.urandom(3 * BLOCK + 11), os.urandom(3 * BLOCK + 11)  # same size: no size hint
     s3.put_object(Bucket=gwc, Key="k", Body=v1)
@@ -270,7 +203,7 @@ def test_upstream_overwrite_during_a_fill_recovers(gwc, pair):
     reader: the GET in flight either completes with the old version whole or is cut (the next
     upstream GET answers 412), never mixed; the next GET returns the new version."""
     up, gw = pair(ttl_s=600)
-    s3, direct = objd.boto3_client(gw), client(up)
+    s3, direct = objd.boto3_client(gw), direct_client(up)
     s3.create_bucket(Bucket=gwc)
     v1, v2 = os.urandom(32 * BLOCK), os.urandom(32 * BLOCK)
     direct.put_object(Bucket=gwc, Key="k", Body=v1)
@@ -296,7 +229,7 @@ def test_concurrent_misses_coalesce(gwc, pair):
     s3 = objd.boto3_client(gw, )
     s3.create_bucket(Bucket=gwc)
     body = os.urandom(32 * BLOCK)
-    client(up).put_object(Bucket=gwc, Key="big", Body=body)
+    direct_client(up).put_object(Bucket=gwc, Key="big", Body=body)
     blocks = 32
     c = Counts(up, gw)
     n = 8

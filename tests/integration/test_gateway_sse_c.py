@@ -23,24 +23,19 @@ confirm the encryption, removes the object again, answers 501 NotImplemented and
 import base64
 import hashlib
 import os
-import re
 import subprocess
-import urllib.request
 
 import botocore.exceptions
 import pytest
 
 import objd
+from upstream_metrics import (EXTERNAL, ExternalUpstream, direct_client, gauge, request_counts, scrape,
+                              settled_scrapes)
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
 MARKER = b"gateway SSE-C plaintext 51c2e8 "
 BLOCK = 1 << 20
-
-EXTERNAL = None
-if os.environ.get("OBJDIRECT_UPSTREAM_URL") and os.environ.get("OBJDIRECT_UPSTREAM_KIND", "objdirect") != "objdirect":
-    EXTERNAL = {"url": os.environ["OBJDIRECT_UPSTREAM_URL"], "kind": os.environ["OBJDIRECT_UPSTREAM_KIND"],
-                "ak": os.environ["AWS_ACCESS_KEY_ID"], "sk": os.environ["AWS_SECRET_ACCESS_KEY"]}
 
 only_objdirect = pytest.mark.skipif(EXTERNAL is not None, reason="needs an ObjDirect upstream "
                                     "(its /metrics, its flags); the external upstream has its own test")
@@ -59,47 +54,6 @@ def err(excinfo):
     return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"].get("Code"), r["Error"].get("Message", "")
 
 
-class ExternalUpstream:
-    def __init__(self, info):
-        self.endpoint, self.kind, self.ak, self.sk = info["url"], info["kind"], info["ak"], info["sk"]
-
-    def alive(self):
-        return True
-
-    def stop(self):
-        return 0
-
-
-def upstream_client(up):
-    """boto3 on the upstream directly, bypassing the gateway."""
-    if isinstance(up, ExternalUpstream):
-        import boto3
-        from botocore.config import Config
-        cfg = Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                     retries={"total_max_attempts": 1})
-        return boto3.client("s3", endpoint_url=up.endpoint, aws_access_key_id=up.ak,
-                            aws_secret_access_key=up.sk, region_name=objd.REGION, config=cfg)
-    return objd.boto3_client(up)
-
-
-def scrape(srv):
-    with urllib.request.urlopen(srv.endpoint + "/metrics", timeout=15) as r:
-        return r.read().decode()
-
-
-def gauge(text, name):
-    m = re.search(r"^" + re.escape(name) + r" ([0-9.e+]+)$", text, re.M)
-    assert m, f"{name} not in /metrics"
-    return float(m.group(1))
-
-
-def upstream_ops(text):
-    out = {}
-    for m in re.finditer(r'^objdirect_requests_total\{op="([^"]+)",status="(\d+)"\} (\d+)$', text, re.M):
-        out[(m.group(1), m.group(2))] = int(m.group(3))
-    return out
-
-
 class Counts:
     """The gateway's upstream requests (and the upstream's own count, for an ObjDirect one) and
     the cache's hits between two snapshots."""
@@ -109,11 +63,11 @@ class Counts:
         self.snap()
 
     def snap(self):
-        g = scrape(self.gw)
+        g, u = settled_scrapes([self.gw, self.up])
         self.req = gauge(g, "objdirect_upstream_requests_total")
         self.get = gauge(g, "objdirect_upstream_get_requests_total")
         self.hits = gauge(g, "objdirect_cache_hits_total") if "objdirect_cache_hits_total" in g else 0
-        self.ops = {} if isinstance(self.up, ExternalUpstream) else upstream_ops(scrape(self.up))
+        self.ops = {} if u is None else request_counts(u)
 
     def delta(self):
         req, get, hits, ops = self.req, self.get, self.hits, self.ops
@@ -193,7 +147,7 @@ def test_sse_c_reads_bypass_the_cache(pair, tmp_path):
     s3.put_object(Bucket=b, Key="plain", Body=b"plain " * 1000)
     # Encrypted at the upstream: its own keyless GET is refused.
     with pytest.raises(botocore.exceptions.ClientError) as e:
-        upstream_client(up).get_object(Bucket=b, Key="k")
+        direct_client(up).get_object(Bucket=b, Key="k")
     assert err(e)[:2] == (400, "InvalidRequest")
 
     c = Counts(up, gw)
@@ -264,9 +218,9 @@ def test_rdma_put_and_get_through_the_gateway(pair, tmp_path):
     assert p.returncode == 0, p.stderr.decode()
     assert b'"rdma"' in p.stdout, p.stdout
     # The upstream holds it under the key: readable there with it, refused without.
-    assert upstream_client(up).get_object(Bucket=b, Key="r", **sse(KEY_A))["Body"].read() == src.read_bytes()
+    assert direct_client(up).get_object(Bucket=b, Key="r", **sse(KEY_A))["Body"].read() == src.read_bytes()
     with pytest.raises(botocore.exceptions.ClientError):
-        upstream_client(up).get_object(Bucket=b, Key="r")
+        direct_client(up).get_object(Bucket=b, Key="r")
     # RDMA GET with the key, whole and in ranged parts.
     out = tmp_path / "out.bin"
     p = run("cp", *a, "--json", "--fabric", "libfabric:tcp", "--rdma", "required", "--part-size", "1MiB",
@@ -299,7 +253,7 @@ def test_large_put_is_an_encrypted_multipart_upload_upstream(pair):
     assert ops.get(("UploadPart", "200"), 0) == 3 and ops.get(("CreateMultipartUpload", "200")) == 1, ops
     g = s3.get_object(Bucket=b, Key="big", **sse(KEY_A))
     assert g["ETag"].strip('"').endswith("-3") and g["Body"].read() == body
-    direct = upstream_client(up)
+    direct = direct_client(up)
     assert direct.get_object(Bucket=b, Key="big", Range="bytes=5242870-5242890",
                              **sse(KEY_A))["Body"].read() == body[5242870:5242891]
     with pytest.raises(botocore.exceptions.ClientError) as e:
@@ -369,7 +323,7 @@ def test_moto_upstream_keeps_no_sse_c(pair):
     status, code, msg = err(e)
     assert (status, code) == (501, "NotImplemented") and "did not confirm" in msg, msg
     with pytest.raises(botocore.exceptions.ClientError) as e:
-        upstream_client(up).head_object(Bucket=b, Key="k")
+        direct_client(up).head_object(Bucket=b, Key="k")
     assert err(e)[0] == 404  # not left behind as plaintext
     c = Counts(up, gw)
     for call in (lambda: s3.put_object(Bucket=b, Key="k", Body=MARKER, **sse(KEY_A)),
