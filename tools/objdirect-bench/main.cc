@@ -511,14 +511,14 @@ void Bench::print_auto_check(std::ostream& out) const {
       if (!a || !h || !l) continue;
       if (!any) {
         out << "\n### auto against the better of http and lf-shm (size sweep, 1x1)\n\n"
-            << "| op | size | http ops/s | lf-shm ops/s | auto ops/s | auto / better |\n"
-            << "|---|---:|---:|---:|---:|---:|\n";
+            << "| op | size | http GB/s | lf-shm GB/s | auto GB/s | auto went | auto / better |\n"
+            << "|---|---:|---:|---:|---:|---|---:|\n";
         any = true;
       }
       const double best = std::max(h->gbps, l->gbps);
       out << "| " << op << " | " << format_size(s) << " | " << fmt(h->gbps) << " | " << fmt(l->gbps)
-          << " | " << fmt(a->gbps) << " | " << (best > 0 ? fmt(a->gbps / best) : std::string("-"))
-          << " |\n";
+          << " | " << fmt(a->gbps) << " | " << (a->rdma_ops > 0 ? "rdma" : "http") << " | "
+          << (best > 0 ? fmt(a->gbps / best) : std::string("-")) << " |\n";
     }
   }
 }
