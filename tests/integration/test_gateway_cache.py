@@ -26,7 +26,7 @@ import pytest
 
 import objd
 from upstream_metrics import (EXTERNAL, ExternalUpstream, direct_client, gauge, request_counts,
-                              settled_scrapes)
+                              settled_scrapes, upstream_env)  # noqa: F401 (a fixture)
 
 BLOCK = 1 << 20
 _seq = iter(range(1 << 30))
@@ -65,18 +65,7 @@ class Counts:
 
 
 @pytest.fixture
-def env(monkeypatch):
-    """The gateway reads the upstream's credentials from the standard AWS environment."""
-    if EXTERNAL is None:
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", objd.ACCESS_KEY)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", objd.SECRET_KEY)
-    monkeypatch.setenv("FI_TCP_IFACE", "lo")
-    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(k, raising=False)
-
-
-@pytest.fixture
-def pair(tmp_path, env):
+def pair(tmp_path, upstream_env):
     started = []
 
     def start(ttl_s, bytes_max=64 * BLOCK, fabric="none"):

@@ -30,7 +30,7 @@ import pytest
 
 import objd
 from upstream_metrics import (EXTERNAL, ExternalUpstream, direct_client, gauge, request_counts, scrape,
-                              settled_scrapes)
+                              settled_scrapes, upstream_env)  # noqa: F401 (a fixture)
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
@@ -77,17 +77,7 @@ class Counts:
 
 
 @pytest.fixture
-def env(monkeypatch):
-    if EXTERNAL is None:
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", objd.ACCESS_KEY)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", objd.SECRET_KEY)
-    monkeypatch.setenv("FI_TCP_IFACE", "lo")
-    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(k, raising=False)
-
-
-@pytest.fixture
-def pair(tmp_path, env):
+def pair(tmp_path, upstream_env):
     started = []
 
     def start(upstream_args=("--sse-c-over-http",), cache=True, fabric="none", gateway_args=()):

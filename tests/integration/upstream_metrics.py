@@ -7,13 +7,17 @@ both servers' /metrics (test_gateway_cache.py, test_gateway_sse_c.py).
 - direct_client(up): boto3 on the upstream itself, bypassing the gateway;
 - scrape / gauge / request_counts: /metrics text, one gauge, objdirect_requests_total by (op,
   status);
-- settled_scrapes(servers): the /metrics of each server once their request counts stop moving.
+- settled_scrapes(servers): the /metrics of each server once their request counts stop moving;
+- upstream_env: a fixture, the environment a gateway started by the test reads its upstream's
+  credentials from (the standard AWS variables), FI_TCP_IFACE=lo, no AWS profile.
 """
 
 import os
 import re
 import time
 import urllib.request
+
+import pytest
 
 import objd
 
@@ -87,3 +91,14 @@ def settled_scrapes(servers):
             return again
         texts = again
     return texts
+
+
+@pytest.fixture
+def upstream_env(monkeypatch):
+    """The gateway reads the upstream's credentials from the standard AWS environment."""
+    if EXTERNAL is None:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", objd.ACCESS_KEY)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", objd.SECRET_KEY)
+    monkeypatch.setenv("FI_TCP_IFACE", "lo")
+    for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(k, raising=False)
