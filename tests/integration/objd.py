@@ -437,6 +437,17 @@ def health(server):
     return r
 
 
+def cli_env(server):
+    """The environment for the objdirect CLI (or aws) against `server` as the test user: the
+    endpoint and credentials the AWS way, FI_TCP_IFACE=lo for libfabric tcp, and no profile or
+    CA bundle from the caller's environment."""
+    env = dict(os.environ, AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_REGION=REGION, FI_TCP_IFACE="lo")
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_CA_BUNDLE", None)
+    return env
+
+
 def boto3_client(server, **s3cfg):
     cfg = Config(signature_version="s3v4", s3=dict({"addressing_style": "path"}, **s3cfg),
                  retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=120)

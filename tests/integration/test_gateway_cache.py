@@ -91,8 +91,7 @@ def pair(tmp_path, upstream_env):
 
 
 def rdma_get(gw, bucket, key, out):
-    env = dict(os.environ, AWS_ENDPOINT_URL=gw.endpoint, AWS_ACCESS_KEY_ID=objd.ACCESS_KEY,
-               AWS_SECRET_ACCESS_KEY=objd.SECRET_KEY, AWS_REGION=objd.REGION, FI_TCP_IFACE="lo")
+    env = objd.cli_env(gw)
     cli = os.path.join(os.environ["OBJDIRECT_BIN_DIR"], "objdirect")
     p = subprocess.run([cli, "cp", "--json", "--fabric", "libfabric:tcp", f"s3://{bucket}/{key}", str(out)],
                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)

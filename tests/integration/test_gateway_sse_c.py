@@ -180,14 +180,6 @@ def test_sse_c_reads_bypass_the_cache(pair, tmp_path):
     assert b64(KEY_A) not in text and b64(KEY_B) not in text
 
 
-def cli_env(gw):
-    env = dict(os.environ, AWS_ENDPOINT_URL=gw.endpoint, AWS_ACCESS_KEY_ID=objd.ACCESS_KEY,
-               AWS_SECRET_ACCESS_KEY=objd.SECRET_KEY, AWS_REGION=objd.REGION, FI_TCP_IFACE="lo")
-    env.pop("AWS_PROFILE", None)
-    env.pop("AWS_CA_BUNDLE", None)
-    return env
-
-
 @only_objdirect
 def test_rdma_put_and_get_through_the_gateway(pair, tmp_path):
     up, gw = pair(fabric="libfabric:tcp")
@@ -202,7 +194,7 @@ def test_rdma_put_and_get_through_the_gateway(pair, tmp_path):
     src.write_bytes(MARKER * 2000 + os.urandom(3 << 20))
 
     def run(*args):
-        return subprocess.run([exe, *args], env=cli_env(gw), capture_output=True, timeout=120)
+        return subprocess.run([exe, *args], env=objd.cli_env(gw), capture_output=True, timeout=120)
 
     p = run("cp", *a, "--json", "--fabric", "libfabric:tcp", "--rdma", "required", str(src), f"s3://{b}/r")
     assert p.returncode == 0, p.stderr.decode()

@@ -391,21 +391,13 @@ def test_awscli_s3_cp_sse_c(ssrv, es3, eb, tmp_path):
     assert out.read_bytes() == src.read_bytes()
 
 
-def cli_env(ssrv):
-    env = dict(os.environ, AWS_ENDPOINT_URL=ssrv.endpoint, AWS_ACCESS_KEY_ID=objd.ACCESS_KEY,
-               AWS_SECRET_ACCESS_KEY=objd.SECRET_KEY, AWS_REGION=objd.REGION, FI_TCP_IFACE="lo")
-    env.pop("AWS_PROFILE", None)
-    env.pop("AWS_CA_BUNDLE", None)
-    return env
-
-
 def test_objdirect_cli_sse_c(ssrv, es3, eb, tmp_path):
     """`objdirect cp/stat/cat --sse-c AES256 --sse-c-key KEY|fileb://PATH` and the copy-source
     pair, as `aws s3 cp` spells them: uploads (one PutObject, a multipart upload, stdin) that
     boto3 reads back with the key, downloads over RDMA (libfabric tcp) and HTTP, S3 -> S3 copies
     re-encrypting under another key, and the refusals of a wrong key or a malformed option."""
     exe = os.path.join(os.environ["OBJDIRECT_BIN_DIR"], "objdirect")
-    env = cli_env(ssrv)
+    env = objd.cli_env(ssrv)
     keyfile = tmp_path / "key.bin"
     keyfile.write_bytes(KEY_A)
     text_key = "0123456789abcdef0123456789ABCDEF"  # 32 characters: the key as given
@@ -530,7 +522,7 @@ def test_cli_big_put_refused_on_its_header_reports_the_s3_error(server, bucket, 
     big.write_bytes(os.urandom(32 << 20))
     p = subprocess.run([exe, "cp", "--sse-c", "AES256", "--sse-c-key", "0123456789abcdef" * 2,
                         "--fabric", "none", "--multipart-threshold", "64MiB", str(big),
-                        f"s3://{bucket}/k"], env=cli_env(server), capture_output=True, timeout=120)
+                        f"s3://{bucket}/k"], env=objd.cli_env(server), capture_output=True, timeout=120)
     err_text = p.stderr.decode()
     assert p.returncode != 0
     assert "secure connection" in err_text and "Broken pipe" not in err_text, err_text
