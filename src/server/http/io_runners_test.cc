@@ -29,6 +29,15 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
   return pred();
 }
 
+// Sets `flag` when the test's scope ends, before the Running declared ahead of it stops: a handler
+// still looping on it (an ASSERT returned early) then ends, and join() cannot hang.
+struct SetAtExit {
+  std::atomic<bool>& flag;
+  ~SetAtExit() { flag = true; }
+};
+
+// The handlers the tests post reference the test's locals: declare those before the Running, so
+// that its destructor (ioc.stop(), join) has waited for every handler before they go.
 struct Running {
   asio::io_context ioc;
   asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
@@ -44,9 +53,11 @@ struct Running {
 };
 
 TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
-  Running r({/*threads_base=*/1, /*threads_max=*/4, 1000us, 5ms});
   std::atomic<bool> release{false};
   std::atomic<bool> blocked_started{false};
+  std::atomic<bool> ran{false};
+  Running r({/*threads_base=*/1, /*threads_max=*/4, 1000us, 5ms});
+  const SetAtExit release_at_exit{release};
   asio::post(r.ioc, [&] {
     const BlockingScope blocking;
     blocked_started = true;
@@ -54,7 +65,6 @@ TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
   });
   ASSERT_TRUE(eventually([&] { return blocked_started.load(); }, 5s));
   // With one runner, only a spare can run this while the first is blocked.
-  std::atomic<bool> ran{false};
   asio::post(r.ioc, [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s)) << "no spare took the blocked place";
   EXPECT_GE(r.runners.stats().handoffs, 1u);
@@ -80,9 +90,11 @@ TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
 }
 
 TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
-  Running r({1, 2, 1000us, 5ms});
   std::atomic<bool> release{false};
   std::atomic<int> blocked{0};
+  std::atomic<bool> ran{false};
+  Running r({1, 2, 1000us, 5ms});
+  const SetAtExit release_at_exit{release};
   auto block = [&] {
     const BlockingScope blocking;
     ++blocked;
@@ -91,7 +103,6 @@ TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
   asio::post(r.ioc, block);
   asio::post(r.ioc, block);
   ASSERT_TRUE(eventually([&] { return blocked.load() == 2; }, 5s));
-  std::atomic<bool> ran{false};
   asio::post(r.ioc, [&] { ran = true; });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran.load()) << "a third thread ran beyond threads_max 2";
@@ -101,15 +112,16 @@ TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
 }
 
 TEST(IoRunners, ABlockOutsideAScopeIsNotHandedOff) {
-  Running r({1, 4, 1000us, 5ms});
   std::atomic<bool> release{false};
   std::atomic<bool> started{false};
+  std::atomic<bool> ran{false};
+  Running r({1, 4, 1000us, 5ms});
+  const SetAtExit release_at_exit{release};
   asio::post(r.ioc, [&] {
     started = true;
     while (!release) std::this_thread::sleep_for(1ms);  // unmarked: the contract's failure mode
   });
   ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
-  std::atomic<bool> ran{false};
   asio::post(r.ioc, [&] { ran = true; });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran.load());
@@ -121,16 +133,17 @@ TEST(IoRunners, ABlockOutsideAScopeIsNotHandedOff) {
 TEST(IoRunners, ACertainScopeIsHandedOffWithoutWaitingForTheDelay) {
   // A hand-off delay and idle tick of 10 s: only the certain scope's poke can bring a spare in
   // time.
-  Running r({1, 4, std::chrono::microseconds(10'000'000), 10s});
   std::atomic<bool> release{false};
   std::atomic<bool> started{false};
+  std::atomic<bool> ran{false};
+  Running r({1, 4, std::chrono::microseconds(10'000'000), 10s});
+  const SetAtExit release_at_exit{release};
   asio::post(r.ioc, [&] {
     const BlockingScope blocking(/*certain=*/true);
     started = true;
     while (!release) std::this_thread::sleep_for(1ms);
   });
   ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
-  std::atomic<bool> ran{false};
   asio::post(r.ioc, [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 2s)) << "the certain scope was not handed off";
   EXPECT_GE(r.runners.stats().handoffs, 1u);
@@ -139,8 +152,8 @@ TEST(IoRunners, ACertainScopeIsHandedOffWithoutWaitingForTheDelay) {
 }
 
 TEST(IoRunners, AShortScopeCostsNoHandoff) {
-  Running r({2, 8, 1000us, 5ms});
   std::atomic<int> done{0};
+  Running r({2, 8, 1000us, 5ms});
   for (int i = 0; i < 2000; ++i) {
     asio::post(r.ioc, [&] {
       const BlockingScope blocking;  // returns at once, as a page-cache hit does
@@ -153,9 +166,10 @@ TEST(IoRunners, AShortScopeCostsNoHandoff) {
 }
 
 TEST(IoRunners, StopJoinsParkedSpares) {
-  auto r = std::make_unique<Running>(IoRunners::Options{1, 3, 1000us, 5ms});
   std::atomic<bool> release{false};
   std::atomic<bool> started{false};
+  auto r = std::make_unique<Running>(IoRunners::Options{1, 3, 1000us, 5ms});
+  const SetAtExit release_at_exit{release};
   asio::post(r->ioc, [&] {
     const BlockingScope blocking;
     started = true;
