@@ -33,6 +33,24 @@ def test_rdma_round_trip(server, bucket, fabric):
         assert c.get(bucket, "rdma.bin", offset=100, length=50) == src[100:150].tobytes()
 
 
+@pytest.mark.parametrize("fabric", FABRICS)
+def test_rdma_transfers_whose_last_chunk_borrows(server, bucket, fabric):
+    """Objects 1, 100 and 4,096 bytes past two of the server's RDMA chunks (4 MiB): the engine's
+    last chunk borrows from the one before it (src/server/rdma/chunk_plan.hpp), on PUT (the
+    server's RDMA READs) and GET (its RDMA WRITEs), and every byte lands where it belongs."""
+    chunk = 4 << 20
+    with make_client(server, fabric=fabric, part_size_bytes=64 << 20) as c:
+        for tail in (1, 100, 4096):
+            src = np.random.default_rng(tail).integers(0, 256, 2 * chunk + tail, dtype=np.uint8)
+            r = c.put(bucket, f"tail-{tail}", src)
+            assert (r.nbytes, r.path) == (src.nbytes, "rdma"), (r.path, r.reason)
+            assert "-" not in r.etag, r.etag  # one PutObject, not a multipart upload
+            dst = np.zeros_like(src)
+            g = c.get_into(bucket, f"tail-{tail}", dst)
+            assert (g.nbytes, g.path) == (src.nbytes, "rdma"), (g.path, g.reason)
+            np.testing.assert_array_equal(dst, src)
+
+
 def test_rdma_multipart(server, bucket):
     with make_client(server, fabric="libfabric:shm", part_size_bytes=5 << 20, concurrency=2) as c:
         src = np.random.default_rng(5).integers(0, 256, 11 << 20, dtype=np.uint8)
