@@ -26,7 +26,7 @@ import pytest
 
 import objd
 from upstream_metrics import (EXTERNAL, ExternalUpstream, direct_client, gauge, request_counts,
-                              settled_scrapes, upstream_env)  # noqa: F401 (a fixture)
+                              settled_scrapes, stop_all, upstream_env)  # noqa: F401 (a fixture)
 
 BLOCK = 1 << 20
 _seq = iter(range(1 << 30))
@@ -84,10 +84,7 @@ def pair(tmp_path, upstream_env):
         return up, gw
 
     yield start
-    for srv in reversed(started):
-        crashed = not srv.alive()
-        rc = srv.stop()
-        assert not crashed and rc == 0, f"server rc={rc}; log:\n{srv.log_tail()}"
+    stop_all(started)
 
 
 def rdma_get(gw, bucket, key, out):

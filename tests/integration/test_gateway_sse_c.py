@@ -30,7 +30,7 @@ import pytest
 
 import objd
 from upstream_metrics import (EXTERNAL, ExternalUpstream, direct_client, gauge, request_counts, scrape,
-                              settled_scrapes, upstream_env)  # noqa: F401 (a fixture)
+                              settled_scrapes, stop_all, upstream_env)  # noqa: F401 (a fixture)
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(100, 132))
@@ -99,10 +99,7 @@ def pair(tmp_path, upstream_env):
         return up, gw
 
     yield start
-    for srv in reversed(started):
-        crashed = not srv.alive()
-        rc = srv.stop()
-        assert not crashed and rc == 0, f"server rc={rc}; log:\n{srv.log_tail()}"
+    stop_all(started)
 
 
 _n = [0]

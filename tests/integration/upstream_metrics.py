@@ -8,6 +8,8 @@ both servers' /metrics (test_gateway_cache.py, test_gateway_sse_c.py).
 - scrape / gauge / request_counts: /metrics text, one gauge, objdirect_requests_total by (op,
   status);
 - settled_scrapes(servers): the /metrics of each server once their request counts stop moving;
+- stop_all(servers): stops the servers a test started, last first, and fails if one crashed or
+  exited non-zero;
 - upstream_env: a fixture, the environment a gateway started by the test reads its upstream's
   credentials from (the standard AWS variables), FI_TCP_IFACE=lo, no AWS profile.
 """
@@ -102,3 +104,12 @@ def upstream_env(monkeypatch):
     monkeypatch.setenv("FI_TCP_IFACE", "lo")
     for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(k, raising=False)
+
+
+def stop_all(servers):
+    """Stops each server (ExternalUpstream: nothing to stop), the last started first; a server that
+    had crashed, or exits non-zero, fails the test with its log."""
+    for srv in reversed(servers):
+        crashed = not srv.alive()
+        rc = srv.stop()
+        assert not crashed and rc == 0, f"server rc={rc}; log:\n{srv.log_tail()}"
