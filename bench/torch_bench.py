@@ -13,12 +13,14 @@ libfabric:shm) with each --prefetch setting (default 32, 8 and 0; prefetch goes 
 Client.get_many batches), the non-zero ones over HTTP (0 too with --http-prefetch-off), and a
 boto3 dataset (one GetObject per
 sample, a boto3 client per worker). --objects 5000,20000 runs the first 5000 and all 20000 of
-the same objects in one run. Prints samples/s and MB/s of each, best of --repeat passes after one
-warm-up pass, then a table of samples/s and the ratio to boto3 per size.
+the same objects in one run. The datasets take turns, a pass each per round (one warm-up round,
+then --repeat rounds), so that the machine's noise falls on all alike. Prints samples/s and MB/s
+of each (its best pass), then a table of samples/s and the ratio to boto3 per size.
 
 checkpoint: a state dict of --mib MiB (float32 tensors of 64 MiB): objdirect.torch.save / load
 against torch.save into a BytesIO + boto3 upload_fileobj, and boto3 download_fileobj + torch.load.
-Prints GB/s and client CPU seconds per GiB (time.process_time of this process: every thread).
+Rounds of the four in turn (--repeat); prints the fastest pass of each: GB/s and client CPU
+seconds per GiB (time.process_time of this process: every thread).
 
 gpu-load: torch and safetensors checkpoints of --mib MiB loaded with map_location="cuda" /
 device="cuda", against a pinned-host cudaMemcpy (torch .to("cuda") of a pinned tensor) of the
@@ -112,21 +114,26 @@ def bench_dataset(endpoint, args):
           f"{sum(sizes) / len(sizes) / 1024:.0f} KiB ({time.monotonic() - t0:.0f} s); runs over "
           f"the first {', '.join(map(str, counts))}", flush=True)
 
-    def run(name, ds, n, total):
-        best = None
-        loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
-                                             collate_fn=lambda b: sum(b),
-                                             persistent_workers=True)
+    def run(named, n, total):
+        """Passes of every (name, dataset) in turn, so that the machine's noise falls on all of
+        them alike: one warm-up round, then --repeat rounds; the best pass of each."""
+        loaders = [(name, torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
+                                                      collate_fn=lambda b: sum(b),
+                                                      persistent_workers=True))
+                   for name, ds in named]
+        best = {}
         for rep in range(args.repeat + 1):
-            t = time.monotonic()
-            got = sum(loader)
-            dt = time.monotonic() - t
-            assert got == total, (name, got, total)
-            if rep and (best is None or dt < best):
-                best = dt
-        print(f"  {n:6d} {name:38s} {n / best:8.0f} samples/s {total / best / 1e6:8.0f} MB/s",
-              flush=True)
-        return n / best
+            for name, loader in loaders:
+                t = time.monotonic()
+                got = sum(loader)
+                dt = time.monotonic() - t
+                assert got == total, (name, got, total)
+                if rep and (name not in best or dt < best[name]):
+                    best[name] = dt
+        for name, _ in loaders:
+            print(f"  {n:6d} {name:38s} {n / best[name]:8.0f} samples/s "
+                  f"{total / best[name] / 1e6:8.0f} MB/s", flush=True)
+        return {name: n / best[name] for name, _ in loaders}
 
     common = dict(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET)
     configs = [(args.fabric, p) for p in prefetches] + [("none", p) for p in prefetches
@@ -136,14 +143,14 @@ def bench_dataset(endpoint, args):
         keys = [f"d/{i:06d}" for i in range(n)]
         total = sum(sizes[:n])
         manifest = [(f"s3://{bucket}/{k}", s) for k, s in zip(keys, sizes)]
-        res = {}
-        for fabric, prefetch in configs:
-            ds = odt.IterableDataset.from_manifest(manifest, transform=nbytes_of,
-                                                   prefetch=prefetch, fabric=fabric, **common)
-            res[(fabric, prefetch)] = run(f"objdirect {fabric} prefetch={prefetch}", ds, n,
-                                          total)
-        res["boto3"] = run("boto3 GetObject per sample", BotoIterable(endpoint, bucket, keys),
-                           n, total)
+        named = [(f"objdirect {fabric} prefetch={prefetch}",
+                  odt.IterableDataset.from_manifest(manifest, transform=nbytes_of,
+                                                    prefetch=prefetch, fabric=fabric, **common))
+                 for fabric, prefetch in configs]
+        named.append(("boto3 GetObject per sample", BotoIterable(endpoint, bucket, keys)))
+        got = run(named, n, total)
+        res = {cfg: got[name] for cfg, (name, _) in zip(configs, named)}
+        res["boto3"] = got["boto3 GetObject per sample"]
         table[n] = res
     print("\n  samples/s and ratio to boto3 (same run)")
     print("  " + f"{'':34s}" + "".join(f"{n:>22d}" for n in counts))
@@ -177,15 +184,11 @@ def bench_checkpoint(endpoint, args):
           flush=True)
 
     def measure(fn):
-        best = None
-        for _ in range(args.repeat):
-            w, p = time.monotonic(), time.process_time()
-            out = fn()
-            cur = (time.monotonic() - w, time.process_time() - p)
-            if best is None or cur[0] < best[0]:
-                best = cur
-            del out
-        return best
+        w, p = time.monotonic(), time.process_time()
+        out = fn()
+        cur = (time.monotonic() - w, time.process_time() - p)
+        del out
+        return cur
 
     def od_save():
         return odt.save(state, f"s3://{bucket}/od.pt", client=c)
@@ -209,9 +212,13 @@ def bench_checkpoint(endpoint, args):
                                           boto_save),
             ("objdirect load", od_load), ("boto3 load (download_fileobj+torch.load)", boto_load)]
     got = {}
-    for name, fn in rows:
-        wall, cpu = measure(fn)
-        got[name] = (wall, cpu)
+    for _ in range(args.repeat):  # rounds of every row in turn; the fastest pass of each
+        for name, fn in rows:
+            cur = measure(fn)
+            if name not in got or cur[0] < got[name][0]:
+                got[name] = cur
+    for name, _ in rows:
+        wall, cpu = got[name]
         print(f"  {name:48s} {nbytes / wall / 1e9:6.2f} GB/s  {cpu / gib:6.2f} CPU-s/GiB",
               flush=True)
     loaded = od_load()

@@ -260,6 +260,50 @@ def test_save_memory_is_bounded_and_load_allocates_no_host_buffers(server, bucke
         assert torch.equal(got[k], v)
 
 
+def thp_mode():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        return "unavailable"
+
+
+def advised_huge(ptr):
+    """Whether the mapping holding address ptr carries MADV_HUGEPAGE ("hg" in VmFlags)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= ptr < hi
+            elif inside and head == "VmFlags:":
+                return "hg" in line.split()[1:]
+    return False
+
+
+@pytest.mark.skipif(thp_mode() != "madvise", reason="transparent huge pages are not in madvise "
+                    "mode here: " + thp_mode())
+def test_load_advises_huge_pages_for_large_cpu_storages(server, bucket):
+    """Large CPU storages (load_huge_pages_bytes_min and up) are advised for huge pages before
+    their bytes land (torch's allocator alone does not advise). load and load_safetensors."""
+    state = {"big": torch.arange(3 << 20, dtype=torch.int32),  # 12 MiB
+             "small": torch.arange(1000, dtype=torch.int32)}
+    uri = f"s3://{bucket}/ckpt/huge.pt"
+    odt.save(state, uri, **settings(server))
+    got = odt.load(uri, **settings(server))
+    assert torch.equal(got["big"], state["big"]) and torch.equal(got["small"], state["small"])
+    assert advised_huge(data_ptr(got["big"]) + (4 << 20))
+    st_uri = f"s3://{bucket}/ckpt/huge.safetensors"
+    odt.save_safetensors(state, st_uri, **settings(server))
+    got = odt.load_safetensors(st_uri, **settings(server))
+    assert torch.equal(got["big"], state["big"])
+    assert advised_huge(got["big"].data_ptr() + (4 << 20))
+    # Below the bound nothing is advised: a fresh 12 MiB tensor of torch's own is not.
+    plain = torch.empty(12 << 20, dtype=torch.uint8)
+    assert not advised_huge(plain.data_ptr() + (4 << 20))
+
+
 class Explodes:
     def __reduce__(self):
         raise RuntimeError("serialization failed half way")

@@ -57,6 +57,9 @@ inline constexpr std::size_t chunk_header_bytes_max = 4096;  // "<hex-size>;chun
 inline constexpr std::size_t trailer_bytes_max = 4096;
 // Threads that hash PUT bodies beside the I/O threads (objdirect-server --put-digest-threads).
 inline constexpr unsigned put_digest_threads_max = 256;
+// RDMA transfers of one chunk run on I/O threads at once (objdirect-server
+// --rdma-inline-transfers-max; also at most half of --threads).
+inline constexpr unsigned rdma_inline_transfers_max = 256;
 
 // --- RDMA data plane -----------------------------------------------------------------------------
 inline constexpr std::size_t token_bytes_max = 4096;  // encoded x-amz-rdma-token header value

@@ -285,6 +285,19 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                "GET over libfabric tcp/shm copies through staging buffers instead of writing "
                "from a mapping of the object's files")
       ->envname("OBJDIRECT_RDMA_STAGED_GET");
+  auto* inline_opt =
+      app.add_option(
+             "--rdma-inline-transfers-max", c.s3.rdma_inline_transfers_max,
+             "RDMA transfers of one chunk run on the I/O thread of their request (no hand-off "
+             "to the RDMA worker pool), at most this many at once; 0: all on the pool")
+          ->envname("OBJDIRECT_RDMA_INLINE_TRANSFERS_MAX")
+          ->check(CLI::Range(0u, limits::rdma_inline_transfers_max))
+          ->capture_default_str();
+  app.add_option("--rdma-zero-copy-min-bytes", c.rdma.zero_copy_get_min_bytes,
+                 "GETs of fewer bytes copy through staging buffers even without --rdma-staged-get "
+                 "(mapping a small range costs more than the copy)")
+      ->envname("OBJDIRECT_RDMA_ZERO_COPY_MIN_BYTES")
+      ->capture_default_str();
   app.add_flag("--sse-c-over-http", c.s3.sse_c_over_http,
                "Accept SSE-C (customer-key) requests over plain HTTP; by default they must come "
                "over TLS, as AWS requires (docs/sse-c.md)")
@@ -430,6 +443,14 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                     std::to_string(c.http.threads / 2) + ")");
     }
     c.rdma.admission_waiters_max = c.http.threads / 2;
+  }
+  // The same for transfers that run on an I/O thread (a stalled client holds one).
+  if (c.http.threads != 0 && c.s3.rdma_inline_transfers_max > c.http.threads / 2) {
+    if (inline_opt->count() > 0) {
+      return refuse("--rdma-inline-transfers-max must be at most half of --threads (" +
+                    std::to_string(c.http.threads / 2) + ")");
+    }
+    c.s3.rdma_inline_transfers_max = c.http.threads / 2;
   }
   ParsedConfig p;
   p.config = std::move(c);

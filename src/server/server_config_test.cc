@@ -48,6 +48,8 @@ TEST(ServerConfig, DefaultsAreTheOptionStructsOwn) {
   EXPECT_EQ(c.rdma.fabrics, "auto");
   EXPECT_EQ(c.rdma.local_host, "127.0.0.1");
   EXPECT_TRUE(c.rdma.zero_copy_get);
+  EXPECT_EQ(c.rdma.zero_copy_get_min_bytes, rdma::RdmaOptions{}.zero_copy_get_min_bytes);
+  EXPECT_EQ(c.s3.rdma_inline_transfers_max, s3::S3Options{}.rdma_inline_transfers_max);
   EXPECT_FALSE(c.s3.sse_c_over_http);
   EXPECT_EQ(c.rdma.op_timeout, rdma::RdmaOptions{}.op_timeout);
   EXPECT_EQ(c.rdma.admission_wait_max, rdma::RdmaOptions{}.admission_wait_max);
@@ -143,6 +145,10 @@ TEST(ServerConfig, EachFlagFillsItsField) {
                   "--rdma-chunk-bytes",
                   "100000",
                   "--rdma-staged-get",
+                  "--rdma-zero-copy-min-bytes",
+                  "4097",
+                  "--rdma-inline-transfers-max",
+                  "3",
                   "--sse-c-over-http",
                   "--rdma-inflight-bytes-max",
                   "24",
@@ -220,6 +226,8 @@ TEST(ServerConfig, EachFlagFillsItsField) {
   EXPECT_EQ(c.rdma.buffer_pool_bytes, 1'000'000u);
   EXPECT_EQ(c.rdma.chunk_bytes, 100'000u);
   EXPECT_FALSE(c.rdma.zero_copy_get);
+  EXPECT_EQ(c.rdma.zero_copy_get_min_bytes, 4097u);
+  EXPECT_EQ(c.s3.rdma_inline_transfers_max, 3u);
   EXPECT_TRUE(c.s3.sse_c_over_http);
   EXPECT_EQ(c.rdma.inflight_bytes_max, 24u);
   EXPECT_EQ(c.rdma.per_client_inflight_bytes_max, 25u);
@@ -266,6 +274,9 @@ TEST(ServerConfig, DerivedSettings) {
   auto t = parse({"--threads", "8"});
   ASSERT_TRUE(t.config) << t.err;
   EXPECT_EQ(t.config->rdma.admission_waiters_max, 4u);
+  auto t6 = parse({"--threads", "6"});  // so are inline transfers (default 8)
+  ASSERT_TRUE(t6.config) << t6.err;
+  EXPECT_EQ(t6.config->s3.rdma_inline_transfers_max, 3u);
   // --credentials: one user per line, plus --access-key's.
   const auto file = std::filesystem::temp_directory_path() /
                     ("server_config_test_creds_" + std::to_string(::getpid()));
@@ -312,8 +323,16 @@ TEST(ServerConfig, BadValuesAreRefusedWithAClearMessage) {
        true,
        2,
        "--rdma-admission-waiters-max must be at most half of --threads (4)"},
+      {{"--threads", "8", "--rdma-inline-transfers-max", "5"},
+       true,
+       2,
+       "--rdma-inline-transfers-max must be at most half of --threads (4)"},
       // CLI11's own checks: ranges (the *_max limits), members, numbers, unknown flags.
       {{"--put-digest-threads", "257"}, true, 105, "--put-digest-threads: Value 257 not in range"},
+      {{"--rdma-inline-transfers-max", "257"},
+       true,
+       105,
+       "--rdma-inline-transfers-max: Value 257 not in range"},
       {{"--rdma-bindings-max", "0"}, true, 105, "--rdma-bindings-max: Value 0 not in range"},
       {{"--rdma-bindings-max", bindings_over}, true, 105, "--rdma-bindings-max: Value"},
       {{"--rdma-replay-nonces-max", nonces_over}, true, 105, "--rdma-replay-nonces-max: Value"},

@@ -307,13 +307,14 @@ TEST_F(RdmaServerTest, GetAndPutMoveEveryByteOverLibfabricTcp) {
   EXPECT_TRUE(std::equal(data.begin() + 100, data.begin() + 1100, c->buf.begin() + 5000));
   EXPECT_EQ(c->buf[4999], std::byte{0});
   EXPECT_EQ(c->buf[6000], std::byte{0});
-  // Both GETs were written from a mapping of the object's file, not through staging buffers
-  // (the local backend's blob files; a backend without files, as RADOS, always stages).
+  // The whole GET was written from a mapping of the object's file, not through staging buffers
+  // (the local backend's blob files; a backend without files, as RADOS, always stages); the
+  // 1000-byte range is below --rdma-zero-copy-min-bytes (2 MiB) and was staged.
   const char* extra = std::getenv("OBJDIRECT_TEST_SERVER_ARGS");
   const bool file_backend = extra == nullptr ||
                             std::string(extra).find("--backend") == std::string::npos ||
                             std::string(extra).find("--backend local") != std::string::npos;
-  EXPECT_EQ(server_->metric("objdirect_rdma_get_bytes_mapped_total"), file_backend ? n + 1000 : 0);
+  EXPECT_EQ(server_->metric("objdirect_rdma_get_bytes_mapped_total"), file_backend ? n : 0);
 
   // PUT: the server reads the client's memory; an HTTP GET returns the same bytes.
   auto up = pattern(n, 2);
@@ -424,13 +425,18 @@ TEST_F(RdmaServerTest, MultipartMixesRdmaAndHttpParts) {
 
 // GET from the mapped blob files: an object of several parts (several files), a range across
 // their boundary, an overwrite (a new file) read right after; and the staged path when disabled.
-// Over libfabric tcp and shm.
+// A range below --rdma-zero-copy-min-bytes is staged, unless that is 0. Over libfabric tcp and shm.
 TEST(RdmaServerZeroCopy, GetSpansPartFilesFollowsOverwritesAndCanBeTurnedOff) {
+  enum class Mode { by_default, staged, map_every_range };
   for (const std::string fabric : {"libfabric:tcp", "libfabric:shm"}) {
-    for (bool staged : {false, true}) {
-      SCOPED_TRACE(fabric);
+    for (Mode mode : {Mode::by_default, Mode::staged, Mode::map_every_range}) {
+      const bool staged = mode == Mode::staged;
+      SCOPED_TRACE(fabric + " mode " + std::to_string(static_cast<int>(mode)));
       std::vector<std::string> args = {"--fabric", fabric, "--rdma-op-timeout-ms", "3000"};
       if (staged) args.push_back("--rdma-staged-get");
+      if (mode == Mode::map_every_range) {
+        args.insert(args.end(), {"--rdma-zero-copy-min-bytes", "0"});
+      }
       ServerProcess server(args);
       ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
       ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
@@ -478,11 +484,50 @@ TEST(RdmaServerZeroCopy, GetSpansPartFilesFollowsOverwritesAndCanBeTurnedOff) {
       r = request(server, "GET", "/bkt/mp", {{"x-amz-rdma-token", c->token(total)}});
       ASSERT_EQ(r.status, 200) << r.body;
       EXPECT_TRUE(std::equal(p3.begin(), p3.end(), c->buf.begin()));
-      EXPECT_EQ(server.metric("objdirect_rdma_get_bytes_mapped_total"),
-                staged ? 0.0 : static_cast<double>(2 * total + 200))
-          << (staged ? "--rdma-staged-get" : "default");
+      // The 200-byte range is mapped only with --rdma-zero-copy-min-bytes 0.
+      const double mapped = staged                     ? 0.0
+                            : mode == Mode::by_default ? static_cast<double>(2 * total)
+                                                       : static_cast<double>(2 * total + 200);
+      EXPECT_EQ(server.metric("objdirect_rdma_get_bytes_mapped_total"), mapped);
       EXPECT_EQ(server.metric("objdirect_rdma_buffers_in_use"), 0);
     }
+  }
+}
+
+// Transfers of one chunk (4 MiB by default) run on the request's I/O thread, counted in
+// objdirect_rdma_transfers_inline_total; longer ones, and every one with
+// --rdma-inline-transfers-max 0, on the RDMA pool. Every byte arrives either way.
+TEST(RdmaServerInline, OneChunkTransfersRunInlineUpToTheLimit) {
+  for (const std::string limit : {"8", "0"}) {
+    SCOPED_TRACE("--rdma-inline-transfers-max " + limit);
+    ServerProcess server({"--fabric", "libfabric:shm", "--rdma-op-timeout-ms", "3000",
+                          "--rdma-inline-transfers-max", limit});
+    ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
+    ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
+    constexpr std::size_t small = 300 << 10, large = (9 << 20) + 7;
+    auto c = ClientSide::open("libfabric:shm", large);
+    if (!c) GTEST_SKIP() << "libfabric:shm unavailable";
+    ASSERT_TRUE(c->bind(server));
+    std::size_t expected_inline = 0;
+    for (std::size_t n : {small, large}) {
+      auto data = pattern(n, static_cast<int>(n % 251));
+      std::copy(data.begin(), data.end(), c->buf.begin());
+      auto r = request(
+          server, "PUT", "/bkt/o" + std::to_string(n),
+          {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+      std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
+      r = request(server, "GET", "/bkt/o" + std::to_string(n), {{"x-amz-rdma-token", c->token(n)}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+      EXPECT_TRUE(std::equal(data.begin(), data.end(), c->buf.begin()));
+      if (n == small && limit != "0") expected_inline += 2;
+      EXPECT_EQ(server.metric("objdirect_rdma_transfers_inline_total"),
+                static_cast<double>(expected_inline))
+          << n << " bytes";
+    }
+    EXPECT_EQ(server.metric("objdirect_rdma_buffers_in_use"), 0);
   }
 }
 

@@ -522,7 +522,10 @@ std::vector<std::shared_ptr<RdmaEngine::Mapping>> RdmaEngine::map_extents(
   // was withdrawn once: a client SIGKILLed while holding its region lock left the server's next
   // fi_writemsg spinning for ever, with a mapped source or not; the shm transport's watchdog now
   // releases a dead peer's lock, docs/RELIABILITY.md section 6.)
-  if (!opts_.zero_copy_get || !tr.caps().mapped_source_write) return maps;
+  if (!opts_.zero_copy_get || length < opts_.zero_copy_get_min_bytes ||
+      !tr.caps().mapped_source_write) {
+    return maps;
+  }
   auto extents = reader.extents(offset, length);
   if (!extents.ok() || extents->empty()) return maps;
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -694,9 +697,13 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   if (!lease.ok()) return lease.status();
   const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
   transport::Transport& tr = *tr_ref;
+  const std::uint64_t chunk = opts_.chunk_bytes;
+  const std::uint64_t chunks = chunk_count(length, chunk);
   // wait() polls only while this thread waits; the progress thread keeps the other chunks in
-  // flight moving while it reads from storage.
-  auto hot = tr.keep_progress_hot(0);
+  // flight moving while it reads from storage. One chunk has no others: this thread's wait()
+  // is all the progress it needs, and a hold would wake the progress thread for nothing (a
+  // context switch per small GET; docs/BENCHMARKS.md, optimisation 12).
+  auto hot = chunks > 1 ? tr.keep_progress_hot(0) : nullptr;
 
   struct Slot {
     Buffer* buf;
@@ -707,8 +714,6 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   for (std::size_t k = 0; k < lease->buffers.size(); ++k) {
     slots.push_back({lease->buffers[k], lease->mrs[k].get(), std::nullopt});
   }
-  const std::uint64_t chunk = opts_.chunk_bytes;
-  const std::uint64_t chunks = chunk_count(length, chunk);
   // Zero copy when the object's files can be mapped; the staging buffers then only count.
   const auto maps = map_extents(tr, reader, offset, length);
   Status failure;
@@ -798,6 +803,10 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   return failure;
 }
 
+bool RdmaEngine::one_chunk(std::uint64_t length) const {
+  return chunk_count(length, opts_.chunk_bytes) <= 1;
+}
+
 Status RdmaEngine::receive(const token::Token& t,
                            const std::function<Status(std::span<const std::byte>)>& sink) {
   auto ti = transport_index(t, false);
@@ -808,11 +817,11 @@ Status RdmaEngine::receive(const token::Token& t,
   if (!lease.ok()) return lease.status();
   const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
   transport::Transport& tr = *tr_ref;
-  // The chunks in flight keep moving (progress thread) while the sink hashes and writes one.
-  auto hot = tr.keep_progress_hot(0);
-
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t chunks = chunk_count(length, chunk);
+  // The chunks in flight keep moving (progress thread) while the sink hashes and writes one;
+  // one chunk moves while this thread waits for it (as in send()).
+  auto hot = chunks > 1 ? tr.keep_progress_hot(0) : nullptr;
   struct Slot {
     Buffer* buf;
     transport::MemoryRegion* mr;

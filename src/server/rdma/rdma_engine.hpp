@@ -106,6 +106,10 @@ struct RdmaOptions {
   // chunk into a staging buffer first. Staging buffers
   // still bound how many chunks are in flight (admission control is unchanged).
   bool zero_copy_get = true;
+  // GETs moving fewer bytes copy through staging even then: mapping a range (MAP_POPULATE),
+  // registering it and unmapping it (munmap's TLB shootdown across the server's threads) cost
+  // more than the copy they save below a few MiB (docs/BENCHMARKS.md, optimisation 12).
+  std::uint64_t zero_copy_get_min_bytes = 2ull << 20;
   std::chrono::milliseconds op_timeout{30'000};
   // Retired buffers (see above) held at most before new RDMA transfers are declined. Memory
   // bound: buffer_pool_bytes + (retired_buffers_max + inflight_bytes_max / chunk_bytes) chunks.
@@ -185,6 +189,9 @@ class RdmaEngine {
   // PUT: reads the token's total_length bytes from the client, passing them to `sink` in order.
   Status receive(const token::Token& t,
                  const std::function<Status(std::span<const std::byte>)>& sink);
+  // Whether a transfer of `length` bytes moves as one chunk (chunk_plan.hpp): then it needs no
+  // progress thread, and it usually ends as soon as it is posted.
+  bool one_chunk(std::uint64_t length) const;
 
   // Endpoint binding (docs/rdma_protocol.md): RDMA-READs the token's mailbox
   // (limits::token_mailbox_bytes) into `out` through a small registration of its own, outside

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/blocking.hpp"
 #include "server/rdma/rdma_engine.hpp"
 #include "server/s3/s3_internal.hpp"
 #include "token/binding.hpp"
@@ -66,6 +67,33 @@ Task<Status> on_pool(asio::thread_pool& pool, F fn) {
   co_return co_await asio::co_spawn(
       pool, [fn = std::move(fn)]() mutable -> Task<Status> { co_return fn(); },
       asio::use_awaitable);
+}
+
+// Runs a blocking engine transfer of `length` bytes. One of a single chunk runs here, on the
+// I/O thread, in a BlockingScope, while fewer than `inline_max` do: it usually ends within
+// tens of microseconds (shm copies as it posts), and the pool's two thread hand-offs cost a
+// small GET about as much server CPU as the rest of its transfer (docs/BENCHMARKS.md,
+// optimisation 12). One that blocks longer (a slow client, an admission wait) gets a spare
+// I/O thread in its place after the hand-off delay, and the bound keeps stalled clients from
+// holding more I/O threads than that. Everything else runs on the pool.
+template <class F>
+Task<Status> run_transfer(const rdma::RdmaEngine& engine, asio::thread_pool& pool,
+                          std::atomic<unsigned>& inline_now, std::atomic<std::uint64_t>& total,
+                          unsigned inline_max, std::uint64_t length, F fn) {
+  if (engine.one_chunk(length)) {
+    struct Taken {
+      std::atomic<unsigned>& n;
+      ~Taken() { n.fetch_sub(1, std::memory_order_acq_rel); }
+    };
+    const bool here = inline_now.fetch_add(1, std::memory_order_acq_rel) < inline_max;
+    const Taken taken{inline_now};
+    if (here) {
+      total.fetch_add(1, std::memory_order_relaxed);
+      const BlockingScope blocking;
+      co_return fn();
+    }
+  }
+  co_return co_await on_pool(pool, std::move(fn));
 }
 
 // The reason label of objdirect_rdma_declines_total for a can_serve() refusal.
@@ -220,9 +248,9 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
     co_return co_await send_error(c, st);
   }
   if (auto st = co_await admit_token(c, *tok); !st.ok()) co_return co_await send_error(c, st);
-  Status st = co_await on_pool(*rdma_pool, [this, &tok, &reader, offset, length] {
-    return rdma->send(*tok, reader, offset, length);
-  });
+  Status st = co_await run_transfer(
+      *rdma, *rdma_pool, rdma_inline_now, rdma_inline_total, opts.rdma_inline_transfers_max, length,
+      [this, &tok, &reader, offset, length] { return rdma->send(*tok, reader, offset, length); });
   if (!st.ok() && st.code() != Errc::slow_down && st.code() != Errc::invalid_rdma_token &&
       st.code() != Errc::io_error && st.code() != Errc::precondition_failed &&
       st.code() != Errc::unavailable && st.code() != Errc::no_such_key) {
@@ -281,18 +309,21 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
   if (auto st = co_await admit_token(c, *tok); !st.ok()) co_return st;
   PayloadDigest digest(*declared, extra_algo, false);
   std::uint64_t received = 0;
-  Status st = co_await on_pool(*rdma_pool, [&] {
-    // Each chunk is hashed on the digest pool while it is written here; the engine reuses the
-    // staging buffer only after the sink returns, so the sink waits for both.
-    OverlappedDigest overlap(digest, digest_pool.get());
-    return rdma->receive(*tok, [&](std::span<const std::byte> data) -> Status {
-      received += data.size();
-      overlap.start(data);
-      Status written = dst.append(data);
-      overlap.wait();
-      return written;
-    });
-  });
+  Status st = co_await run_transfer(*rdma, *rdma_pool, rdma_inline_now, rdma_inline_total,
+                                    opts.rdma_inline_transfers_max, tok->total_length, [&] {
+                                      // Each chunk is hashed on the digest pool while it is written
+                                      // here; the engine reuses the staging buffer only after the
+                                      // sink returns, so the sink waits for both.
+                                      OverlappedDigest overlap(digest, digest_pool.get());
+                                      return rdma->receive(
+                                          *tok, [&](std::span<const std::byte> data) -> Status {
+                                            received += data.size();
+                                            overlap.start(data);
+                                            Status written = dst.append(data);
+                                            overlap.wait();
+                                            return written;
+                                          });
+                                    });
   if (!st.ok()) {
     if (st.code() != Errc::slow_down && st.code() != Errc::no_space &&
         st.code() != Errc::io_error) {

@@ -92,8 +92,12 @@ struct S3Service::Impl {
   sigv4::SigningKeyCache signing_keys;
   void finish_request(Ctx& c, std::chrono::steady_clock::time_point t0);
   Task<bool> serve_metrics(http::Exchange& ex);
-  // Blocking RDMA transfers run here, off the HTTP event loop.
+  // Blocking RDMA transfers run here, off the HTTP event loop (but see rdma_inline_*).
   std::unique_ptr<boost::asio::thread_pool> rdma_pool;
+  // One-chunk transfers running on an I/O thread now (at most opts.rdma_inline_transfers_max),
+  // and ever (objdirect_rdma_transfers_inline_total).
+  std::atomic<unsigned> rdma_inline_now{0};
+  std::atomic<std::uint64_t> rdma_inline_total{0};
   // Endpoint binding and single use (rdma_ops.cc, docs/rdma_protocol.md): this process's random
   // challenge key, the bound endpoints and the nonces seen. Created with the service.
   std::string bind_key;

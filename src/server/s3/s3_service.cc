@@ -194,6 +194,11 @@ void S3Service::set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma) {
   impl_->rdma = std::move(rdma);
   if (impl_->rdma && impl_->rdma->enabled() && !impl_->rdma_pool) {
     impl_->rdma_pool = std::make_unique<boost::asio::thread_pool>(impl_->opts.rdma_threads);
+    Impl* impl = impl_.get();
+    impl_->opts.metrics->add_counter(
+        "objdirect_rdma_transfers_inline_total",
+        "RDMA transfers of one chunk run on the I/O thread of their request, not the RDMA pool.",
+        [impl] { return static_cast<double>(impl->rdma_inline_total.load()); });
   }
 }
 

@@ -46,6 +46,11 @@ struct S3Options {
   std::size_t io_buffer_bytes = 1 << 20;
   // Worker threads for blocking RDMA transfers (each active transfer holds one).
   unsigned rdma_threads = 16;
+  // Transfers of one chunk run on the I/O thread that received the request instead (in a
+  // BlockingScope: a spare takes its place when one blocks), at most this many at once, so
+  // that stalled clients cannot hold more I/O threads than that (rdma_ops.cc, run_transfer).
+  // 0: every transfer on the worker pool.
+  unsigned rdma_inline_transfers_max = 8;
   // Endpoint binding and single use of RDMA tokens (docs/rdma_protocol.md): bound client
   // endpoints kept (LRU beyond it), how long a binding lasts before the endpoint proves itself
   // again (at most limits::rdma_binding_lifetime_max_s), and token nonces remembered (each until
