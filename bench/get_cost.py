@@ -16,14 +16,12 @@ the client's CPU per GET (time.process_time: every thread) and the server's (uti
 import argparse
 import os
 import random
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench_server import ACCESS, SECRET  # bench/bench_server.py
+from bench_server import ACCESS, SECRET, start_server  # bench/bench_server.py
 
 import objdirect
 
@@ -33,24 +31,9 @@ def server_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start(binary, data):
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--data", data, "--access-key",
-                             ACCESS, "--secret-key", SECRET, "--no-fsync"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    line = b""
-    deadline = time.monotonic() + 30
-    while not line.endswith(b"\n") and time.monotonic() < deadline:
-        line += os.read(proc.stdout.fileno(), 1)
-    m = re.match(rb"objdirect-server listening on (http://[0-9.:]+)", line)
-    if not m:
-        proc.kill()
-        raise SystemExit(f"{binary} did not start: {line!r}")
-    return proc, m.group(1).decode()
-
-
 def measure(binary, args, sizes, rnd):
     data = tempfile.mkdtemp(prefix="objdirect-get-cost-")
-    proc, endpoint = start(binary, data)
+    proc, endpoint = start_server(os.path.dirname(binary), data)
     try:
         common = dict(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET)
         writer = objdirect.Client(fabric="none", **common)
