@@ -152,6 +152,14 @@ S3Service::S3Service(S3Options opts, std::shared_ptr<storage::ObjectStore> store
                                 limits::rdma_replay_nonces_max),
         limits::token_lifetime_max_s + limits::token_clock_skew_max_s);
   }
+  {
+    // Declared with or without a fabric, like the RDMA engine's series (docs/metrics.md).
+    Impl* impl = impl_.get();
+    impl_->opts.metrics->add_counter(
+        "objdirect_rdma_transfers_inline_total",
+        "RDMA transfers of one chunk run on the I/O thread of their request, not the RDMA pool.",
+        [impl] { return static_cast<double>(impl->rdma_inline_total.load()); });
+  }
   if (impl_->opts.lifecycle_interval_ms > 0) {
     Impl* impl = impl_.get();
     auto& m = *impl_->opts.metrics;
@@ -194,11 +202,6 @@ void S3Service::set_rdma(std::shared_ptr<rdma::RdmaEngine> rdma) {
   impl_->rdma = std::move(rdma);
   if (impl_->rdma && impl_->rdma->enabled() && !impl_->rdma_pool) {
     impl_->rdma_pool = std::make_unique<boost::asio::thread_pool>(impl_->opts.rdma_threads);
-    Impl* impl = impl_.get();
-    impl_->opts.metrics->add_counter(
-        "objdirect_rdma_transfers_inline_total",
-        "RDMA transfers of one chunk run on the I/O thread of their request, not the RDMA pool.",
-        [impl] { return static_cast<double>(impl->rdma_inline_total.load()); });
   }
 }
 
