@@ -73,11 +73,15 @@ class FineTimerSlack {
 };
 
 // Runs poll() until destroyed. poll returns whether it did work. While a hold() handle lives
-// ("hot") it polls with Backoff (sleeps of at most sleep_max, or of at most sleep_max_relaxed
-// while every live handle is a relaxed one); with none, after a poll that did nothing it sleeps
-// idle_poll ("cold", ~0 CPU) unless a hold() wakes it first.
+// ("hot") it polls with Backoff (sleeps of at most sleep_max). While every live handle is a
+// relaxed one and relaxed_ramp_polls_max polls in a row found nothing, it sleeps sleep_max_relaxed
+// between polls instead, and a strict hold() wakes it at once. With no handle, after a poll that
+// did nothing it sleeps idle_poll ("cold", ~0 CPU) unless a hold() wakes it first.
 class ProgressThread {
  public:
+  // Polls that find nothing, after one that did work, before relaxed holds alone sleep long
+  // (a fallback protocol that needs this side's polls keeps the hot back-off while it works).
+  static constexpr unsigned relaxed_ramp_polls_max = 128;
   ProgressThread(std::function<bool()> poll, std::chrono::microseconds sleep_max,
                  std::chrono::microseconds idle_poll,
                  std::chrono::microseconds sleep_max_relaxed = std::chrono::microseconds(0));

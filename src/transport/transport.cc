@@ -245,16 +245,34 @@ ProgressThread::ProgressThread(std::function<bool()> poll, std::chrono::microsec
         // Default timer slack (50 us) would stretch every short back-off sleep to ~50 us.
         ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
         Backoff backoff(sleep_max);
+        // Polls that found nothing since the last one that did work (saturating); a thread that
+        // was cold starts as long idle, so a relaxed hold does not begin with a spinning ramp.
+        unsigned idle_polls = relaxed_ramp_polls_max;
         while (!stop_.load(std::memory_order_acquire)) {
           if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);
           if (poll()) {
             backoff.reset();
+            idle_polls = 0;
           } else if (counts_->holds.load(std::memory_order_acquire) > 0) {
-            backoff.pause(counts_->strict.load(std::memory_order_acquire) > 0 ? sleep_max
-                                                                              : sleep_max_relaxed);
+            if (idle_polls < relaxed_ramp_polls_max) ++idle_polls;
+            if (counts_->strict.load(std::memory_order_acquire) > 0 ||
+                sleep_max_relaxed == sleep_max || idle_polls < relaxed_ramp_polls_max) {
+              // Strict, or relaxed while the provider did work a moment ago (a protocol that
+              // does need this side's polls): the hot back-off.
+              backoff.pause(sleep_max);
+            } else {
+              // Relaxed only and quiet: the fabric moves these transfers without our polls.
+              // Sleep long, but wake at once for a strict hold (hold() notifies) or stop.
+              std::unique_lock lock(mu_);
+              cv_.wait_for(lock, sleep_max_relaxed, [this] {
+                return stop_.load(std::memory_order_acquire) ||
+                       counts_->strict.load(std::memory_order_acquire) > 0;
+              });
+            }
           } else {
             // Cold: nobody expects traffic. Poll rarely (connection upkeep) until a hold() or stop.
             backoff.reset();
+            idle_polls = relaxed_ramp_polls_max;
             std::unique_lock lock(mu_);
             cv_.wait_for(lock, idle_poll, [this] {
               return stop_.load(std::memory_order_acquire) ||

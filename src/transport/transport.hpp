@@ -67,10 +67,13 @@ struct Config {
   std::chrono::microseconds progress_sleep_max{100};
   // The same while every keep_progress_hot() handle alive is for a transfer that the fabric moves
   // without this side's polls (libfabric shm above its inject size: the peer's process copies),
-  // where polls only cost CPU: eight processes each with a GET in flight spent 0.08-0.09 client
-  // CPU-s/GiB at 100 us, 0.05 at 1 ms (docs/BENCHMARKS.md, optimisation 11). A transport whose
-  // every transfer needs this side's polls ignores it.
-  std::chrono::microseconds progress_sleep_max_relaxed{1000};
+  // where polls only cost CPU: eight processes each with a 16 MiB GET in flight spent 0.07-0.09
+  // client CPU-s/GiB at 1 ms, 0.040-0.042 at 20 ms (docs/BENCHMARKS.md, optimisation 11). These
+  // sleeps start only after ProgressThread::relaxed_ramp_polls_max quiet polls and end at once
+  // for a strict hold, so a protocol that does need our polls (shm without CMA) waits at most one
+  // of them after a quiet spell. A transport whose every transfer needs this side's polls
+  // ignores it.
+  std::chrono::microseconds progress_sleep_max_relaxed{20'000};
   // How often the progress thread polls while no keep_progress_hot() handle is alive. wait()
   // polls by itself, but only while its caller waits: an initiator with several operations in
   // flight (the server) holds a handle for the transfer, a target (the client, while a token is

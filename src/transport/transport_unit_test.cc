@@ -195,6 +195,36 @@ TEST(ProgressThread, RelaxedHoldsAloneBackOffFurtherAndAStrictOneRestoresFullRat
   EXPECT_EQ(pt.holds(), 0u);
 }
 
+TEST(ProgressThread, AStrictHoldWakesALongRelaxedSleepAtOnce) {
+  std::atomic<unsigned> polls{0};
+  std::atomic<bool> work{false};
+  // Relaxed sleeps of up to 60 s: only a wake-up can bring polls back within the test.
+  detail::ProgressThread pt([&] { return polls.fetch_add(1), work.load(); },
+                            std::chrono::microseconds(100), std::chrono::seconds(60),
+                            std::chrono::seconds(60));
+  auto relaxed = pt.hold(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  unsigned before = polls.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LE(polls.load(), before + 1) << "a relaxed hold after a cold spell starts sleeping long";
+  {
+    auto strict = pt.hold();
+    before = polls.load();
+    EXPECT_TRUE(eventually([&] { return polls.load() >= before + 50; }, std::chrono::seconds(5)))
+        << "the strict hold did not wake the relaxed sleep";
+    work = true;
+    EXPECT_TRUE(eventually([&] { return polls.load() >= before + 100; }, std::chrono::seconds(5)));
+    work = false;
+  }
+  // Relaxed after work: a ramp of hot polls (a few ms), then the long sleeps.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  before = polls.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LE(polls.load(), before + 1) << "and then the long sleeps";
+  relaxed.reset();
+  // The destructor wakes the sleeping thread and joins it well before 60 s.
+}
+
 TEST(ProgressThread, ARelaxedMaximumBelowTheHotOneIsTheHotOne) {
   std::atomic<unsigned> polls{0};
   detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },
