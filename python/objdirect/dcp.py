@@ -536,6 +536,7 @@ def parse_tensor_blob(head, tail, length: int) -> TensorLayout:
             return _StorageRef(dtype, key.decode() if isinstance(key, bytes) else str(key),
                                int(numel))
 
+    odt.check_pickle_memo(pickled)
     try:
         t = Unpickler(io.BytesIO(pickled), encoding="utf-8").load()
     except ValueError:

@@ -1208,6 +1208,29 @@ def check_local_header(head: bytes, record: ZipRecord, data_offset: int) -> bool
     return 30 + nlen + xlen == len(head) and head[30:30 + nlen] == record.raw_name
 
 
+_MEMO_OPS = frozenset(("PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"))
+
+
+def check_pickle_memo(data: bytes) -> None:
+    """Raises ValueError when the pickle ``data`` names a memo index at or above its own length
+    in bytes, or does not parse as opcodes. A pickler numbers its memo entries from 0, one per
+    PUT of at least two bytes, so no real pickle comes near that; a damaged one (a flipped byte
+    in a LONG_BINPUT) would otherwise make the C unpickler grow its memo table to the index:
+    8 bytes per entry, up to 32 GiB, zero-filled before the next opcode is read."""
+    import pickletools
+    ops = pickletools.genops(data)
+    while True:
+        try:
+            op, arg, pos = next(ops)
+        except StopIteration:
+            return
+        except Exception as e:  # pickletools' complaints about a damaged opcode stream
+            raise ValueError(f"the pickle does not parse: {e}") from None
+        if op.name in _MEMO_OPS and int(arg) >= len(data):
+            raise ValueError(f"the pickle names memo entry {int(arg)} at byte {pos}, beyond "
+                             f"its {len(data)} bytes")
+
+
 def _storage_device(map_location, location: str):
     """Where a storage saved at `location` goes, or None when map_location is a function (then
     the storage is loaded on the CPU and handed to it, as torch.load does)."""
@@ -1535,7 +1558,9 @@ def load(s3_uri: str, map_location=None, *, client: Optional[Client] = None,
                 mod_name = {"torch.tensor": "torch._tensor"}.get(mod_name, mod_name)
                 return super().find_class(mod_name, name)
 
-        u = Unpickler(io.BytesIO(record("data.pkl")), encoding="utf-8")
+        pickled = record("data.pkl")
+        check_pickle_memo(pickled)
+        u = Unpickler(io.BytesIO(pickled), encoding="utf-8")
         u.persistent_load = persistent_load
         try:
             result = u.load()

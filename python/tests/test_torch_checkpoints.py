@@ -583,6 +583,56 @@ def test_parsers_reject_damaged_input_with_value_error_only(tmp_path):
     assert peak < 16 << 20, f"parsing allocated {peak >> 20} MiB"  # no huge allocation
 
 
+def _doctored_memo_blob(state) -> bytes:
+    """torch.save(state) with its data.pkl's first BINUNICODE 'storage' + BINPUT rewritten, in
+    the same 14 bytes, as BINUNICODE 'st', LONG_BINPUT 0x02000000, NONE, POP: the blob stays a
+    valid stored zip (no CRC is checked by the parsers)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    raw = bytearray(buf.getvalue())
+    old = b"X\x07\x00\x00\x00storageq"  # then the BINPUT's index byte
+    new = b"X\x02\x00\x00\x00st" + b"r\x00\x00\x00\x02" + b"N0"
+    assert len(old) + 1 == len(new) and raw.count(old) == 1
+    i = raw.index(old)
+    raw[i:i + len(new)] = new
+    return bytes(raw)
+
+
+def test_a_memo_index_beyond_the_pickle_is_refused_before_unpickling(server, bucket):
+    """A damaged LONG_BINPUT makes the C unpickler zero-fill a memo table twice as long as its
+    index (512 MiB and 0.4 CPU-s at 0x02000000 here; the fuzz loop of test_dcp found one):
+    check_pickle_memo refuses it first, with ValueError, fast and without the allocation, in
+    load() and in objdirect.dcp's single-tensor parser alike; real pickles pass."""
+    import time
+    import objdirect.dcp as odd
+    from conftest import make_client
+    state = {"w": torch.arange(12.).reshape(3, 4)}
+    good = io.BytesIO()
+    torch.save(state, good)
+    pkl = next(zipfile.ZipFile(io.BytesIO(good.getvalue())).read(n) for n in
+               zipfile.ZipFile(io.BytesIO(good.getvalue())).namelist() if n.endswith("data.pkl"))
+    odt.check_pickle_memo(pkl)  # a real pickle passes
+    with pytest.raises(ValueError, match="memo entry 2147483647"):
+        odt.check_pickle_memo(pkl.replace(b"q\x01", b"j\xff\xff\xff\x7f", 1))  # a LONG_BINGET
+    with pytest.raises(ValueError, match="does not parse"):
+        odt.check_pickle_memo(b"\x80\x02\xfe")  # no such opcode
+    bad = _doctored_memo_blob(state)
+    tracemalloc.start()
+    t = time.thread_time()
+    try:
+        with pytest.raises(ValueError, match="memo entry"):
+            odd.parse_tensor_blob(bad, bad, len(bad))
+        with make_client(server, fabric="none") as c:
+            c.put(bucket, "memo.pt", bad)
+            with pytest.raises(ValueError, match="memo entry"):
+                odt.load(f"s3://{bucket}/memo.pt", client=c)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.thread_time() - t < 1.0
+    assert peak < 16 << 20, f"refusing the pickle allocated {peak >> 20} MiB"
+
+
 def test_local_header_bytes_max_bounds_the_prediction():
     raw = _zip_of({"archive/data.pkl": b"x" * 10, "archive/data/0": b"y" * 100})
     z = zipfile.ZipFile(io.BytesIO(raw))
