@@ -207,6 +207,19 @@ std::string json_number(const std::optional<double>& v) {
 
 }  // namespace
 
+std::optional<PairedRatio> paired_auto_ratio(const std::vector<AutoRound>& rounds) {
+  PairedRatio out;
+  for (const auto& r : rounds) {
+    const double best = std::max(r.http_gbps, r.shm_gbps);
+    if (best > 0) out.per_round.push_back(r.auto_gbps / best);
+  }
+  if (out.per_round.empty()) return std::nullopt;
+  std::vector<double> sorted = out.per_round;
+  std::sort(sorted.begin(), sorted.end());
+  out.median = sorted[(sorted.size() - 1) / 2];
+  return out;
+}
+
 std::string goals_json(const GoalInputs& in) {
   auto find = [&](const std::string& sweep, const std::string& op, const std::string& path,
                   std::uint64_t size, std::uint32_t procs,

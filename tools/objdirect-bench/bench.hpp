@@ -112,6 +112,22 @@ struct GoalInputs {
 // the points each figure used. See docs/BENCHMARKS.md for the definitions.
 std::string goals_json(const GoalInputs& in);
 
+// One round of the size sweep at one (op, size): the GB/s of the three passes that ran one after
+// the other in that round.
+struct AutoRound {
+  double auto_gbps = 0, http_gbps = 0, shm_gbps = 0;
+};
+
+// auto / max(http, lf-shm) of each round, and their median (the lower middle one of an even
+// count). Rounds where neither http nor lf-shm moved a byte are left out; nullopt when none is
+// left. A round's three passes share the machine's state of that moment, so the paired ratio
+// does not carry the drift between rounds that a ratio of separate medians does.
+struct PairedRatio {
+  std::vector<double> per_round;
+  double median = 0;
+};
+std::optional<PairedRatio> paired_auto_ratio(const std::vector<AutoRound>& rounds);
+
 // Worker mode entry point (argv after "--worker"); returns the process exit code.
 int worker_main(int argc, char** argv);
 

@@ -224,6 +224,30 @@ TEST(GoalsJson, MissingSizesFallBackToTheLargestBelowAndSayWhich) {
   EXPECT_NE(j.find("\"P1\": null, \"P2\": null"), std::string::npos) << j;
 }
 
+TEST(PairedAutoRatio, EachRoundAgainstItsOwnBetterPathThenTheMedian) {
+  // Round 2 is a slow spell for every path: its own ratio is fine, and the median ignores it.
+  auto r = paired_auto_ratio({{1.0, 1.0, 0.5}, {0.5, 0.25, 0.55}, {0.9, 1.0, 0.8}});
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->per_round.size(), 3u);
+  EXPECT_DOUBLE_EQ(r->per_round[0], 1.0);
+  EXPECT_NEAR(r->per_round[1], 0.5 / 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(r->per_round[2], 0.9);
+  EXPECT_NEAR(r->median, 0.5 / 0.55, 1e-12);
+  // An even count takes the lower middle value: a check against 0.95 does not round up.
+  auto even = paired_auto_ratio({{1.0, 1.0, 0}, {0.9, 1.0, 0}, {0.97, 1.0, 0}, {1.2, 1.0, 0}});
+  ASSERT_TRUE(even.has_value());
+  EXPECT_DOUBLE_EQ(even->median, 0.97);
+}
+
+TEST(PairedAutoRatio, RoundsWhereNeitherBaselineMovedAreLeftOut) {
+  EXPECT_FALSE(paired_auto_ratio({}).has_value());
+  EXPECT_FALSE(paired_auto_ratio({{1.0, 0, 0}}).has_value());
+  auto r = paired_auto_ratio({{1.0, 0, 0}, {0.8, 0, 1.0}});
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->per_round.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->median, 0.8);
+}
+
 TEST(Process, LinesBothWaysAndExitStatus) {
   SpawnOptions so;
   so.argv = {"/bin/sh", "-c", "read x; echo \"got $x $BENCH_TEST_VAR\"; exit 3"};
