@@ -125,8 +125,8 @@ struct Options {
   // array of 4 MiB or more) or "base" (4 KiB pages, a plain malloc/mmap without THP=always).
   std::string buffer_pages = "huge";
   // Passes of the size sweep: each size runs every path once per round, the rounds one after
-  // the other (so that drift in the machine's load hits every path alike), and the row kept is
-  // each point's median-GB/s round.
+  // the other (so that drift in the machine's load hits every path alike) and each round's path
+  // order rotated by one, and the row kept is each point's median-GB/s round.
   std::uint32_t rounds = 1;
   // Two hosts from network namespaces (scripts/netns.sh): the server in one, this process and
   // its workers in the other, default fabric flags on both sides (no FI_TCP_IFACE).
@@ -826,7 +826,10 @@ int Bench::run() {
   for (auto s : sizes_) {
     for (std::uint32_t round = 0; round < o_.rounds; ++round) {
       for (const auto& op : ops_) {
-        for (auto* path : paths_) {
+        // Each round starts one path later, so that no path is always the first (or the last)
+        // pass after the previous size's uploads.
+        for (std::size_t k = 0; k < paths_.size(); ++k) {
+          auto* path = paths_[(k + round) % paths_.size()];
           if (path->nginx && op != "get") continue;
           Point pt{"size", op, path, s, 1, 1};
           pt.round = round;
@@ -976,7 +979,8 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-tmp", o.keep_tmp, "Keep the temporary directory (logs, data)");
   app.add_flag("--no-nginx", o.no_nginx, "Skip the nginx baseline");
   app.add_option("--rounds", o.rounds,
-                 "Passes of the size sweep, each over every path in turn; each point keeps its "
+                 "Passes of the size sweep, each over every path in turn (the order rotated by one "
+                 "each round); each point keeps its "
                  "median-GB/s pass (the note lists all)")
       ->check(CLI::Range(1u, objdirect::limits::bench_rounds_max))
       ->capture_default_str();
