@@ -384,6 +384,26 @@ def test_signal_mid_upload_aborts_the_multipart_upload(server, bucket, tmp_path,
     assert key not in " ".join(keys_of(server, bucket))
 
 
+def stop_process(pid: int, timeout: float = 30) -> None:
+    """SIGSTOP, then wait until every thread of the process is stopped. kill() returns once the
+    stop is queued: the thread it picks must run before the others are told, and on a loaded
+    machine the others went on serving requests for several milliseconds."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        assert time.monotonic() < deadline, f"process {pid} did not stop: {states}"
+        time.sleep(0.001)
+
+
 def test_signal_exit_is_not_held_by_a_stalled_server(server, bucket, tmp_path):
     """The abort waits at most limits::cli_abort_wait_ms (2 s) for a server that does not answer.
     The upload reads stdin, which the test keeps open after the first parts: the upload is
@@ -400,7 +420,7 @@ def test_signal_exit_is_not_held_by_a_stalled_server(server, bucket, tmp_path):
                   for e in access_log(server)):
         assert time.monotonic() < deadline and p.poll() is None, p.stderr.read()
         time.sleep(0.005)
-    server.process.send_signal(signal.SIGSTOP)
+    stop_process(server.process.pid)
     try:
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
