@@ -423,14 +423,11 @@ def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path)
     """A mutation loop over parse_tensor_blob and tensor_region (the zip directory, local
     headers, data.pkl through the restricted unpickler), fed with torch.save blobs of several
     tensors and two write_tensor_blob blobs with zip64 fields: each input gives a layout whose
-    box lies inside the blob, or raises ValueError, nothing else, quickly and within bounded memory. Seeded as
-    test_torch_checkpoints' loop (OBJDIRECT_FUZZ_SEED, OBJDIRECT_FUZZ_ITERATIONS); a failure
-    leaves its input in fuzz-failure.bin."""
-    import time
+    box lies inside the blob, or raises ValueError, nothing else, quickly and within bounded
+    memory (test_torch_checkpoints.fuzz_loop, seeded the same way)."""
     import torch
-    from test_torch_checkpoints import _mutate
-    seed = int(os.environ.get("OBJDIRECT_FUZZ_SEED", "16"))
-    iterations = int(os.environ.get("OBJDIRECT_FUZZ_ITERATIONS", "3000"))
+    from test_torch_checkpoints import _mutate, fuzz_loop, fuzz_settings
+    seed, iterations = fuzz_settings()
     corpus = []
     for t in (torch.arange(12.).reshape(3, 4), torch.zeros(0, 2), torch.tensor(1, dtype=torch.int8),
               torch.arange(6000, dtype=torch.int16), torch.ones(2, 3, dtype=torch.bfloat16).t()):
@@ -441,35 +438,19 @@ def test_parse_tensor_blob_rejects_damaged_blobs_with_value_error_only(tmp_path)
         b = io.BytesIO()
         odd.write_tensor_blob(b, torch.arange(600, dtype=torch.int16), _zip64_from=zip64_from)
         corpus.append(b.getvalue())
-    import tracemalloc
-    rng = random.Random(seed)
-    rejected, slowest = 0, 0.0
-    tracemalloc.start()
-    try:
-        for it in range(iterations):
-            m = bytes(_mutate(rng, bytearray(rng.choice(corpus))))
-            n = len(m)
-            t0 = time.thread_time()  # CPU time: a loaded machine must not fail the bound
-            try:
-                lay = odd.parse_tensor_blob(m[:odd.blob_head_bytes], m[-odd.blob_tail_bytes:], n)
-                region = odd.tensor_region(lay, [0] * len(lay.size), list(lay.size))
-                if region is not None:
-                    assert 0 <= region[0] and region[0] + region[1] <= n, (region, n)
-            except ValueError:
-                rejected += 1
-            except BaseException as e:
-                (tmp_path / "fuzz-failure.bin").write_bytes(m)
-                raise AssertionError(f"seed {seed} iteration {it}: {type(e).__name__}: {e}; input "
-                                     f"in {tmp_path / 'fuzz-failure.bin'}") from e
-            slowest = max(slowest, time.thread_time() - t0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+
+    def parse(m, _):
+        n = len(m)
+        lay = odd.parse_tensor_blob(m[:odd.blob_head_bytes], m[-odd.blob_tail_bytes:], n)
+        region = odd.tensor_region(lay, [0] * len(lay.size), list(lay.size))
+        if region is not None:
+            assert 0 <= region[0] and region[0] + region[1] <= n, (region, n)
+
+    rejected, slowest, peak = fuzz_loop(
+        tmp_path, seed, iterations,
+        lambda rng: (bytes(_mutate(rng, bytearray(rng.choice(corpus)))), "", None), parse)
     print(f"fuzz: {rejected} of {iterations} blobs rejected, slowest {slowest * 1000:.1f} CPU-ms, "
           f"traced peak {peak / 1024:.0f} KiB")
-    assert 0 < rejected < iterations
-    assert slowest < 2.0, f"an input took {slowest:.2f} CPU-s to parse"
-    assert peak < 16 << 20, f"parsing allocated {peak >> 20} MiB"  # e.g. a memo table
 
 
 # -- tensor blobs written from the tensor's memory (write_tensor_blob) ---------------------------

@@ -532,55 +532,75 @@ def _mutate(rng, m: bytearray) -> bytearray:
     return m
 
 
-def test_parsers_reject_damaged_input_with_value_error_only(tmp_path):
-    """A mutation loop over load()'s parsers (zip tail, central directory, local headers, the
-    predicted layout and its header check) and the safetensors header parser, fed with the
-    corpus above: each input parses to in-bounds records or raises ValueError, nothing else,
-    quickly and within bounded memory. Seeded and bounded: OBJDIRECT_FUZZ_SEED (default 16)
-    and OBJDIRECT_FUZZ_ITERATIONS (default 3000) reproduce or extend a run; a failure names
-    the seed and iteration and leaves the input in fuzz-failure.bin under the test's tmp_path."""
-    import os
+def fuzz_loop(tmp_path, seed: int, iterations: int, make_input, parse):
+    """The mutation loop both parser fuzz tests share. ``make_input(rng)`` returns an input, a
+    label and a context; ``parse(m, context)`` must return (its own asserts checking what it parsed) or raise
+    ValueError, nothing else, within 2 CPU-s per input (CPU time: a loaded machine must not fail
+    the bound) and a tracemalloc peak under 16 MiB. A failure names the seed, the iteration and
+    the label, and leaves the input in fuzz-failure.bin under tmp_path. Returns (rejected,
+    slowest CPU-s, peak bytes)."""
     import time
-    seed = int(os.environ.get("OBJDIRECT_FUZZ_SEED", "16"))
-    iterations = int(os.environ.get("OBJDIRECT_FUZZ_ITERATIONS", "3000"))
-    print(f"fuzz: seed {seed}, {iterations} iterations (OBJDIRECT_FUZZ_SEED, "
-          f"OBJDIRECT_FUZZ_ITERATIONS)")
-    zips, headers = fuzz_corpus()
     rng = random.Random(seed)
     slowest, rejected = 0.0, 0
     tracemalloc.start()
     try:
         for it in range(iterations):
-            if rng.random() < 0.75:
-                kind, name = "zip", rng.choice(sorted(zips))
-                m = bytes(_mutate(rng, bytearray(zips[name])))
-            else:
-                kind, name = "safetensors", rng.choice(sorted(headers))
-                h, nbytes = headers[name]
-                m = bytes(_mutate(rng, bytearray(h)))
-            t = time.thread_time()  # CPU time: a loaded machine must not fail the bound
+            m, label, ctx = make_input(rng)
+            t = time.thread_time()
             try:
-                if kind == "zip":
-                    parse_zip(m)
-                else:
-                    entries, _ = odt.parse_safetensors_header(m, nbytes)
-                    assert all(0 <= b <= e <= nbytes for _, _, b, e in entries.values())
+                parse(m, ctx)
             except ValueError:
                 rejected += 1
             except BaseException as e:
                 (tmp_path / "fuzz-failure.bin").write_bytes(m)
-                raise AssertionError(f"seed {seed} iteration {it} ({kind} from {name}): "
-                                     f"{type(e).__name__}: {e}; input in "
-                                     f"{tmp_path / 'fuzz-failure.bin'}") from e
+                raise AssertionError(f"seed {seed} iteration {it}{label}: {type(e).__name__}: "
+                                     f"{e}; input in {tmp_path / 'fuzz-failure.bin'}") from e
             slowest = max(slowest, time.thread_time() - t)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    print(f"fuzz: {rejected} of {iterations} inputs rejected with ValueError, slowest "
-          f"{slowest * 1000:.1f} CPU-ms, traced peak {peak / 1024:.0f} KiB")
     assert 0 < rejected < iterations  # the loop reaches both outcomes
     assert slowest < 2.0, f"an input took {slowest:.2f} CPU-s to parse"  # no hang
     assert peak < 16 << 20, f"parsing allocated {peak >> 20} MiB"  # no huge allocation
+    return rejected, slowest, peak
+
+
+def fuzz_settings():
+    """OBJDIRECT_FUZZ_SEED (default 16) and OBJDIRECT_FUZZ_ITERATIONS (default 3000)."""
+    import os
+    return (int(os.environ.get("OBJDIRECT_FUZZ_SEED", "16")),
+            int(os.environ.get("OBJDIRECT_FUZZ_ITERATIONS", "3000")))
+
+
+def test_parsers_reject_damaged_input_with_value_error_only(tmp_path):
+    """A mutation loop over load()'s parsers (zip tail, central directory, local headers, the
+    predicted layout and its header check) and the safetensors header parser, fed with the
+    corpus above: each input parses to in-bounds records or raises ValueError, nothing else,
+    quickly and within bounded memory (fuzz_loop). Seeded and bounded: OBJDIRECT_FUZZ_SEED and
+    OBJDIRECT_FUZZ_ITERATIONS reproduce or extend a run."""
+    seed, iterations = fuzz_settings()
+    print(f"fuzz: seed {seed}, {iterations} iterations (OBJDIRECT_FUZZ_SEED, "
+          f"OBJDIRECT_FUZZ_ITERATIONS)")
+    zips, headers = fuzz_corpus()
+
+    def make_input(rng):
+        if rng.random() < 0.75:
+            name = rng.choice(sorted(zips))
+            return bytes(_mutate(rng, bytearray(zips[name]))), f" (zip from {name})", None
+        name = rng.choice(sorted(headers))
+        h, nbytes = headers[name]
+        return bytes(_mutate(rng, bytearray(h))), f" (safetensors from {name})", nbytes
+
+    def parse(m, nbytes):
+        if nbytes is None:
+            parse_zip(m)
+        else:
+            entries, _ = odt.parse_safetensors_header(m, nbytes)
+            assert all(0 <= b <= e <= nbytes for _, _, b, e in entries.values())
+
+    rejected, slowest, peak = fuzz_loop(tmp_path, seed, iterations, make_input, parse)
+    print(f"fuzz: {rejected} of {iterations} inputs rejected with ValueError, slowest "
+          f"{slowest * 1000:.1f} CPU-ms, traced peak {peak / 1024:.0f} KiB")
 
 
 def _doctored_memo_blob(state) -> bytes:
