@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -468,22 +469,18 @@ const Row* Bench::find(const std::string& sweep, const std::string& op, const st
 
 void Bench::keep_median_rounds() {
   if (o_.rounds <= 1) return;
-  for (std::uint32_t round = 0; round < o_.rounds; ++round) {
-    for (const auto& op : ops_) {
-      for (auto s : sizes_) {
-        const Row *a = nullptr, *h = nullptr, *l = nullptr;
-        for (const auto& r : rows_) {
-          if (!r.ran || r.p.sweep != "size" || r.p.op != op || r.p.size != s ||
-              r.p.round != round) {
-            continue;
-          }
-          const auto& name = r.p.path->name;
-          if (name == "auto") a = &r;
-          if (name == "http") h = &r;
-          if (name == "lf-shm") l = &r;
-        }
-        if (a && h && l) auto_rounds_[{op, s}].push_back({a->gbps, h->gbps, l->gbps});
-      }
+  // auto, http and lf-shm of each (op, size, round); the map keeps the rounds in order.
+  std::map<std::tuple<std::string, std::uint64_t, std::uint32_t>, std::array<const Row*, 3>> trio;
+  for (const auto& r : rows_) {
+    if (!r.ran || r.p.sweep != "size") continue;
+    const auto& name = r.p.path->name;
+    const int slot = name == "auto" ? 0 : name == "http" ? 1 : name == "lf-shm" ? 2 : -1;
+    if (slot >= 0) trio[{r.p.op, r.p.size, r.p.round}][static_cast<std::size_t>(slot)] = &r;
+  }
+  for (const auto& [k, t] : trio) {
+    if (t[0] && t[1] && t[2]) {
+      auto_rounds_[{std::get<0>(k), std::get<1>(k)}].push_back(
+          {t[0]->gbps, t[1]->gbps, t[2]->gbps});
     }
   }
   std::vector<Row> kept;
