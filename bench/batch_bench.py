@@ -15,7 +15,7 @@ each, alternated; the best pass of each is printed (objects/s, MB/s) with the ra
 of the last pass of each method is compared with what was written.
 
 The fabric is named explicitly, so RDMA is used at every size (with fabric "auto" objects
-below rdma_min_bytes, 1 MiB by default, go over HTTP, which is faster there). The server is
+below the crossover, 512 KiB for GETs and 64 KiB for PUTs by default, go over HTTP, which is faster there). The server is
 started here (build/bin/objdirect-server, --no-fsync, data in a temporary directory) unless
 --endpoint is given.
 """

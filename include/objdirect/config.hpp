@@ -38,14 +38,18 @@ struct OBJDIRECT_API ClientConfig {
   // is tried again. 0: never skipped. At most limits::client_fabric_failure_memory_ms_max.
   std::uint32_t fabric_failure_memory_ms = 30'000;
   // Whether RDMA is used (docs/client.md, "The fastest path"): "auto" proposes it and falls back
-  // to HTTP when it cannot (path http-fallback, with the reason); with fabric "auto", requests
-  // moving fewer than rdma_min_bytes go over plain HTTP (path http, reason "below
-  // rdma_min_bytes"), which is faster there (a fabric named explicitly is used at every size).
+  // to HTTP when it cannot (path http-fallback, with the reason); with fabric "auto", a download
+  // (GET) moving fewer than rdma_min_bytes, or an upload (PUT, UploadPart) moving fewer than
+  // min(rdma_min_bytes, rdma_put_min_bytes), goes over plain HTTP (path http, reason "below
+  // rdma_min_bytes" / "below rdma_put_min_bytes"), which is faster there (a fabric named
+  // explicitly is used at every size). Uploads cross over lower: the defaults are measured
+  // (docs/client.md, "The fastest path"); rdma_min_bytes 0 sends every size over RDMA.
   // "required": every request proposes it, whatever its size, and anything but RDMA fails with
   // Errc::rdma_declined instead of falling back. "off": never (as fabric "none", but the fabric may
   // still be opened for register_memory).
   std::string rdma = "auto";
-  std::uint64_t rdma_min_bytes = 1ull << 20;
+  std::uint64_t rdma_min_bytes = 512ull << 10;
+  std::uint64_t rdma_put_min_bytes = 64ull << 10;
   std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
   std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
   std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
@@ -103,10 +107,11 @@ struct OBJDIRECT_API ClientConfig {
   //  - ca_bundle: AWS_CA_BUNDLE, else ca_bundle in the profile's config section (as boto3).
   // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_FABRIC_ORDER (fabric_order),
   // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms), OBJDIRECT_RDMA (rdma),
-  // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes). Missing files are fine.
-  // Errors: invalid_argument when `profile` (or AWS_PROFILE) names a profile other than
-  // "default" that neither file holds, when a file cannot be parsed (the message names the
-  // file and line), or when a retry setting is invalid (the message names the variable or key).
+  // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes), OBJDIRECT_RDMA_PUT_MIN_BYTES (rdma_put_min_bytes).
+  // Missing files are fine. Errors: invalid_argument when `profile` (or AWS_PROFILE) names a
+  // profile other than "default" that neither file holds, when a file cannot be parsed (the message
+  // names the file and line), or when a retry setting is invalid (the message names the variable or
+  // key).
   static Result<ClientConfig> load(std::string_view profile = {});
 };
 

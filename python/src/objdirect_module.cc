@@ -46,7 +46,7 @@ namespace {
 // get_bytes without a length reads the object in a first GET of at most this many bytes (one
 // request for objects that fit), then the rest in one more: the size comes from that reply, not
 // from a HEAD. A bytes object of this size is allocated for every such call and shrunk to what
-// arrived. It stays below the default rdma_min_bytes (1 MiB), so that a small object is not
+// arrived. It stays below the default rdma_min_bytes (512 KiB), so that a small object is not
 // proposed RDMA (and a registration of the whole window) because the window is large; the rest
 // of a large object goes over RDMA as usual.
 constexpr std::uint64_t get_first_window_bytes_max = 256 << 10;
@@ -440,6 +440,8 @@ class NativeClient {
         config.rdma = v.cast<std::string>();
       } else if (k == "rdma_min_bytes") {
         config.rdma_min_bytes = v.cast<std::uint64_t>();
+      } else if (k == "rdma_put_min_bytes") {
+        config.rdma_put_min_bytes = v.cast<std::uint64_t>();
       } else if (k == "max_attempts") {
         config.max_attempts = v.cast<std::uint32_t>();
       } else if (k == "retry_mode") {
@@ -481,6 +483,7 @@ class NativeClient {
     d["token_lifetime_s"] = c.token_lifetime_s;
     d["rdma"] = c.rdma;
     d["rdma_min_bytes"] = c.rdma_min_bytes;
+    d["rdma_put_min_bytes"] = c.rdma_put_min_bytes;
     d["max_attempts"] = c.max_attempts;
     d["retry_mode"] = c.retry_mode;
     d["retry_base_delay_ms"] = c.retry_base_delay_ms;

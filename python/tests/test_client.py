@@ -559,6 +559,25 @@ def test_environment_configuration(server, bucket, monkeypatch):
         assert "secret_key" not in c.config
 
 
+def test_the_crossover_per_direction(server, bucket, monkeypatch):
+    # Defaults: GETs over RDMA from 512 KiB, uploads from 64 KiB (docs/client.md, "The fastest
+    # path"); the environment and the keywords set each; a bad count is a clear error.
+    with make_client(server, fabric="auto") as c:
+        assert (c.config["rdma_min_bytes"], c.config["rdma_put_min_bytes"]) == (512 << 10, 64 << 10)
+    monkeypatch.setenv("OBJDIRECT_RDMA_PUT_MIN_BYTES", "8192")
+    data = pattern(10_000, 7)
+    with make_client(server, fabric="auto") as c:
+        assert c.config["rdma_put_min_bytes"] == 8192
+        assert c.put(bucket, "xo", data).path == "rdma"  # 10,000 >= 8,192: an upload over RDMA
+        r = c.get_into(bucket, "xo", bytearray(len(data)))
+        assert r.path == "http"  # 10,000 < 512 KiB: the GET over HTTP
+    with make_client(server, fabric="auto", rdma_put_min_bytes=16384) as c:
+        assert c.put(bucket, "xo", data).path == "http"  # the keyword wins over the environment
+    monkeypatch.setenv("OBJDIRECT_RDMA_PUT_MIN_BYTES", "64k")
+    with pytest.raises(objdirect.InvalidArgument, match="OBJDIRECT_RDMA_PUT_MIN_BYTES"):
+        make_client(server, fabric="auto")
+
+
 def test_profile_configuration(server, bucket, monkeypatch, tmp_path):
     (tmp_path / "credentials").write_text(
         f"[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n"

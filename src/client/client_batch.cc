@@ -68,7 +68,7 @@ std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest>
     sizes.push_back(r.range ? std::min<std::uint64_t>(r.range->length, r.dst.size())
                             : r.dst.size());
   }
-  const auto pins = impl_->pin_batch(std::move(bufs), sizes);
+  const auto pins = impl_->pin_batch(std::move(bufs), sizes, Client::Impl::Direction::download);
   (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
     const auto& r = requests[i];
     if (r.if_match.empty() && !r.sse_c) {
@@ -95,7 +95,7 @@ std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest>
     bufs.push_back({const_cast<std::byte*>(r.src.data()), r.src.size()});
     sizes.push_back(r.src.size());
   }
-  const auto pins = impl_->pin_batch(std::move(bufs), sizes);
+  const auto pins = impl_->pin_batch(std::move(bufs), sizes, Client::Impl::Direction::upload);
   (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
     const auto& r = requests[i];
     if (r.sse_c) {

@@ -132,23 +132,27 @@ void Client::Impl::disable_rdma(std::string reason) {
   no_rdma_reason = "RDMA disabled: " + std::move(reason);
 }
 
-std::string Client::Impl::rdma_skip_reason(std::size_t bytes, bool direct) const {
+std::string Client::Impl::rdma_skip_reason(std::size_t bytes, Direction dir, bool direct) const {
   if (direct || cfg.rdma == "required") return {};
   if (cfg.rdma == "off") return "rdma off";
-  if (cfg.fabric == "auto" && bytes < cfg.rdma_min_bytes) {
-    return "below rdma_min_bytes (" + std::to_string(cfg.rdma_min_bytes) + "): HTTP is faster";
-  }
-  return {};
+  if (cfg.fabric != "auto") return {};
+  // An upload crosses over at the smaller of the two, so that rdma_min_bytes 0 still means
+  // every size over RDMA.
+  const bool put_bound = dir == Direction::upload && cfg.rdma_put_min_bytes < cfg.rdma_min_bytes;
+  const std::uint64_t min = put_bound ? cfg.rdma_put_min_bytes : cfg.rdma_min_bytes;
+  if (bytes >= min) return {};
+  return std::string(put_bound ? "below rdma_put_min_bytes (" : "below rdma_min_bytes (") +
+         std::to_string(min) + "): HTTP is faster";
 }
 
-std::string Client::Impl::try_token(std::span<const std::byte> buf, PathInfo& info,
+std::string Client::Impl::try_token(std::span<const std::byte> buf, Direction dir, PathInfo& info,
                                     std::shared_ptr<void>& hold,
                                     std::shared_ptr<client::Fabric>& used, bool direct) {
   if (buf.empty()) {
     info.reason = "empty transfer";
     return {};
   }
-  if (auto why = rdma_skip_reason(buf.size(), direct); !why.empty()) {
+  if (auto why = rdma_skip_reason(buf.size(), dir, direct); !why.empty()) {
     info.reason = std::move(why);
     return {};
   }
@@ -167,15 +171,15 @@ std::string Client::Impl::try_token(std::span<const std::byte> buf, PathInfo& in
 }
 
 std::string Client::Impl::prove_and_retoken(const Result<HttpResponse>& r,
-                                            std::span<const std::byte> buf, PathInfo& info,
-                                            std::shared_ptr<void>& hold,
+                                            std::span<const std::byte> buf, Direction dir,
+                                            PathInfo& info, std::shared_ptr<void>& hold,
                                             std::shared_ptr<client::Fabric>& used, bool direct) {
   if (!r.ok() || r->status != 403 || !used) return {};
   auto challenge = r->header("x-amz-rdma-challenge");
   if (!challenge) return {};
   if (!used->prove_binding(*challenge, cfg.secret_key).ok()) return {};
   hold.reset();  // a refusal moved nothing: the old token's registration hold may go
-  return try_token(buf, info, hold, used, direct);
+  return try_token(buf, dir, info, hold, used, direct);
 }
 
 void Client::Impl::revoke(const std::shared_ptr<client::Fabric>& f, std::span<const std::byte> buf,
@@ -195,6 +199,7 @@ Result<HttpResponse> Client::Impl::execute_rdma(HttpRequest& req,
                                                 std::shared_ptr<client::Fabric>& fabric_used,
                                                 bool direct, std::uint32_t* requests) {
   req.retry = false;  // the loop is here: a fresh token per attempt
+  const Direction dir = req.method == "GET" ? Direction::download : Direction::upload;
   retry::Retrier& retrier = http->retrier();
   std::string reasons;
   bool proved = false;
@@ -206,7 +211,7 @@ Result<HttpResponse> Client::Impl::execute_rdma(HttpRequest& req,
     if (!proved) {
       // A binding challenge is answered once, with a new token; it is not a retry.
       proved = true;
-      token = prove_and_retoken(r, buf, info, hold, fabric_used, direct);
+      token = prove_and_retoken(r, buf, dir, info, hold, fabric_used, direct);
       if (!token.empty()) {
         if (requests) ++*requests;
         --attempt;
@@ -233,7 +238,7 @@ Result<HttpResponse> Client::Impl::execute_rdma(HttpRequest& req,
     http->count_retry(*reason);
     reasons += (reasons.empty() ? "" : ", ") + *reason;
     retrier.sleep_before(attempt, std::nullopt);
-    token = try_token(buf, info, hold, fabric_used, direct);
+    token = try_token(buf, dir, info, hold, fabric_used, direct);
     if (token.empty()) return r;
   }
 }
@@ -261,12 +266,14 @@ std::vector<std::span<std::byte>> batch_arenas(std::vector<std::span<std::byte>>
 
 }  // namespace
 
-std::vector<std::shared_ptr<void>> Client::Impl::pin_batch(
-    std::vector<std::span<std::byte>> bufs, const std::vector<std::uint64_t>& sizes) {
+std::vector<std::shared_ptr<void>> Client::Impl::pin_batch(std::vector<std::span<std::byte>> bufs,
+                                                           const std::vector<std::uint64_t>& sizes,
+                                                           Direction dir) {
   std::vector<std::shared_ptr<void>> pins;
   // Only when some request of the batch would propose a token (the crossover and the policy).
-  const bool any = std::any_of(sizes.begin(), sizes.end(),
-                               [&](std::uint64_t n) { return rdma_skip_reason(n, false).empty(); });
+  const bool any = std::any_of(sizes.begin(), sizes.end(), [&](std::uint64_t n) {
+    return rdma_skip_reason(n, dir, false).empty();
+  });
   if (!any) return pins;
   std::string reason;
   auto f = current_fabric(reason);

@@ -34,7 +34,7 @@ Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target
   req.headers.insert(req.headers.end(), sse.begin(), sse.end());
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
-  std::string token = try_token(dst, out.info, hold, fabric_used, direct);
+  std::string token = try_token(dst, Direction::download, out.info, hold, fabric_used, direct);
   if (rdma_required(direct) && token.empty() && !dst.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
   }

@@ -133,11 +133,13 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
 
   // --- whether RDMA is proposed: the crossover and the rdma policy, in this one place ---------
   // (Which fabric is the business of settle_fabric.) Empty when a token may be proposed for a
-  // request moving `bytes`, else why not (TransferResult::reason, path "http"). direct (GPUDirect)
-  // and "required" always propose; "off" never; "auto" with fabric "auto" from rdma_min_bytes
-  // up: below it plain HTTP is faster (docs/client.md, "The fastest path"). A fabric named
-  // explicitly is used at every size.
-  std::string rdma_skip_reason(std::size_t bytes, bool direct) const;
+  // request moving `bytes` in direction `dir`, else why not (TransferResult::reason, path
+  // "http"). direct (GPUDirect) and "required" always propose; "off" never; "auto" with fabric
+  // "auto" from the direction's crossover up (rdma_min_bytes for downloads, the smaller of it and
+  // rdma_put_min_bytes for uploads): below it plain HTTP is faster (docs/client.md, "The fastest
+  // path"). A fabric named explicitly is used at every size.
+  enum class Direction { download, upload };
+  std::string rdma_skip_reason(std::size_t bytes, Direction dir, bool direct) const;
   // Only RDMA may move the bytes: a decline or refusal fails with rdma_declined instead of
   // falling back to HTTP.
   bool rdma_required(bool direct) const { return direct || cfg.rdma == "required"; }
@@ -147,13 +149,15 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // moves) may propose RDMA. The registrations stay pinned while the returned holds live; the
   // requests find them in the registration cache.
   std::vector<std::shared_ptr<void>> pin_batch(std::vector<std::span<std::byte>> bufs,
-                                               const std::vector<std::uint64_t>& sizes);
+                                               const std::vector<std::uint64_t>& sizes,
+                                               Direction dir);
 
   // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
   // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
   // used: the fabric that made the token (for revoke()).
-  std::string try_token(std::span<const std::byte> buf, PathInfo& info, std::shared_ptr<void>& hold,
-                        std::shared_ptr<client::Fabric>& used, bool direct = false);
+  std::string try_token(std::span<const std::byte> buf, Direction dir, PathInfo& info,
+                        std::shared_ptr<void>& hold, std::shared_ptr<client::Fabric>& used,
+                        bool direct = false);
 
   // Endpoint binding (docs/rdma_protocol.md, "Endpoint binding"): the server refused the token
   // because this fabric's endpoint has not yet proved that it belongs to our access key
@@ -163,7 +167,7 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // request, so a server that keeps refusing costs one round trip and the caller then falls
   // back to HTTP.
   std::string prove_and_retoken(const Result<HttpResponse>& r, std::span<const std::byte> buf,
-                                PathInfo& info, std::shared_ptr<void>& hold,
+                                Direction dir, PathInfo& info, std::shared_ptr<void>& hold,
                                 std::shared_ptr<client::Fabric>& used, bool direct);
 
   // Whether the answer to a token request leaves open that the server's provider still holds an

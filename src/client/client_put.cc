@@ -27,7 +27,7 @@ Result<Client::Impl::PutOutcome> Client::Impl::put_one(const std::string& target
   PutOutcome out;
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
-  std::string token = try_token(src, out.info, hold, fabric_used, direct);
+  std::string token = try_token(src, Direction::upload, out.info, hold, fabric_used, direct);
   if (rdma_required(direct) && token.empty() && !src.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
   }

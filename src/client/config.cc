@@ -267,15 +267,18 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
     c.fabric_failure_memory_ms = ms;
   }
   if (const char* r = env("OBJDIRECT_RDMA")) c.rdma = r;
-  if (const char* m = env("OBJDIRECT_RDMA_MIN_BYTES")) {
+  for (auto [name, field] : {std::pair{"OBJDIRECT_RDMA_MIN_BYTES", &c.rdma_min_bytes},
+                             std::pair{"OBJDIRECT_RDMA_PUT_MIN_BYTES", &c.rdma_put_min_bytes}}) {
+    const char* m = env(name);
+    if (!m) continue;
     std::uint64_t n = 0;
     std::string_view v(m);
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
     if (ec != std::errc() || p != v.data() + v.size()) {
       return Status(Errc::invalid_argument,
-                    "OBJDIRECT_RDMA_MIN_BYTES must be a byte count, got '" + std::string(v) + "'");
+                    std::string(name) + " must be a byte count, got '" + std::string(v) + "'");
     }
-    c.rdma_min_bytes = n;
+    *field = n;
   }
 
   // Retries: the environment wins over the profile (boto3's order).

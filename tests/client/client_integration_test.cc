@@ -422,16 +422,21 @@ TEST_P(ClientFabricIT, RoundTripOverFabric) {
       EXPECT_EQ(p.path, TransferPath::http);  // nothing to move: no token
       EXPECT_EQ(p.reason, "empty transfer");
     }
-    // fabric "auto" sends requests below rdma_min_bytes over plain HTTP (the crossover);
-    // a fabric named explicitly is used at every size.
-    const bool below = fabric == "auto" && n < ClientConfig{}.rdma_min_bytes;
+    // fabric "auto" sends requests below the crossover over plain HTTP (uploads cross over
+    // lower); a fabric named explicitly is used at every size.
+    const ClientConfig d;
     for (const auto* r : {&p, &g}) {
+      const std::uint64_t min =
+          r == &p ? std::min(d.rdma_min_bytes, d.rdma_put_min_bytes) : d.rdma_min_bytes;
+      const bool below = fabric == "auto" && n < min;
       if (expect_rdma && n > 0 && !below) {
         EXPECT_EQ(r->path, TransferPath::rdma) << fabric << " " << n << ": " << r->reason;
       }
       if (below && n > 0) {
         EXPECT_EQ(r->path, TransferPath::http) << n;
-        EXPECT_TRUE(r->reason.starts_with("below rdma_min_bytes")) << r->reason;
+        EXPECT_TRUE(
+            r->reason.starts_with(r == &p ? "below rdma_put_min_bytes" : "below rdma_min_bytes"))
+            << r->reason;
       }
       if (r->path == TransferPath::rdma) {
         EXPECT_TRUE(r->reason.empty()) << r->reason;
@@ -596,14 +601,17 @@ TEST_F(ClientIT, StatsCountRdmaTransfersAndErrors) {
   EXPECT_EQ(s.requests_in_flight, 0u);
 }
 
-// The crossover and the rdma policy on a server that offers RDMA: "auto" below
-// rdma_min_bytes is plain HTTP and at it RDMA; "required" is RDMA at every size; "off" never.
+// The crossover and the rdma policy on a server that offers RDMA: "auto" below the crossover is
+// plain HTTP and at it RDMA, GETs at rdma_min_bytes and uploads at the smaller of it and
+// rdma_put_min_bytes; "required" is RDMA at every size; "off" never.
 TEST_F(ClientIT, RdmaPolicyAndCrossover) {
   ASSERT_FALSE(offered_fabrics(*g_server).empty()) << "the default server offers no fabric";
   auto cfg = base_config("auto");
   cfg.rdma_min_bytes = 64 * 1024;
+  cfg.rdma_put_min_bytes = 16 * 1024;
   auto c = make(cfg);
-  for (std::size_t n : {std::size_t{4096}, std::size_t{64 * 1024 - 1}, std::size_t{64 * 1024}}) {
+  for (std::size_t n : {std::size_t{4096}, std::size_t{16 * 1024 - 1}, std::size_t{16 * 1024},
+                        std::size_t{64 * 1024 - 1}, std::size_t{64 * 1024}}) {
     auto src = pattern(n, 21);
     auto p = c->put(bucket_, "xover", src);
     ASSERT_TRUE(p.ok()) << p.status().to_string();
@@ -611,9 +619,31 @@ TEST_F(ClientIT, RdmaPolicyAndCrossover) {
     auto g = c->get(bucket_, "xover", dst);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     EXPECT_EQ(dst, src);
-    const TransferPath want = n < cfg.rdma_min_bytes ? TransferPath::http : TransferPath::rdma;
-    EXPECT_EQ(p->path, want) << n << ": " << p->reason;
-    EXPECT_EQ(g->path, want) << n << ": " << g->reason;
+    const bool put_below = n < cfg.rdma_put_min_bytes;
+    const bool get_below = n < cfg.rdma_min_bytes;
+    EXPECT_EQ(p->path, put_below ? TransferPath::http : TransferPath::rdma)
+        << n << ": " << p->reason;
+    EXPECT_EQ(g->path, get_below ? TransferPath::http : TransferPath::rdma)
+        << n << ": " << g->reason;
+    if (put_below) {
+      EXPECT_EQ(p->reason, "below rdma_put_min_bytes (16384): HTTP is faster");
+    }
+    if (get_below) {
+      EXPECT_EQ(g->reason, "below rdma_min_bytes (65536): HTTP is faster");
+    }
+  }
+  // An upload crosses over at the smaller of the two: rdma_min_bytes 0 is RDMA at every size,
+  // and a PUT crossover above rdma_min_bytes does not hold uploads back.
+  for (auto [min, put_min] : {std::pair<std::uint64_t, std::uint64_t>{0, 64 * 1024},
+                              std::pair<std::uint64_t, std::uint64_t>{4096, 1u << 20}}) {
+    auto cfg2 = base_config("auto");
+    cfg2.rdma_min_bytes = min;
+    cfg2.rdma_put_min_bytes = put_min;
+    auto c2 = make(cfg2);
+    auto src = pattern(8192, 23);
+    auto p = c2->put(bucket_, "xover2", src);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->path, TransferPath::rdma) << min << "/" << put_min << ": " << p->reason;
   }
   cfg.rdma = "required";
   auto req = make(cfg);

@@ -1742,7 +1742,8 @@ int main(int argc, char** argv) {
     sub->add_option("--profile", o.profile, "AWS profile (default: AWS_PROFILE or default)");
     sub->add_option("--fabric", o.fabric, fabric_help)->check(CLI::IsMember(fabric_choices));
     sub->add_option("--rdma", o.rdma,
-                    "auto (RDMA from OBJDIRECT_RDMA_MIN_BYTES up, else HTTP; fall back to HTTP) "
+                    "auto (RDMA from OBJDIRECT_RDMA_MIN_BYTES up, uploads from "
+                    "OBJDIRECT_RDMA_PUT_MIN_BYTES, else HTTP; fall back to HTTP) "
                     "| required (fail instead of falling back) | off")
         ->check(CLI::IsMember({"auto", "required", "off"}));
     sub->add_option(
