@@ -139,6 +139,28 @@ std::optional<LatencyHistogram> LatencyHistogram::decode(std::string_view text) 
   return h;
 }
 
+std::optional<std::uint64_t> parse_burst_command(std::string_view line) {
+  constexpr std::string_view kPrefix = "burst ";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  std::uint64_t ms = 0;
+  if (!parse_number(line.substr(kPrefix.size()), ms) || ms == 0 ||
+      ms > limits::bench_burst_ms_max) {
+    return std::nullopt;
+  }
+  return ms;
+}
+
+void WorkerResult::merge(const WorkerResult& other) {
+  ops += other.ops;
+  bytes += other.bytes;
+  errors += other.errors;
+  rdma_ops += other.rdma_ops;
+  fallback_ops += other.fallback_ops;
+  cpu_s += other.cpu_s;
+  latency.merge(other.latency);
+  if (note.empty()) note = other.note;
+}
+
 std::string WorkerResult::encode() const {
   std::ostringstream o;
   o.precision(9);

@@ -31,6 +31,8 @@ inline constexpr std::uint32_t bench_processes_max = 64;
 inline constexpr std::uint32_t bench_threads_max = 256;
 // Passes of the size sweep (--rounds).
 inline constexpr std::uint32_t bench_rounds_max = 32;
+// One --interleave burst: the time a path runs before the next path takes its turn.
+inline constexpr std::uint64_t bench_burst_ms_max = 60'000;
 }  // namespace objdirect::limits
 
 namespace objdirect::bench {
@@ -76,10 +78,16 @@ struct WorkerResult {
   LatencyHistogram latency;
   std::string note;  // first error or fallback reason (spaces allowed, no newline)
 
+  // Adds other's counts, latencies and CPU, and keeps the first note; wall_s is left alone (the
+  // caller knows whether the windows ran side by side or one after the other).
+  void merge(const WorkerResult& other);
   // One line: "result ops=.. bytes=.. ... lat=<histogram> note=<rest of line>".
   std::string encode() const;
   static std::optional<WorkerResult> decode(std::string_view line);
 };
+
+// "burst MS" (the --interleave command) -> MS, in 1..bench_burst_ms_max; nullopt otherwise.
+std::optional<std::uint64_t> parse_burst_command(std::string_view line);
 
 // One measured point as the P figures see it (only points that ran).
 struct GoalPoint {
@@ -128,7 +136,11 @@ struct PairedRatio {
 };
 std::optional<PairedRatio> paired_auto_ratio(const std::vector<AutoRound>& rounds);
 
-// Worker mode entry point (argv after "--worker"); returns the process exit code.
+// Worker mode entry point (argv after "--worker"); returns the process exit code. After "ready" a
+// worker reads commands on stdin: "go" runs one window of --duration-ms, prints its result and
+// exits; "burst MS" runs a window of MS milliseconds (at least one transfer per thread), prints
+// its result and waits for the next command (--interleave); "end" or EOF exits.
+// Both windows print a WorkerResult line whose wall_s is the window's own length.
 int worker_main(int argc, char** argv);
 
 }  // namespace objdirect::bench

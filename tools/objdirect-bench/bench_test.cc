@@ -76,6 +76,50 @@ TEST(LatencyHistogram, MergeEqualsCombinedAndEncodingRoundTrips) {
   EXPECT_FALSE(LatencyHistogram::decode("1:x"));
 }
 
+TEST(WorkerResult, MergeAddsCountsAndCpuKeepsTheFirstNoteAndLeavesWall) {
+  WorkerResult a, b;
+  a.ops = 3;
+  a.bytes = 300;
+  a.rdma_ops = 3;
+  a.cpu_s = 0.5;
+  a.wall_s = 2;
+  a.latency.add(1000);
+  b.ops = 2;
+  b.bytes = 200;
+  b.errors = 1;
+  b.fallback_ops = 2;
+  b.cpu_s = 0.25;
+  b.wall_s = 7;
+  b.latency.add(2000);
+  b.latency.add(3000);
+  b.note = "second";
+  a.merge(b);
+  EXPECT_EQ(a.ops, 5u);
+  EXPECT_EQ(a.bytes, 500u);
+  EXPECT_EQ(a.errors, 1u);
+  EXPECT_EQ(a.rdma_ops, 3u);
+  EXPECT_EQ(a.fallback_ops, 2u);
+  EXPECT_DOUBLE_EQ(a.cpu_s, 0.75);
+  EXPECT_DOUBLE_EQ(a.wall_s, 2);  // the caller's to set
+  EXPECT_EQ(a.latency.count(), 3u);
+  EXPECT_EQ(a.note, "second");  // a had none
+  WorkerResult c;
+  c.note = "third";
+  a.merge(c);
+  EXPECT_EQ(a.note, "second");
+}
+
+TEST(ParseBurstCommand, MillisecondsWithinTheLimit) {
+  EXPECT_EQ(parse_burst_command("burst 20"), 20u);
+  EXPECT_EQ(parse_burst_command("burst 1"), 1u);
+  EXPECT_EQ(parse_burst_command("burst " + std::to_string(limits::bench_burst_ms_max)),
+            limits::bench_burst_ms_max);
+  for (const char* bad : {"burst 0", "burst", "burst ", "burst -1", "burst 20ms", "burst  20",
+                          "burst 60001", "Burst 20", "go", "end", "burst 99999999999999999999"}) {
+    EXPECT_FALSE(parse_burst_command(bad)) << bad;
+  }
+}
+
 TEST(WorkerResult, EncodeDecodeRoundTrip) {
   WorkerResult r;
   r.ops = 12;

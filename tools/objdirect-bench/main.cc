@@ -8,6 +8,9 @@
 // Sweeps: size (GET and PUT, 1 process x 1 thread), concurrency (GET, 1 process x N threads),
 // processes (GET and PUT, P processes x C/P threads at a fixed total concurrency C), single
 // (http and nginx PUT at the P4 size as one request: nginx has no multipart upload).
+// --interleave runs the size sweep's paths of each (op, size, round) together, a warm worker per
+// path taking turns in short bursts, so that the machine's drift hits every path alike
+// (docs/BENCHMARKS.md, "Method").
 //
 // Output: a Markdown table on stdout, --csv FILE, --plot FILE.png (gnuplot), and with --json a
 // last line holding {"P1".."P6", "P1_put".."P6_put"} (see docs/BENCHMARKS.md). Exit status: 0 when
@@ -39,6 +42,7 @@
 
 #include "baselines.hpp"
 #include "bench.hpp"
+#include "common/assert.hpp"
 #include "objdirect/client.hpp"
 #include "process.hpp"
 
@@ -129,6 +133,10 @@ struct Options {
   // the other (so that drift in the machine's load hits every path alike) and each round's path
   // order rotated by one, and the row kept is each point's median-GB/s round.
   std::uint32_t rounds = 1;
+  // The size sweep's paths of one (op, size, round) run in one interleaved point: a worker per
+  // path, burst_ms bursts in turn, so that the machine's drift hits every path alike.
+  bool interleave = false;
+  std::uint64_t burst_ms = 20;
   // Two hosts from network namespaces (scripts/netns.sh): the server in one, this process and
   // its workers in the other, default fabric flags on both sides (no FI_TCP_IFACE).
   bool netns = false;
@@ -201,7 +209,16 @@ class Bench {
   void netns_down();
   Status start_server();
   Status ensure_object(std::uint64_t size);
+  // Starts a point's worker processes and waits until each is warm ("ready"); first_note gets
+  // the first one's ready line (the path it took, its first transfer's time).
+  Status start_workers(const Point& p, std::vector<Process>& workers, std::string& first_note);
+  // A row from a point's merged worker results over wall_s seconds of measured time.
+  void fill_row(Row& row, const WorkerResult& total, double wall_s,
+                std::optional<double> srv_cpu_s) const;
   Row run_point(const Point& p);
+  // --interleave: the 1x1 points of one (op, size, round), one worker each, run burst by burst
+  // in turn; each row's GB/s is its bytes over its own bursts' time.
+  std::vector<Row> run_interleaved(const std::vector<Point>& pts);
   void compute_ratios();
   // --rounds: replaces each size-sweep point's rows by its median-GB/s round.
   void keep_median_rounds();
@@ -349,14 +366,11 @@ Status Bench::ensure_object(std::uint64_t size) {
   return Status::Ok();
 }
 
-Row Bench::run_point(const Point& p) {
-  Row row;
-  row.p = p;
+Status Bench::start_workers(const Point& p, std::vector<Process>& workers,
+                            std::string& first_note) {
   const std::string self = self_exe();
   const std::string endpoint =
       p.path->nginx ? "http://127.0.0.1:" + std::to_string(nginx_->port()) : endpoint_;
-  std::vector<Process> workers;
-  std::string first_note;
   for (std::uint32_t i = 0; i < p.procs; ++i) {
     SpawnOptions so;
     so.argv = {self,
@@ -398,19 +412,46 @@ Row Bench::run_point(const Point& p) {
     so.pipe_stdin = so.pipe_stdout = true;
     so.stderr_file = tmp_ + "/workers.log";
     auto w = Process::spawn(so);
-    if (!w.ok()) {
-      row.note = w.status().message();
-      return row;
-    }
+    if (!w.ok()) return w.status();
     workers.push_back(std::move(*w));
   }
   for (auto& w : workers) {
     auto line = w.read_line(milliseconds(120'000));
     if (!line || line->rfind("ready", 0) != 0) {
-      row.note = line ? *line : "worker did not become ready (see " + tmp_ + "/workers.log)";
-      return row;
+      return Status(Errc::unavailable,
+                    line ? *line : "worker did not become ready (see " + tmp_ + "/workers.log)");
     }
     if (first_note.empty()) first_note = line->substr(std::min<std::size_t>(6, line->size()));
+  }
+  return Status();
+}
+
+void Bench::fill_row(Row& row, const WorkerResult& total, double wall_s,
+                     std::optional<double> srv_cpu_s) const {
+  row.ran = true;
+  row.ops = total.ops;
+  row.errors = total.errors;
+  row.rdma_ops = total.rdma_ops;
+  row.fallback_ops = total.fallback_ops;
+  row.gbps = wall_s > 0 ? static_cast<double>(total.bytes) / wall_s / 1e9 : 0;
+  row.ops_s = wall_s > 0 ? static_cast<double>(total.ops) / wall_s : 0;
+  row.p50_ms = total.latency.quantile_ns(0.50) / 1e6;
+  row.p99_ms = total.latency.quantile_ns(0.99) / 1e6;
+  if (total.bytes > 0) {
+    const double gib = static_cast<double>(total.bytes) / kGiB;
+    row.cli_cpu_gib = total.cpu_s / gib;
+    if (srv_cpu_s) row.srv_cpu_gib = *srv_cpu_s / gib;
+  }
+  if (!total.note.empty()) row.note = total.note;
+}
+
+Row Bench::run_point(const Point& p) {
+  Row row;
+  row.p = p;
+  std::vector<Process> workers;
+  if (auto st = start_workers(p, workers, row.note); !st.ok()) {
+    row.note = st.message();
+    return row;
   }
   // nginx's CPU is spread over its workers; only ObjDirect's server CPU is reported.
   std::optional<double> srv0;
@@ -418,7 +459,6 @@ Row Bench::run_point(const Point& p) {
   const auto t0 = Clock::now();
   for (auto& w : workers) w.write("go\n");
   WorkerResult total;
-  double cpu = 0;
   for (auto& w : workers) {
     auto line = w.read_line(milliseconds(o_.duration_ms + 600'000));
     auto r = line ? WorkerResult::decode(*line) : std::nullopt;
@@ -426,34 +466,70 @@ Row Bench::run_point(const Point& p) {
       row.note = "worker result missing or malformed: " + line.value_or("(none)");
       return row;
     }
-    total.ops += r->ops;
-    total.bytes += r->bytes;
-    total.errors += r->errors;
-    total.rdma_ops += r->rdma_ops;
-    total.fallback_ops += r->fallback_ops;
-    total.latency.merge(r->latency);
-    cpu += r->cpu_s;
-    if (total.note.empty()) total.note = r->note;
+    total.merge(*r);
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::optional<double> srv_cpu;
   if (srv0) {
-    if (auto srv1 = process_cpu_s(server_.pid()); srv1 && total.bytes > 0) {
-      row.srv_cpu_gib = (*srv1 - *srv0) / (static_cast<double>(total.bytes) / kGiB);
-    }
+    if (auto srv1 = process_cpu_s(server_.pid())) srv_cpu = *srv1 - *srv0;
   }
   for (auto& w : workers) (void)w.wait(milliseconds(30'000));
-  row.ran = true;
-  row.ops = total.ops;
-  row.errors = total.errors;
-  row.rdma_ops = total.rdma_ops;
-  row.fallback_ops = total.fallback_ops;
-  row.gbps = static_cast<double>(total.bytes) / wall / 1e9;
-  row.ops_s = static_cast<double>(total.ops) / wall;
-  row.p50_ms = total.latency.quantile_ns(0.50) / 1e6;
-  row.p99_ms = total.latency.quantile_ns(0.99) / 1e6;
-  if (total.bytes > 0) row.cli_cpu_gib = cpu / (static_cast<double>(total.bytes) / kGiB);
-  row.note = total.note.empty() ? first_note : total.note;
+  fill_row(row, total, wall, srv_cpu);
   return row;
+}
+
+std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
+  std::vector<Row> rows(pts.size());
+  std::vector<std::vector<Process>> workers(pts.size());
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    rows[i].p = pts[i];
+    OBJDIRECT_ASSERT(pts[i].procs == 1 && pts[i].threads == 1,
+                     "--interleave runs the 1x1 size sweep");
+    if (auto st = start_workers(pts[i], workers[i], rows[i].note); !st.ok()) {
+      rows[i].note = st.message();
+      return rows;  // none ran: a comparison needs every path
+    }
+  }
+  // Burst after burst, one path at a time, the order rotated by one each cycle, until every
+  // path has run --duration-ms in all. Each burst lasts at least one transfer, so the loop ends.
+  std::vector<WorkerResult> acc(pts.size());
+  std::vector<double> busy(pts.size(), 0), srv_cpu(pts.size(), 0);
+  std::uint64_t cycles = 0;
+  const double want_s = static_cast<double>(o_.duration_ms) / 1e3;
+  auto short_of_time = [&] {
+    return std::any_of(busy.begin(), busy.end(), [&](double b) { return b < want_s; });
+  };
+  const std::string burst = "burst " + std::to_string(o_.burst_ms) + "\n";
+  for (; short_of_time(); ++cycles) {
+    for (std::size_t k = 0; k < pts.size(); ++k) {
+      const std::size_t i = (k + cycles) % pts.size();
+      Process& w = workers[i].front();
+      const bool own_server = server_.pid() > 0 && !pts[i].path->nginx;
+      const auto srv0 = own_server ? process_cpu_s(server_.pid()) : std::nullopt;
+      w.write(burst);
+      auto line = w.read_line(milliseconds(o_.burst_ms + 600'000));
+      auto r = line ? WorkerResult::decode(*line) : std::nullopt;
+      if (!r) {
+        rows[i].note = "worker result missing or malformed: " + line.value_or("(none)");
+        for (auto& ws : workers) (void)ws.front().write("end\n");
+        return rows;
+      }
+      if (srv0) {
+        if (auto srv1 = process_cpu_s(server_.pid())) srv_cpu[i] += *srv1 - *srv0;
+      }
+      acc[i].merge(*r);
+      busy[i] += r->wall_s;
+    }
+  }
+  for (auto& ws : workers) (void)ws.front().write("end\n");
+  for (auto& ws : workers) (void)ws.front().wait(milliseconds(30'000));
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    const bool own_server = server_.pid() > 0 && !pts[i].path->nginx;
+    fill_row(rows[i], acc[i], busy[i], own_server ? std::optional(srv_cpu[i]) : std::nullopt);
+    rows[i].note += (rows[i].note.empty() ? "" : "; ") + std::string("interleaved, ") +
+                    std::to_string(cycles) + " bursts";
+  }
+  return rows;
 }
 
 const Row* Bench::find(const std::string& sweep, const std::string& op, const std::string& path,
@@ -531,8 +607,9 @@ void Bench::print_auto_check(std::ostream& out) const {
       if (!any) {
         out << "\n### auto against the better of http and lf-shm (size sweep, 1x1)\n\n"
             << "\"auto / better\" divides the medians of the rounds; \"paired\" is the median of "
-               "each round's auto / max(http, lf-shm), its three passes run one after the other "
-               "(with --rounds).\n\n"
+               "each round's auto / max(http, lf-shm), its three passes "
+            << (o_.interleave ? "interleaved burst by burst" : "run one after the other")
+            << " (with --rounds).\n\n"
             << "| op | size | http GB/s | lf-shm GB/s | auto GB/s | auto went | auto / better | "
                "paired | paired per round |\n"
             << "|---|---:|---:|---:|---:|---|---:|---:|---|\n";
@@ -891,7 +968,8 @@ int Bench::run() {
     memcpy_[s] = memcpy_gbps(s, d, o_.buffer_pages == "huge");
     tcp_[s] = tcp_loopback_gbps(s, d);
   }
-  for (const auto& p : plan) {
+  for (std::size_t i = 0; i < plan.size();) {
+    const Point& p = plan[i];
     if (p.op == "get" && !uploaded_.count(p.size)) {
       progress.step("upload " + format_size(p.size));
       if (auto st = ensure_object(p.size); !st.ok()) {
@@ -899,12 +977,30 @@ int Bench::run() {
         r.p = p;
         r.note = "upload failed: " + st.message();
         rows_.push_back(r);
+        ++i;
         continue;
       }
     }
-    progress.step(p.op + " " + p.path->name + " " + format_size(p.size) + " " +
-                  std::to_string(p.procs) + "x" + std::to_string(p.threads));
-    rows_.push_back(run_point(p));
+    // --interleave: the size sweep's paths of one (op, size, round) run together.
+    std::size_t n = 1;
+    while (o_.interleave && p.sweep == "size" && i + n < plan.size() &&
+           plan[i + n].sweep == "size" && plan[i + n].op == p.op && plan[i + n].size == p.size &&
+           plan[i + n].round == p.round) {
+      ++n;
+    }
+    for (std::size_t j = i; j < i + n; ++j) {
+      progress.step(plan[j].op + " " + plan[j].path->name + " " + format_size(plan[j].size) + " " +
+                    std::to_string(plan[j].procs) + "x" + std::to_string(plan[j].threads) +
+                    (n > 1 ? " (interleaved)" : ""));
+    }
+    if (n > 1) {
+      auto rows = run_interleaved({plan.begin() + static_cast<std::ptrdiff_t>(i),
+                                   plan.begin() + static_cast<std::ptrdiff_t>(i + n)});
+      rows_.insert(rows_.end(), rows.begin(), rows.end());
+    } else {
+      rows_.push_back(run_point(p));
+    }
+    i += n;
   }
   progress.finish();
   keep_median_rounds();
@@ -980,6 +1076,13 @@ int main(int argc, char** argv) {
                  "each round); each point keeps its "
                  "median-GB/s pass (the note lists all)")
       ->check(CLI::Range(1u, objdirect::limits::bench_rounds_max))
+      ->capture_default_str();
+  app.add_flag("--interleave", o.interleave,
+               "Size sweep: run the paths of each size together, a worker per path taking turns "
+               "in bursts of --burst-ms (the order rotated each cycle) until each has run "
+               "--duration-ms; GB/s is each path's bytes over its own bursts' time");
+  app.add_option("--burst-ms", o.burst_ms, "Length of one --interleave burst")
+      ->check(CLI::Range(std::uint64_t{1}, objdirect::limits::bench_burst_ms_max))
       ->capture_default_str();
   app.add_option("--buffer-pages", o.buffer_pages,
                  "Pages of the client buffers and of memcpy: huge (MADV_HUGEPAGE, as numpy's "

@@ -163,19 +163,18 @@ int worker_main(int argc, char** argv) {
     }
   }
   std::cout << "ready " << warm_path << " " << warm_note << std::endl;
-  std::string line;
-  if (!std::getline(std::cin, line) || line != "go") return 0;
 
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::milliseconds(duration_ms);
-  const double cpu0 = process_cpu_s();
-  std::vector<WorkerResult> per(threads);
-  {
+  // One measured window: every thread transfers until the window ends (at least once each, so
+  // that a 1 GiB point still measures something). wall_s is the window's own length.
+  auto window = [&](std::uint64_t ms) {
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::milliseconds(ms);
+    const double cpu0 = process_cpu_s();
+    std::vector<WorkerResult> per(threads);
     std::vector<std::thread> ts;
     for (std::uint32_t t = 0; t < threads; ++t) {
       ts.emplace_back([&, t] {
         WorkerResult& w = per[t];
-        // At least one transfer per thread, so that a 1 GiB point still measures something.
         do {
           const auto a = Clock::now();
           auto r = one(t);
@@ -197,20 +196,29 @@ int worker_main(int argc, char** argv) {
       });
     }
     for (auto& th : ts) th.join();
+    WorkerResult total;
+    for (const auto& w : per) total.merge(w);
+    total.cpu_s = process_cpu_s() - cpu0;
+    total.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    return total;
+  };
+
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "go") {
+      std::cout << window(duration_ms).encode() << std::endl;
+      break;
+    }
+    if (auto ms = parse_burst_command(line)) {
+      std::cout << window(*ms).encode() << std::endl;
+      continue;
+    }
+    if (line != "end") {
+      std::cout << "fail bad command: " << line << std::endl;
+      return 2;
+    }
+    break;
   }
-  WorkerResult total;
-  total.cpu_s = process_cpu_s() - cpu0;
-  total.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const auto& w : per) {
-    total.ops += w.ops;
-    total.bytes += w.bytes;
-    total.errors += w.errors;
-    total.rdma_ops += w.rdma_ops;
-    total.fallback_ops += w.fallback_ops;
-    total.latency.merge(w.latency);
-    if (total.note.empty()) total.note = w.note;
-  }
-  std::cout << total.encode() << std::endl;
   if (op == "put") {
     for (std::uint32_t t = 0; t < threads; ++t) (void)client.delete_object(bucket, key_of(t));
   }
