@@ -116,4 +116,4 @@ format:
 	find src include tools tests bench python -name '*.cc' -o -name '*.hpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-pip-*

@@ -3,9 +3,11 @@ with pip (no index, default build isolation, the in-tree PEP 517 backend) into a
 directory, then runs a round trip against the real objdirect-server with only that directory on
 the path. Exit status 0 when every interpreter passed.
 
-    check_pip_install.py --bin-dir <build>/bin --build-root <build>/python --tmp DIR PYTHON...
+    check_pip_install.py --bin-dir <build>/bin --build-prefix <build>-pip- --tmp DIR PYTHON...
 
-Each interpreter builds in <build-root>/pip-build-<name> (kept: later runs only relink).
+Each interpreter builds in <build-prefix><tag>, the tag a hash of its path (kept: later runs only
+relink). Beside <build> and as deep below the tree, it gets the Release build's objects from
+ccache, whose base_dir is the tree (CMakeLists.txt).
 """
 
 import argparse
@@ -59,7 +61,7 @@ finally:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
-    ap.add_argument("--build-root", required=True)
+    ap.add_argument("--build-prefix", required=True)
     ap.add_argument("--tmp", required=True)
     ap.add_argument("pythons", nargs="+")
     args = ap.parse_args()
@@ -68,7 +70,7 @@ def main():
     failures = []
     for py in args.pythons:
         tag = hashlib.sha256(os.path.realpath(py).encode()).hexdigest()[:8]
-        build_dir = pathlib.Path(args.build_root) / f"pip-build-{tag}"
+        build_dir = pathlib.Path(args.build_prefix + tag)
         work = pathlib.Path(args.tmp) / tag
         shutil.rmtree(work, ignore_errors=True)
         target = work / "site"
