@@ -3,8 +3,8 @@
 for many small objects and fewer larger ones, over HTTP and over an RDMA fabric, side by side in
 one run against one objdirect-server. Figures go to docs/BENCHMARKS.md.
 
-    PYTHONPATH=build/python python3 bench/batch_bench.py
-    PYTHONPATH=build/python python3 bench/batch_bench.py --sets 10000x4096,1000x262144 \\
+    PYTHONPATH=build/python /usr/bin/python3 bench/batch_bench.py
+    PYTHONPATH=build/python /usr/bin/python3 bench/batch_bench.py --sets 10000x4096,1000x262144 \\
         --fabrics none,libfabric:shm --repeat 3
 
 For each set (COUNTxBYTES) the objects are written once with put_many, then read back by both

@@ -2,8 +2,8 @@
 """Client and server CPU per GET of dataset-sized objects (not a test). Figures go to
 docs/BENCHMARKS.md (optimisation 12).
 
-    PYTHONPATH=build/python python3 bench/get_cost.py
-    PYTHONPATH=build/python python3 bench/get_cost.py --server-bin OLD/objdirect-server \
+    PYTHONPATH=build/python /usr/bin/python3 bench/get_cost.py
+    PYTHONPATH=build/python /usr/bin/python3 bench/get_cost.py --server-bin OLD/objdirect-server \
         --server-bin build/bin/objdirect-server --rounds 2
 
 Writes --objects objects of 4-300 KiB (uniform, fixed seed), then reads them all with

@@ -2,10 +2,10 @@
 """objdirect.torch benchmark (not a test): datasets and checkpoints against boto3 on the same
 objdirect-server, each measure in the same run as its baseline. Figures go to docs/BENCHMARKS.md.
 
-    PYTHONPATH=build/python python3 bench/torch_bench.py dataset --objects 5000,20000
-    PYTHONPATH=build/python python3 bench/torch_bench.py checkpoint --mib 1024
-    PYTHONPATH=build/python python3 bench/torch_bench.py gpu-load --mib 4096   # needs a GPU
-    PYTHONPATH=build/python python3 bench/torch_bench.py dcp-write-memory --mib 256
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_bench.py dataset --objects 5000,20000
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_bench.py checkpoint --mib 1024
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_bench.py gpu-load --mib 4096   # needs a GPU
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_bench.py dcp-write-memory --mib 256
 
 dataset: N objects of 4-300 KiB (uniform, fixed seed) under one prefix, read through a
 DataLoader with 2 workers (batch 32) by: objdirect IterableDataset over RDMA (fabric, default
