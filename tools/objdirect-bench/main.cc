@@ -480,20 +480,30 @@ Row Bench::run_point(const Point& p) {
 
 std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
   std::vector<Row> rows(pts.size());
+  // None runs when one fails: a comparison needs every path.
+  auto fail = [&](std::size_t i, std::string why) {
+    for (std::size_t j = 0; j < rows.size(); ++j) {
+      rows[j].note = j == i ? why : "not run: " + pts[i].path->name + " failed";
+    }
+    return rows;
+  };
   std::vector<std::vector<Process>> workers(pts.size());
+  // The server CPU each path's bursts cost (ObjDirect's own server only; nginx spreads its CPU
+  // over its workers).
+  std::vector<std::optional<double>> srv_cpu(pts.size());
   for (std::size_t i = 0; i < pts.size(); ++i) {
     rows[i].p = pts[i];
     OBJDIRECT_ASSERT(pts[i].procs == 1 && pts[i].threads == 1,
                      "--interleave runs the 1x1 size sweep");
+    if (server_.pid() > 0 && !pts[i].path->nginx) srv_cpu[i] = 0;
     if (auto st = start_workers(pts[i], workers[i], rows[i].note); !st.ok()) {
-      rows[i].note = st.message();
-      return rows;  // none ran: a comparison needs every path
+      return fail(i, st.message());
     }
   }
   // Burst after burst, one path at a time, the order rotated by one each cycle, until every
   // path has run --duration-ms in all. Each burst lasts at least one transfer, so the loop ends.
   std::vector<WorkerResult> acc(pts.size());
-  std::vector<double> busy(pts.size(), 0), srv_cpu(pts.size(), 0);
+  std::vector<double> busy(pts.size(), 0);
   std::uint64_t cycles = 0;
   const double want_s = static_cast<double>(o_.duration_ms) / 1e3;
   auto short_of_time = [&] {
@@ -504,18 +514,16 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
     for (std::size_t k = 0; k < pts.size(); ++k) {
       const std::size_t i = (k + cycles) % pts.size();
       Process& w = workers[i].front();
-      const bool own_server = server_.pid() > 0 && !pts[i].path->nginx;
-      const auto srv0 = own_server ? process_cpu_s(server_.pid()) : std::nullopt;
+      const auto srv0 = srv_cpu[i] ? process_cpu_s(server_.pid()) : std::nullopt;
       w.write(burst);
       auto line = w.read_line(milliseconds(o_.burst_ms + 600'000));
       auto r = line ? WorkerResult::decode(*line) : std::nullopt;
       if (!r) {
-        rows[i].note = "worker result missing or malformed: " + line.value_or("(none)");
         for (auto& ws : workers) (void)ws.front().write("end\n");
-        return rows;
+        return fail(i, "worker result missing or malformed: " + line.value_or("(none)"));
       }
       if (srv0) {
-        if (auto srv1 = process_cpu_s(server_.pid())) srv_cpu[i] += *srv1 - *srv0;
+        if (auto srv1 = process_cpu_s(server_.pid())) *srv_cpu[i] += *srv1 - *srv0;
       }
       acc[i].merge(*r);
       busy[i] += r->wall_s;
@@ -524,8 +532,7 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
   for (auto& ws : workers) (void)ws.front().write("end\n");
   for (auto& ws : workers) (void)ws.front().wait(milliseconds(30'000));
   for (std::size_t i = 0; i < pts.size(); ++i) {
-    const bool own_server = server_.pid() > 0 && !pts[i].path->nginx;
-    fill_row(rows[i], acc[i], busy[i], own_server ? std::optional(srv_cpu[i]) : std::nullopt);
+    fill_row(rows[i], acc[i], busy[i], srv_cpu[i]);
     rows[i].note += (rows[i].note.empty() ? "" : "; ") + std::string("interleaved, ") +
                     std::to_string(cycles) + " bursts";
   }
