@@ -307,6 +307,10 @@ struct OBJDIRECT_API ClientStats {
   std::map<std::string, std::uint64_t> fabric_skips;
   // HTTP requests in progress right now.
   std::uint64_t requests_in_flight = 0;
+  // Data calls whose path auto's measurements chose (ClientConfig::rdma_learn), by why:
+  // "learning_rdma" / "learning_http" (a size class still measuring both), "measured_rdma" /
+  // "measured_http" (the faster one), "probe_rdma" / "probe_http" (the slower one, re-measured).
+  std::map<std::string, std::uint64_t> auto_choices;
 
   // Sums over `requests` (all operations) for one class ("2xx", ..., "failed"), or all when empty.
   std::uint64_t requests_total(std::string_view status_class = {}) const;

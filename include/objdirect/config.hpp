@@ -50,6 +50,14 @@ struct OBJDIRECT_API ClientConfig {
   std::string rdma = "auto";
   std::uint64_t rdma_min_bytes = 512ull << 10;
   std::uint64_t rdma_put_min_bytes = 64ull << 10;
+  // With rdma "auto" and fabric "auto", from the crossover up: each get / put (and their batch
+  // forms) of host memory goes the path measured faster for its direction and size class
+  // (a power of two), learnt from this Client's own calls: the first calls of a class alternate
+  // between RDMA and HTTP, then the faster one is taken (HTTP only when more than 5 % faster),
+  // with one call in 32 probing the other (docs/client.md, "The fastest path"). A call sent over
+  // HTTP this way has path http and a reason starting "auto:". false: RDMA at every size from
+  // the crossover up. Environment OBJDIRECT_RDMA_LEARN (0 or 1).
+  bool rdma_learn = true;
   std::uint64_t part_size_bytes = 8ull << 20;  // 8 MiB; uploads use at least 5 MiB parts
   std::uint32_t concurrency = 8;               // parts in flight per call (and batch width)
   std::uint32_t connections_max = 64;          // bound of the keep-alive HTTP connection pool
@@ -107,7 +115,8 @@ struct OBJDIRECT_API ClientConfig {
   //  - ca_bundle: AWS_CA_BUNDLE, else ca_bundle in the profile's config section (as boto3).
   // Also honoured: OBJDIRECT_FABRIC (fabric), OBJDIRECT_FABRIC_ORDER (fabric_order),
   // OBJDIRECT_FABRIC_FAILURE_MEMORY_MS (fabric_failure_memory_ms), OBJDIRECT_RDMA (rdma),
-  // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes), OBJDIRECT_RDMA_PUT_MIN_BYTES (rdma_put_min_bytes).
+  // OBJDIRECT_RDMA_MIN_BYTES (rdma_min_bytes), OBJDIRECT_RDMA_PUT_MIN_BYTES (rdma_put_min_bytes),
+  // OBJDIRECT_RDMA_LEARN (rdma_learn).
   // Missing files are fine. Errors: invalid_argument when `profile` (or AWS_PROFILE) names a
   // profile other than "default" that neither file holds, when a file cannot be parsed (the message
   // names the file and line), or when a retry setting is invalid (the message names the variable or

@@ -245,6 +245,10 @@ class Client:
             OBJDIRECT_RDMA_MIN_BYTES, else 512 KiB; docs/client.md, "The fastest path").
         rdma_put_min_bytes: the lower crossover of uploads; they use the smaller of the two
             (default OBJDIRECT_RDMA_PUT_MIN_BYTES, else 64 KiB).
+        rdma_learn: with rdma and fabric "auto", from the crossover up each get / put goes the
+            path this client measured faster for its direction and size (a power of two);
+            the first calls of a size alternate, one in 32 re-measures the other path
+            (default OBJDIRECT_RDMA_LEARN, else True; docs/client.md, "The fastest path").
         max_attempts, retry_mode: retries as boto3 names them (default AWS_MAX_ATTEMPTS /
             AWS_RETRY_MODE, else the profile's max_attempts / retry_mode, else 3 and
             "standard"; "adaptive" adds a client-side rate limiter). retry_base_delay_s,
@@ -269,7 +273,7 @@ class Client:
                  retry_mode: Optional[str] = None, retry_base_delay_s: Optional[float] = None,
                  retry_max_backoff_s: Optional[float] = None, rdma: Optional[str] = None,
                  rdma_min_bytes: Optional[int] = None, rdma_put_min_bytes: Optional[int] = None,
-                 config: Optional[ClientConfig] = None):
+                 rdma_learn: Optional[bool] = None, config: Optional[ClientConfig] = None):
         if config is not None and not isinstance(config, ClientConfig):
             raise TypeError(f"config must be an objdirect.ClientConfig, got "
                             f"{type(config).__name__}")
@@ -284,7 +288,7 @@ class Client:
                           retry_mode=retry_mode, retry_base_delay_s=retry_base_delay_s,
                           retry_max_backoff_s=retry_max_backoff_s, rdma=rdma,
                           rdma_min_bytes=rdma_min_bytes, rdma_put_min_bytes=rdma_put_min_bytes,
-                          config=config)
+                          rdma_learn=rdma_learn, config=config)
         # The config object first; keywords given explicitly replace its settings below.
         overrides = config._overrides() if config is not None else {}
         overrides.update((k, v) for k, v in dict(endpoint=endpoint, region=region, access_key=access_key,
@@ -296,7 +300,8 @@ class Client:
                          fabric_failure_memory_ms=fabric_failure_memory_ms,
                          max_attempts=max_attempts, retry_mode=retry_mode, rdma=rdma,
                          rdma_min_bytes=rdma_min_bytes,
-                         rdma_put_min_bytes=rdma_put_min_bytes).items() if v is not None)
+                         rdma_put_min_bytes=rdma_put_min_bytes,
+                         rdma_learn=rdma_learn).items() if v is not None)
         if retry_base_delay_s is not None:
             overrides["retry_base_delay_ms"] = _ms(retry_base_delay_s)
         if retry_max_backoff_s is not None:

@@ -442,6 +442,8 @@ class NativeClient {
         config.rdma_min_bytes = v.cast<std::uint64_t>();
       } else if (k == "rdma_put_min_bytes") {
         config.rdma_put_min_bytes = v.cast<std::uint64_t>();
+      } else if (k == "rdma_learn") {
+        config.rdma_learn = v.cast<bool>();
       } else if (k == "max_attempts") {
         config.max_attempts = v.cast<std::uint32_t>();
       } else if (k == "retry_mode") {
@@ -484,6 +486,7 @@ class NativeClient {
     d["rdma"] = c.rdma;
     d["rdma_min_bytes"] = c.rdma_min_bytes;
     d["rdma_put_min_bytes"] = c.rdma_put_min_bytes;
+    d["rdma_learn"] = c.rdma_learn;
     d["max_attempts"] = c.max_attempts;
     d["retry_mode"] = c.retry_mode;
     d["retry_base_delay_ms"] = c.retry_base_delay_ms;
@@ -858,7 +861,7 @@ class NativeClient {
 
   // Client::stats() as a dict (see ClientStats in client.hpp): requests {op: {class: n}}, bytes,
   // transfers and rdma_declines {key: n}, errors {errc name: n}, retries, rdma_revocations,
-  // fabric_failures and fabric_skips {fabric: n}, requests_in_flight.
+  // fabric_failures and fabric_skips {fabric: n}, requests_in_flight, auto_choices {why: n}.
   py::dict stats() const {
     ClientStats s = client_->stats();
     auto flat = [](const std::map<std::string, std::uint64_t>& m) {
@@ -882,6 +885,7 @@ class NativeClient {
     out["fabric_failures"] = flat(s.fabric_failures);
     out["fabric_skips"] = flat(s.fabric_skips);
     out["requests_in_flight"] = s.requests_in_flight;
+    out["auto_choices"] = flat(s.auto_choices);
     return out;
   }
   std::vector<std::string> list_buckets() {

@@ -578,6 +578,41 @@ def test_the_crossover_per_direction(server, bucket, monkeypatch):
         make_client(server, fabric="auto")
 
 
+def test_auto_learns_which_path_is_faster_per_size(server, bucket, monkeypatch):
+    # docs/client.md, "The fastest path": above the crossover, a size's first 3 calls go over
+    # RDMA and the next 3 over HTTP ("auto: measuring ..."); then the faster one, and the stats
+    # count each choice. rdma_learn=False (or OBJDIRECT_RDMA_LEARN=0) keeps RDMA at every call.
+    data = pattern(1 << 20, 9)
+    buf = bytearray(len(data))
+    with make_client(server, fabric="auto") as c:
+        assert c.config["rdma_learn"] is True
+        c.put(bucket, "learn", data)
+        paths = []
+        for _ in range(10):
+            r = c.get_into(bucket, "learn", buf)
+            assert bytes(buf) == data
+            paths.append(r.path)
+            if r.path == "http":
+                assert r.reason.startswith("auto: "), r.reason
+        assert paths[:6] == ["rdma"] * 3 + ["http"] * 3, paths
+        choices = c.stats()["auto_choices"]
+        assert choices["learning_rdma"] == 3 + 1 and choices["learning_http"] == 3, choices
+        decided = choices.get("measured_rdma", 0) + choices.get("measured_http", 0)
+        assert decided == 4, choices
+        # no probe before the 32nd decided call: each decided call took the faster path as
+        # measured so far (which may change from call to call where the two are close)
+        assert paths[6:].count("rdma") == choices.get("measured_rdma", 0), (paths, choices)
+    with make_client(server, fabric="auto", rdma_learn=False) as c:
+        assert all(c.get_into(bucket, "learn", buf).path == "rdma" for _ in range(8))
+        assert c.stats()["auto_choices"] == {}
+    monkeypatch.setenv("OBJDIRECT_RDMA_LEARN", "0")
+    with make_client(server, fabric="auto") as c:
+        assert c.config["rdma_learn"] is False
+    monkeypatch.setenv("OBJDIRECT_RDMA_LEARN", "no")
+    with pytest.raises(objdirect.InvalidArgument, match="OBJDIRECT_RDMA_LEARN must be 0 or 1"):
+        make_client(server, fabric="auto")
+
+
 def test_profile_configuration(server, bucket, monkeypatch, tmp_path):
     (tmp_path / "credentials").write_text(
         f"[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n"

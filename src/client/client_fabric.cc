@@ -145,6 +145,38 @@ std::string Client::Impl::rdma_skip_reason(std::size_t bytes, Direction dir, boo
          std::to_string(min) + "): HTTP is faster";
 }
 
+std::optional<Client::Impl::AutoChoice> Client::Impl::auto_choice(std::uint64_t bytes,
+                                                                  Direction dir, bool direct) {
+  if (!cfg.rdma_learn || direct || cfg.rdma != "auto" || cfg.fabric != "auto" || bytes == 0) {
+    return std::nullopt;
+  }
+  if (!rdma_skip_reason(bytes, dir, false).empty()) return std::nullopt;
+  {
+    std::lock_guard lk(fabric_mu);
+    if (!fabric_settled) settle_fabric();
+    if (rdma_disabled || fabric_candidates.empty()) return std::nullopt;
+  }
+  using client::PathLearner;
+  const auto d = dir == Direction::download ? PathLearner::Dir::download : PathLearner::Dir::upload;
+  AutoChoice c{learner.pick(d, bytes), d, bytes, std::chrono::steady_clock::now()};
+  const bool http = c.pick.way == PathLearner::Way::http;
+  stats.on_auto_choice(c.pick.learning ? (http ? "learning_http" : "learning_rdma")
+                       : c.pick.probe  ? (http ? "probe_http" : "probe_rdma")
+                                       : (http ? "measured_http" : "measured_rdma"));
+  return c;
+}
+
+void Client::Impl::auto_learned(const std::optional<AutoChoice>& c, const TransferResult& res) {
+  if (!c || res.bytes == 0) return;
+  using client::PathLearner;
+  const bool clean = c->pick.way == PathLearner::Way::http ? res.path == TransferPath::http
+                                                           : res.path == TransferPath::rdma;
+  if (!clean) return;
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - c->start).count();
+  learner.record(c->dir, c->bytes, c->pick.way, res.bytes, std::max(s, 1e-9));
+}
+
 std::string Client::Impl::try_token(std::span<const std::byte> buf, Direction dir, PathInfo& info,
                                     std::shared_ptr<void>& hold,
                                     std::shared_ptr<client::Fabric>& used, bool direct) {

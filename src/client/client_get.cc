@@ -23,7 +23,8 @@ Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target
                                                        std::optional<Piece> range,
                                                        std::span<std::byte> dst,
                                                        const std::string& if_match, bool direct,
-                                                       const client::Headers& sse) {
+                                                       const client::Headers& sse,
+                                                       std::string_view via_http) {
   GetOutcome out;
   HttpRequest req;
   client::HeadersWiper wipe{req.headers};
@@ -34,7 +35,12 @@ Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target
   req.headers.insert(req.headers.end(), sse.begin(), sse.end());
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
-  std::string token = try_token(dst, Direction::download, out.info, hold, fabric_used, direct);
+  std::string token;
+  if (via_http.empty()) {
+    token = try_token(dst, Direction::download, out.info, hold, fabric_used, direct);
+  } else {
+    out.info.reason = via_http;
+  }
   if (rdma_required(direct) && token.empty() && !dst.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
   }
@@ -174,14 +180,19 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
     first = Piece{0, std::min<std::uint64_t>(dst.size(), part), 0, 0};
   }
 
+  // Which path: auto's measurements for this size, when they decide (auto_choice).
+  const auto choice = auto_choice(range ? range->length : dst.size(), Direction::download, direct);
+  const std::string_view via = choice ? choice->via_http() : std::string_view();
+
   // First request: learns the size and the ETag that pins the remaining parts.
   const std::string pin(if_match);
-  auto o = get_one(target, first, first ? dst.subspan(0, first->length) : dst, pin, direct, sse);
+  auto o =
+      get_one(target, first, first ? dst.subspan(0, first->length) : dst, pin, direct, sse, via);
   ++res.requests;
   if (!o.ok() && o.code() == Errc::invalid_range && !range) {
     // A ranged GET of an empty object: fetch it whole.
     first.reset();
-    o = get_one(target, std::nullopt, dst, pin, direct, sse);
+    o = get_one(target, std::nullopt, dst, pin, direct, sse, via);
     ++res.requests;
   }
   if (!o.ok()) {
@@ -237,7 +248,8 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
     std::atomic<std::uint64_t> bytes{0};
     Status st = run_parallel(pieces.size(), cfg.concurrency, [&](std::size_t i) -> Status {
       const Piece& p = pieces[i];
-      auto r = get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct, sse);
+      auto r =
+          get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct, sse, via);
       if (!r.ok()) return r.status();
       if (r->bytes != p.length) {
         return Status(Errc::io_error, "part at " + std::to_string(p.offset) + " carried " +
@@ -256,6 +268,7 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
   res.bytes = got;
   info.fill(res);
   stats.on_transfer(res);
+  auto_learned(choice, res);
   return res;
 }
 }  // namespace objdirect

@@ -17,6 +17,7 @@
 // the HTTP pool are thread-safe themselves, the staging pools lease under their own lock.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "client/cuda/cuda_api.hpp"
 #include "client/device_transfer.hpp"
 #include "client/http_client.hpp"
+#include "client/path_learner.hpp"
 #include "client/planner.hpp"
 #include "client/rdma.hpp"
 #include "client/stats.hpp"
@@ -144,6 +146,28 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // falling back to HTTP.
   bool rdma_required(bool direct) const { return direct || cfg.rdma == "required"; }
 
+  // auto's measured choice above the crossover (client/path_learner.hpp, ClientConfig::rdma_learn).
+  client::PathLearner learner;
+  struct AutoChoice {
+    client::PathLearner::Pick pick;
+    client::PathLearner::Dir dir;
+    std::uint64_t bytes;  // the size the call was classed by
+    std::chrono::steady_clock::time_point start;
+    // For get_one / put_one: non-empty when the call goes over plain HTTP (the pick's reason).
+    std::string_view via_http() const {
+      return pick.way == client::PathLearner::Way::http ? std::string_view(pick.reason)
+                                                        : std::string_view();
+    }
+  };
+  // Engaged when the learner decides a host-memory call moving `bytes` in `dir`: rdma_learn,
+  // rdma and fabric "auto", not direct, at or above the direction's crossover, and a fabric
+  // candidate for this server (without one every call goes over HTTP anyway). Counts the choice
+  // in ClientStats::auto_choices.
+  std::optional<AutoChoice> auto_choice(std::uint64_t bytes, Direction dir, bool direct);
+  // After a successful call: teaches the learner when the call went the way it was picked for
+  // (an RDMA pick that fell back, in part or whole, teaches nothing).
+  void auto_learned(const std::optional<AutoChoice>& c, const TransferResult& res);
+
   // get_many / put_many: registers the batch's host buffers once, merged where they touch
   // (batch_arenas), with the current fabric, when some request of the batch (sizes: bytes each
   // moves) may propose RDMA. The registrations stay pinned while the returned holds live; the
@@ -212,9 +236,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // Errc::rdma_declined instead, and a declined reply's body is read into host memory and
   // dropped, so that the caller can move the bytes through the bounce path.
   // sse: SSE-C headers (client::sse_c_headers) sent on the request; empty for none.
+  // via_http: not empty when auto's measurements sent the call over HTTP (the reason): no token.
   Result<GetOutcome> get_one(const std::string& target, std::optional<Piece> range,
                              std::span<std::byte> dst, const std::string& if_match,
-                             bool direct = false, const client::Headers& sse = {});
+                             bool direct = false, const client::Headers& sse = {},
+                             std::string_view via_http = {});
 
   // The host flow of Client::get; direct: the buffer is device memory the fabric registers
   // itself (GPUDirect), and anything but RDMA fails with rdma_declined instead of touching it
@@ -243,10 +269,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // direct: as get_one; a PUT the server did not take over RDMA returns rdma_declined instead
   // of re-sending src (device memory) as the body.
   // extra: headers sent on both the token request and the body request (PutOptions' content
-  // type and metadata).
+  // type and metadata). via_http: as get_one.
   Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src,
                              const std::string& crc32c = {}, bool direct = false,
-                             const client::Headers& extra = {});
+                             const client::Headers& extra = {}, std::string_view via_http = {});
 
   // checksum_algorithm: sent as x-amz-checksum-algorithm when not empty.
   Result<std::string> xml_call(const std::string& method, const std::string& target,

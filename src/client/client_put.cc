@@ -23,11 +23,17 @@ using client::is_device_memory;
 Result<Client::Impl::PutOutcome> Client::Impl::put_one(const std::string& target,
                                                        std::span<const std::byte> src,
                                                        const std::string& crc32c, bool direct,
-                                                       const client::Headers& extra) {
+                                                       const client::Headers& extra,
+                                                       std::string_view via_http) {
   PutOutcome out;
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
-  std::string token = try_token(src, Direction::upload, out.info, hold, fabric_used, direct);
+  std::string token;
+  if (via_http.empty()) {
+    token = try_token(src, Direction::upload, out.info, hold, fabric_used, direct);
+  } else {
+    out.info.reason = via_http;
+  }
   if (rdma_required(direct) && token.empty() && !src.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
   }
@@ -196,14 +202,18 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   TransferResult res;
   res.object_size = src.size();
   PathInfo info;
+  // Which path: auto's measurements for this size, when they decide (auto_choice).
+  const auto choice = auto_choice(src.size(), Direction::upload, direct);
+  const std::string_view via = choice ? choice->via_http() : std::string_view();
   if (!plan->multipart) {
-    auto o = put_one(target, src, {}, direct, extra.h);
+    auto o = put_one(target, src, {}, direct, extra.h, via);
     if (!o.ok()) return o.status();
     res.bytes = src.size();
     res.etag = o->etag;
     res.requests = o->requests;
     o->info.fill(res);
     stats.on_transfer(res);
+    auto_learned(choice, res);
     return res;
   }
 
@@ -220,7 +230,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   Status st = run_parallel(parts.size(), cfg.concurrency, [&](std::size_t i) -> Status {
     const Piece& p = parts[i];
     auto o = put_one(target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
-                     src.subspan(p.offset, p.length), {}, direct, sse.h);
+                     src.subspan(p.offset, p.length), {}, direct, sse.h, via);
     if (!o.ok()) return o.status();
     requests += o->requests;
     if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
@@ -241,6 +251,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   for (const auto& i : infos) info.merge(i);
   info.fill(res);
   stats.on_transfer(res);
+  auto_learned(choice, res);
   return res;
 }
 

@@ -281,6 +281,15 @@ Result<ClientConfig> ClientConfig::load(std::string_view profile_arg) {
     *field = n;
   }
 
+  if (const char* l = env("OBJDIRECT_RDMA_LEARN")) {
+    std::string_view v(l);
+    if (v != "0" && v != "1") {
+      return Status(Errc::invalid_argument,
+                    "OBJDIRECT_RDMA_LEARN must be 0 or 1, got '" + std::string(v) + "'");
+    }
+    c.rdma_learn = v == "1";
+  }
+
   // Retries: the environment wins over the profile (boto3's order).
   retry::Policy policy;
   const std::string conf_source = conf_path + " [" + profile + "]";

@@ -20,7 +20,7 @@ const char* kVars[] = {"AWS_ENDPOINT_URL",   "AWS_ENDPOINT_URL_S3",
                        "AWS_DEFAULT_REGION", "AWS_PROFILE",
                        "AWS_CONFIG_FILE",    "AWS_SHARED_CREDENTIALS_FILE",
                        "OBJDIRECT_FABRIC",   "AWS_MAX_ATTEMPTS",
-                       "AWS_RETRY_MODE"};
+                       "AWS_RETRY_MODE",     "OBJDIRECT_RDMA_LEARN"};
 
 class ConfigTest : public ::testing::Test {
  protected:
@@ -69,6 +69,18 @@ TEST_F(ConfigTest, EnvironmentOnly) {
   EXPECT_EQ(c->fabric, "none");
   setenv("AWS_REGION", "ap-south-1", 1);  // AWS_REGION beats AWS_DEFAULT_REGION
   EXPECT_EQ(ClientConfig::load()->region, "ap-south-1");
+}
+
+TEST_F(ConfigTest, RdmaLearnFromTheEnvironment) {
+  EXPECT_TRUE(ClientConfig::load()->rdma_learn);
+  setenv("OBJDIRECT_RDMA_LEARN", "0", 1);
+  EXPECT_FALSE(ClientConfig::load()->rdma_learn);
+  setenv("OBJDIRECT_RDMA_LEARN", "1", 1);
+  EXPECT_TRUE(ClientConfig::load()->rdma_learn);
+  setenv("OBJDIRECT_RDMA_LEARN", "yes", 1);
+  auto c = ClientConfig::load();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "OBJDIRECT_RDMA_LEARN must be 0 or 1, got 'yes'");
 }
 
 TEST_F(ConfigTest, DefaultProfileFromFiles) {

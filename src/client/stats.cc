@@ -91,6 +91,11 @@ void ClientCounters::on_response(const HttpRequest& req, const Result<HttpRespon
   if (!error.empty()) ++s_.errors[error];
 }
 
+void ClientCounters::on_auto_choice(std::string_view why) {
+  std::lock_guard lk(mu_);
+  ++s_.auto_choices[std::string(why)];
+}
+
 void ClientCounters::on_retry(std::string_view reason) {
   std::lock_guard lk(mu_);
   ++s_.retries;

@@ -30,6 +30,8 @@ class ClientCounters {
   // A transfer the server failed over `fabric`; a request that skipped `fabric` after one.
   void on_fabric_failure(const std::string& fabric);
   void on_fabric_skipped(const std::string& fabric);
+  // A data call whose path auto's measurements chose (a ClientStats::auto_choices key).
+  void on_auto_choice(std::string_view why);
   // A successful data call.
   void on_transfer(const TransferResult& res);
 

@@ -661,6 +661,67 @@ TEST_F(ClientIT, RdmaPolicyAndCrossover) {
   EXPECT_EQ(g->reason, "rdma off");
 }
 
+// auto's measured choice above the crossover (rdma_learn; docs/client.md, "The fastest path"),
+// wired into get and put, single and multipart: the first calls of a size take RDMA then HTTP
+// (reason "auto: measuring ..."), the rest the faster one with a probe of the other every
+// PathLearner::probe_every calls; every call's path agrees with ClientStats::auto_choices and
+// every byte arrives. Which path wins depends on the machine, so the test checks the counts,
+// not the winner. rdma_learn false: RDMA at every call.
+TEST_F(ClientIT, AutoLearnsPerSizeAndCountsItsChoices) {
+  ASSERT_FALSE(offered_fabrics(*g_server).empty()) << "the default server offers no fabric";
+  auto cfg = base_config("auto");
+  cfg.part_size_bytes = 5u << 20;  // a 6 MiB PUT is a multipart upload of two parts
+  auto c = make(cfg);
+  constexpr int kCalls = 40;
+  std::map<TransferPath, int> puts, gets;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::size_t n = (6u << 20) + static_cast<std::size_t>(i);  // one size class
+    auto src = pattern(n, 30 + i);
+    auto p = c->put(bucket_, "learn", src);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    std::vector<std::byte> dst(n);
+    auto g = c->get(bucket_, "learn", dst);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_EQ(dst, src) << i;
+    for (auto* r : {&*p, &*g}) {
+      ASSERT_NE(r->path, TransferPath::http_fallback) << i << ": " << r->reason;
+      if (i < 3) {
+        EXPECT_EQ(r->path, TransferPath::rdma) << i << ": " << r->reason;
+      }
+      if (i >= 3 && i < 6) {
+        EXPECT_EQ(r->path, TransferPath::http) << i;
+        EXPECT_EQ(r->reason, "auto: measuring HTTP at this size against RDMA");
+      }
+      if (r->path == TransferPath::http) {
+        EXPECT_TRUE(r->reason.starts_with("auto: ")) << r->reason;
+      }
+    }
+    ++puts[p->path];
+    ++gets[g->path];
+  }
+  const auto s = c->stats();
+  auto choices = s.auto_choices;
+  EXPECT_EQ(choices["learning_rdma"], 2u * 3);
+  EXPECT_EQ(choices["learning_http"], 2u * 3);
+  // 34 decided calls per direction: one probe (the 32nd).
+  EXPECT_EQ(choices["probe_rdma"] + choices["probe_http"], 2u);
+  EXPECT_EQ(choices["measured_rdma"] + choices["measured_http"], 2u * (kCalls - 6 - 1));
+  EXPECT_EQ(static_cast<std::uint64_t>(puts[TransferPath::rdma] + gets[TransferPath::rdma]),
+            choices["learning_rdma"] + choices["probe_rdma"] + choices["measured_rdma"]);
+  EXPECT_EQ(s.transfers.at("rdma") + s.transfers.at("http"), 2u * kCalls);
+
+  cfg.rdma_learn = false;
+  auto fixed = make(cfg);
+  std::vector<std::byte> dst(1u << 20);
+  ASSERT_TRUE(c->put(bucket_, "fixed", dst).ok());
+  for (int i = 0; i < 8; ++i) {
+    auto g = fixed->get(bucket_, "fixed", dst);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(g->path, TransferPath::rdma) << i << ": " << g->reason;
+  }
+  EXPECT_TRUE(fixed->stats().auto_choices.empty());
+}
+
 TEST_F(ClientIT, StatsCountPlainHttp) {
   auto c = make(base_config("none"));
   auto src = pattern(4096, 12);

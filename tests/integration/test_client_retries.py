@@ -55,11 +55,12 @@ def proxy(server):
 
 
 def client(endpoint, fabric, **kw):
-    # rdma_min_bytes 0: small objects over RDMA too (the crossover would send them over HTTP),
-    # so that faults land on token requests of every size
+    # rdma_min_bytes 0 and rdma_learn off: every size over RDMA (the crossover would send small
+    # objects over HTTP, and auto's measurements would send more over HTTP through the slow
+    # proxy), so that faults land on token requests of every size
     return objdirect.Client(endpoint=endpoint, fabric=fabric, access_key=ACCESS_KEY,
                             secret_key=SECRET_KEY, part_size_bytes=5 * MIB, rdma_min_bytes=0,
-                            **kw)
+                            rdma_learn=False, **kw)
 
 
 def make_bucket(server, name):
@@ -171,7 +172,7 @@ def test_cxx_client_survives_the_flaky_path(server, proxy, fabric):
     driver = os.path.join(os.path.dirname(BIN), "tests", "retry_driver")
     assert os.access(driver, os.X_OK), f"{driver} missing (target client_retry_driver)"
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
-               OBJDIRECT_RDMA_MIN_BYTES="0")
+               OBJDIRECT_RDMA_MIN_BYTES="0", OBJDIRECT_RDMA_LEARN="0")
     p = subprocess.run([driver, proxy.endpoint, bucket, "100", fabric], env=env,
                        capture_output=True, text=True, timeout=300)
     print(p.stdout, p.stderr)
@@ -193,7 +194,7 @@ def test_cli_survives_the_flaky_path(server, proxy, tmp_path, fabric):
     make_bucket(server, bucket)
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
                AWS_ENDPOINT_URL=proxy.endpoint, OBJDIRECT_FABRIC=fabric,
-               OBJDIRECT_RDMA_MIN_BYTES="0")
+               OBJDIRECT_RDMA_MIN_BYTES="0", OBJDIRECT_RDMA_LEARN="0")
     cli = os.path.join(BIN, "objdirect")
     src = tmp_path / "src"
     src.mkdir()

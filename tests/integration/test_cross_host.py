@@ -28,8 +28,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
 # These tests are about which fabric carries a transfer, at every size: the client's size
 # crossover (small transfers over plain HTTP under fabric auto; docs/client.md, "The fastest
-# path") is switched off for every client process they start.
+# path") and auto's measured choice above it are switched off for every client process they
+# start.
 os.environ["OBJDIRECT_RDMA_MIN_BYTES"] = "0"
+os.environ["OBJDIRECT_RDMA_LEARN"] = "0"
 SIZES = [int(s) for s in os.environ.get("OBJDIRECT_XHOST_SIZES", "").split(",") if s] or \
     [4096, MiB + 3, 32 * MiB, 256 * MiB]
 FAST_S = 1.0  # "well under a second" for a fallback, generous for a loaded 2-core host

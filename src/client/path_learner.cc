@@ -1,0 +1,95 @@
+// PathLearner (path_learner.hpp): per direction and size class, the estimate of each way from
+// its last clean calls, the learning alternation, and the probes.
+#include "client/path_learner.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <functional>
+
+#include "common/assert.hpp"
+
+namespace objdirect::client {
+
+int PathLearner::size_class(std::uint64_t bytes) {
+  OBJDIRECT_ASSERT(bytes > 0, "a size class needs at least one byte");
+  return std::bit_width(bytes) - 1;
+}
+
+double PathLearner::Samples::estimate() const {
+  // A slow call says little (the machine was busy, a peer was connecting): a path is as fast as
+  // its faster calls show. The best of up to 3 samples; from 4, the second best, so that one
+  // lucky call does not decide either.
+  const std::uint32_t n = std::min(count, samples_kept);
+  if (n == 0) return 0;
+  std::array<double, samples_kept> s = rates;
+  std::sort(s.begin(), s.begin() + n, std::greater<>());
+  return n >= 4 ? s[1] : s[0];
+}
+
+void PathLearner::Samples::add(double r) {
+  rates[count % samples_kept] = r;
+  ++count;
+}
+
+PathLearner::Class& PathLearner::at(Dir dir, std::uint64_t bytes) {
+  return classes_[static_cast<int>(dir)][static_cast<std::size_t>(size_class(bytes))];
+}
+
+const PathLearner::Class& PathLearner::at(Dir dir, std::uint64_t bytes) const {
+  return classes_[static_cast<int>(dir)][static_cast<std::size_t>(size_class(bytes))];
+}
+
+namespace {
+std::string gbps(double bytes_per_s) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f", bytes_per_s / 1e9);
+  return b;
+}
+}  // namespace
+
+PathLearner::Pick PathLearner::pick(Dir dir, std::uint64_t bytes) {
+  std::lock_guard lk(mu_);
+  Class& c = at(dir, bytes);
+  Samples& rdma = c.way[0];
+  Samples& http = c.way[1];
+  Pick p;
+  if (rdma.count < samples_min || http.count < samples_min) {
+    // Learning: RDMA's samples_min calls first (so a process that makes only a few calls of a
+    // size, the CLI copying one file, moves them all over RDMA as before), then HTTP's. Counted
+    // by picks, so that calls in flight at once do not all measure the same way; once both have
+    // been picked enough but not all have recorded, RDMA.
+    p.learning = true;
+    const bool take_http = rdma.picked >= samples_min && http.picked < samples_min;
+    p.way = take_http ? Way::http : Way::rdma;
+    ++(take_http ? http : rdma).picked;
+    if (take_http) p.reason = "auto: measuring HTTP at this size against RDMA";
+    return p;
+  }
+  const double r = rdma.estimate();
+  const double h = http.estimate();
+  const bool http_faster = h > r * margin;
+  p.probe = ++c.calls % probe_every == 0;
+  p.way = http_faster != p.probe ? Way::http : Way::rdma;
+  if (p.way == Way::http) {
+    p.reason = p.probe ? "auto: probing HTTP at this size (RDMA measured " + gbps(r) +
+                             " GB/s, HTTP " + gbps(h) + ")"
+                       : "auto: HTTP measured faster at this size (" + gbps(h) +
+                             " GB/s against RDMA's " + gbps(r) + ")";
+  }
+  return p;
+}
+
+void PathLearner::record(Dir dir, std::uint64_t bytes, Way way, std::uint64_t moved,
+                         double seconds) {
+  OBJDIRECT_ASSERT(seconds > 0, "a call takes some time");
+  std::lock_guard lk(mu_);
+  at(dir, bytes).way[way == Way::rdma ? 0 : 1].add(static_cast<double>(moved) / seconds);
+}
+
+double PathLearner::rate(Dir dir, std::uint64_t bytes, Way way) const {
+  std::lock_guard lk(mu_);
+  return at(dir, bytes).way[way == Way::rdma ? 0 : 1].estimate();
+}
+
+}  // namespace objdirect::client

@@ -1,0 +1,86 @@
+// PathLearner: auto's measured choice between RDMA and HTTP above the crossover (docs/client.md,
+// "The fastest path"). The fixed crossover (rdma_min_bytes, rdma_put_min_bytes) decides below
+// it; above it, which path is faster depends on the machine: over an RDMA NIC RDMA wins at every
+// large size, but where the fabric copies through the CPU (shm's cross-memory copy on a VM whose
+// process_vm_writev runs at a third of memcpy) HTTP can win large GETs. So each data call of
+// size class floor(log2(bytes)), per direction, goes the way whose recent calls of that class
+// moved more bytes per second:
+//  - learning: the first samples_min calls of a class go over RDMA, the next samples_min over
+//    HTTP (a process that makes only a few calls of a size, as the CLI copying one file, moves
+//    them all over RDMA);
+//  - then the faster way by each way's estimate: the best of its last samples_kept rates, the
+//    second best once it has 4 or more (a slow call says little: the machine was busy, or the
+//    client's first RDMA call connected its peer); HTTP only when it beats RDMA by margin (RDMA
+//    spends less CPU, so a tie goes to it);
+//  - every probe_every-th call of the class takes the other way, so that a change in the machine
+//    or the load is seen.
+// Only clean calls are recorded (an RDMA call that fell back, or failed, teaches nothing).
+//
+// Thread safety: thread-safe; every method may be called from any thread at once.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace objdirect::client {
+
+class PathLearner {
+ public:
+  enum class Way { rdma, http };
+  enum class Dir { download, upload };
+
+  struct Pick {
+    Way way = Way::rdma;
+    bool learning = false;  // a way of this class has fewer than samples_min samples yet
+    bool probe = false;     // the slower way, taken to refresh its estimate
+    // Why HTTP (TransferResult::reason); empty for RDMA.
+    std::string reason;
+  };
+
+  // Clean calls per way before the class's faster way is taken.
+  static constexpr std::uint32_t samples_min = 3;
+  // Rates each way of each class keeps (its estimate is their second best, or best below 4).
+  static constexpr std::uint32_t samples_kept = 5;
+  // One call of this many in a decided class takes the other way.
+  static constexpr std::uint32_t probe_every = 32;
+  // HTTP is taken only when its rate is above RDMA's times this.
+  static constexpr double margin = 1.05;
+  // Size classes: floor(log2(bytes)) for bytes >= 1.
+  static constexpr int classes = 64;
+
+  // The way for the next call moving `bytes` (> 0) in `dir`.
+  Pick pick(Dir dir, std::uint64_t bytes);
+  // A call picked for `way` by pick(dir, bytes) moved `moved` bytes over it, cleanly, in
+  // `seconds` (> 0). It counts in the class it was picked in (a buffer larger than its object
+  // is classed by the buffer, both when picked and when recorded).
+  void record(Dir dir, std::uint64_t bytes, Way way, std::uint64_t moved, double seconds);
+
+  // The class's current estimate of `way` in bytes per second (0 without samples), for tests
+  // and the reason text.
+  double rate(Dir dir, std::uint64_t bytes, Way way) const;
+
+  static int size_class(std::uint64_t bytes);
+
+ private:
+  struct Samples {
+    std::array<double, samples_kept> rates{};
+    std::uint32_t count = 0;   // recorded in all (the ring holds the last samples_kept)
+    std::uint32_t picked = 0;  // learning's picks (calls may overlap before they record)
+    double estimate() const;
+    void add(double r);
+  };
+  struct Class {
+    Samples way[2];
+    std::uint64_t calls = 0;  // picks once decided (drives the probes)
+  };
+
+  Class& at(Dir dir, std::uint64_t bytes);
+  const Class& at(Dir dir, std::uint64_t bytes) const;
+
+  mutable std::mutex mu_;
+  std::array<std::array<Class, classes>, 2> classes_{};
+};
+
+}  // namespace objdirect::client
