@@ -150,6 +150,18 @@ std::optional<std::uint64_t> parse_burst_command(std::string_view line) {
   return ms;
 }
 
+std::optional<std::uint32_t> learn_auto(const std::function<bool()>& transfer,
+                                        const std::function<std::uint64_t()>& learning_calls) {
+  std::uint32_t learnt = 0;
+  for (std::uint32_t i = 0; i < limits::bench_learn_calls_max; ++i) {
+    const auto before = learning_calls();
+    if (!transfer()) return std::nullopt;
+    if (learning_calls() == before) break;
+    ++learnt;
+  }
+  return learnt;
+}
+
 void WorkerResult::merge(const WorkerResult& other) {
   ops += other.ops;
   bytes += other.bytes;

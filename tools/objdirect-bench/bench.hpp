@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -33,6 +34,10 @@ inline constexpr std::uint32_t bench_threads_max = 256;
 inline constexpr std::uint32_t bench_rounds_max = 32;
 // One --interleave burst: the time a path runs before the next path takes its turn.
 inline constexpr std::uint64_t bench_burst_ms_max = 60'000;
+// Warm-up calls of path auto that may still be learning which path is faster (the client
+// learns in 2 x 3 calls per size class; a worker that has not finished by then reports the
+// window anyway).
+inline constexpr std::uint32_t bench_learn_calls_max = 32;
 }  // namespace objdirect::limits
 
 namespace objdirect::bench {
@@ -88,6 +93,13 @@ struct WorkerResult {
 
 // "burst MS" (the --interleave command) -> MS, in 1..bench_burst_ms_max; nullopt otherwise.
 std::optional<std::uint64_t> parse_burst_command(std::string_view line);
+
+// Path auto's learning calls in a worker's warm-up (docs/client.md, "The fastest path"): calls
+// `transfer` (true: it succeeded) while `learning_calls` (the client's learning choices so far)
+// grows, at most limits::bench_learn_calls_max times. Returns the calls that were learning ones,
+// or nullopt when a transfer failed.
+std::optional<std::uint32_t> learn_auto(const std::function<bool()>& transfer,
+                                        const std::function<std::uint64_t()>& learning_calls);
 
 // One measured point as the P figures see it (only points that ran).
 struct GoalPoint {

@@ -109,6 +109,26 @@ TEST(WorkerResult, MergeAddsCountsAndCpuKeepsTheFirstNoteAndLeavesWall) {
   EXPECT_EQ(a.note, "second");
 }
 
+TEST(LearnAuto, StopsAtTheFirstDecidedCallOrTheLimit) {
+  // The client learns in 6 calls: the 7th is decided and ends the warm-up.
+  std::uint64_t learning = 0, calls = 0;
+  auto six = learn_auto([&] { return ++calls <= 6 ? (++learning, true) : true; },
+                        [&] { return learning; });
+  EXPECT_EQ(six, 6u);
+  EXPECT_EQ(calls, 7u);
+  // Below the crossover nothing learns: one call.
+  calls = 0;
+  EXPECT_EQ(learn_auto([&] { return ++calls > 0; }, [] { return std::uint64_t{0}; }), 0u);
+  EXPECT_EQ(calls, 1u);
+  // A client that never stops learning: bench_learn_calls_max calls, then the window.
+  learning = calls = 0;
+  EXPECT_EQ(learn_auto([&] { return ++calls, ++learning, true; }, [&] { return learning; }),
+            limits::bench_learn_calls_max);
+  EXPECT_EQ(calls, limits::bench_learn_calls_max);
+  // A failed transfer.
+  EXPECT_FALSE(learn_auto([] { return false; }, [] { return std::uint64_t{0}; }));
+}
+
 TEST(ParseBurstCommand, MillisecondsWithinTheLimit) {
   EXPECT_EQ(parse_burst_command("burst 20"), 20u);
   EXPECT_EQ(parse_burst_command("burst 1"), 1u);

@@ -601,6 +601,16 @@ void Bench::keep_median_rounds() {
   rows_ = std::move(size_rows);
 }
 
+namespace {
+// The path auto's measured transfers took: "rdma", "http", or both with RDMA's share (auto's
+// probes, or a size where the two are close; docs/client.md, "The fastest path").
+std::string auto_went(const Row& a) {
+  if (a.rdma_ops == 0) return "http";
+  if (a.rdma_ops >= a.ops) return "rdma";
+  return "mixed, rdma " + std::to_string(a.rdma_ops) + "/" + std::to_string(a.ops);
+}
+}  // namespace
+
 void Bench::print_auto_check(std::ostream& out) const {
   // Issue 15's criterion: auto at least 0.95x the better of http and lf-shm at every size.
   bool any = false;
@@ -636,7 +646,7 @@ void Bench::print_auto_check(std::ostream& out) const {
       ++points;
       if (best > 0 && a->gbps / best < 0.95) ++below;
       out << "| " << op << " | " << format_size(s) << " | " << fmt(h->gbps) << " | " << fmt(l->gbps)
-          << " | " << fmt(a->gbps) << " | " << (a->rdma_ops > 0 ? "rdma" : "http") << " | "
+          << " | " << fmt(a->gbps) << " | " << auto_went(*a) << " | "
           << (best > 0 ? fmt(a->gbps / best) : std::string("-")) << " | " << paired << " | "
           << per_round << " |\n";
     }

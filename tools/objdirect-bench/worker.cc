@@ -132,6 +132,29 @@ int worker_main(int argc, char** argv) {
   // Warm-up: one transfer per thread opens connections and fabrics and connects RDMA peers
   // (the first RMA to a new peer costs 30-130 ms), all outside the measured window.
   std::string warm_path, warm_note;
+  // Path auto: first the calls that learn which path is faster at this size (docs/client.md,
+  // "The fastest path": the first calls of a size class alternate), until a call is no longer
+  // a learning one, so that the window measures what a user's long loop gets. Their number is
+  // in the ready line ("learnt=N").
+  std::uint32_t learnt = 0;
+  if (fabric == "auto") {
+    std::string failure;
+    auto l = learn_auto(
+        [&] {
+          auto r = one(0);
+          if (!r.ok()) failure = r.status().message();
+          return r.ok();
+        },
+        [&] {
+          auto s = client.stats();
+          return s.auto_choices["learning_rdma"] + s.auto_choices["learning_http"];
+        });
+    if (!l) {
+      std::cout << "fail warm-up: " << failure << std::endl;
+      return 1;
+    }
+    learnt = *l;
+  }
   {
     std::vector<std::thread> ts;
     std::mutex mu;
@@ -162,6 +185,7 @@ int worker_main(int argc, char** argv) {
       return 1;
     }
   }
+  if (learnt > 0) warm_note += " learnt=" + std::to_string(learnt);
   std::cout << "ready " << warm_path << " " << warm_note << std::endl;
 
   // One measured window: every thread transfers until the window ends (at least once each, so
