@@ -8,8 +8,8 @@
 //  - learning: the first samples_min calls of a class go over RDMA, the next samples_min over
 //    HTTP (a process that makes only a few calls of a size, as the CLI copying one file, moves
 //    them all over RDMA);
-//  - then the faster way by each way's estimate: the best of its last samples_kept rates, the
-//    second best once it has 4 or more (a slow call says little: the machine was busy, or the
+//  - then the faster way by each way's estimate: the throughput of its last samples_kept calls
+//    without the slowest quarter of them (a slow call says little: the machine was busy, or the
 //    client's first RDMA call connected its peer); HTTP only when it beats RDMA by margin (RDMA
 //    spends less CPU, so a tie goes to it);
 //  - every probe_every-th call of the class takes the other way, so that a change in the machine
@@ -41,8 +41,8 @@ class PathLearner {
 
   // Clean calls per way before the class's faster way is taken.
   static constexpr std::uint32_t samples_min = 3;
-  // Rates each way of each class keeps (its estimate is their second best, or best below 4).
-  static constexpr std::uint32_t samples_kept = 5;
+  // Rates each way of each class keeps for its estimate.
+  static constexpr std::uint32_t samples_kept = 8;
   // One call of this many in a decided class takes the other way.
   static constexpr std::uint32_t probe_every = 32;
   // HTTP is taken only when its rate is above RDMA's times this.
