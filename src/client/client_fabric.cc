@@ -184,7 +184,8 @@ std::string Client::Impl::try_token(std::span<const std::byte> buf, Direction di
     info.reason = "empty transfer";
     return {};
   }
-  if (auto why = rdma_skip_reason(buf.size(), dir, direct); !why.empty()) {
+  const std::uint64_t call_bytes = info.call_bytes > 0 ? info.call_bytes : buf.size();
+  if (auto why = rdma_skip_reason(call_bytes, dir, direct); !why.empty()) {
     info.reason = std::move(why);
     return {};
   }

@@ -23,8 +23,7 @@ Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target
                                                        std::optional<Piece> range,
                                                        std::span<std::byte> dst,
                                                        const std::string& if_match, bool direct,
-                                                       const client::Headers& sse,
-                                                       std::string_view via_http) {
+                                                       const client::Headers& sse, CallRoute call) {
   GetOutcome out;
   HttpRequest req;
   client::HeadersWiper wipe{req.headers};
@@ -36,10 +35,11 @@ Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
   std::string token;
-  if (via_http.empty()) {
+  out.info.call_bytes = call.call_bytes;
+  if (call.via_http.empty()) {
     token = try_token(dst, Direction::download, out.info, hold, fabric_used, direct);
   } else {
-    out.info.reason = via_http;
+    out.info.reason = call.via_http;
   }
   if (rdma_required(direct) && token.empty() && !dst.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
@@ -181,8 +181,9 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
   }
 
   // Which path: auto's measurements for this size, when they decide (auto_choice).
-  const auto choice = auto_choice(range ? range->length : dst.size(), Direction::download, direct);
-  const std::string_view via = choice ? choice->via_http() : std::string_view();
+  const std::uint64_t call_bytes = range ? range->length : dst.size();
+  const auto choice = auto_choice(call_bytes, Direction::download, direct);
+  const CallRoute via = route(call_bytes, choice);
 
   // First request: learns the size and the ETag that pins the remaining parts.
   const std::string pin(if_match);

@@ -60,6 +60,10 @@ Status bind_device(int device);
 
 // How one request (or a whole call) moved its bytes; merged over the pieces of a call.
 struct PathInfo {
+  // The size of the data call this request is part of (0: the request's own): the crossover is
+  // decided on it, so that a call at or above it proposes RDMA for every part, its short last
+  // part too, instead of sending that part over HTTP and calling the call a fallback.
+  std::uint64_t call_bytes = 0;
   bool attempted = false;  // a token was sent at least once
   bool fell_back = false;  // some bytes went over HTTP after an attempt
   bool plain = false;      // some bytes went over HTTP without an attempt
@@ -159,6 +163,16 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
                                                         : std::string_view();
     }
   };
+  // One request's part in its call (get_one / put_one): the call's size (PathInfo::call_bytes)
+  // and, when auto's measurements sent the call over HTTP, the reason (no token then).
+  // (No default member initializers: `= {}` below value-initializes it, 0 and empty.)
+  struct CallRoute {
+    std::uint64_t call_bytes;
+    std::string_view via_http;
+  };
+  static CallRoute route(std::uint64_t call_bytes, const std::optional<AutoChoice>& c) {
+    return {call_bytes, c ? c->via_http() : std::string_view()};
+  }
   // Engaged when the learner decides a host-memory call moving `bytes` in `dir`: rdma_learn,
   // rdma and fabric "auto", not direct, at or above the direction's crossover, and a fabric
   // candidate for this server (without one every call goes over HTTP anyway). Counts the choice
@@ -236,11 +250,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // Errc::rdma_declined instead, and a declined reply's body is read into host memory and
   // dropped, so that the caller can move the bytes through the bounce path.
   // sse: SSE-C headers (client::sse_c_headers) sent on the request; empty for none.
-  // via_http: not empty when auto's measurements sent the call over HTTP (the reason): no token.
+  // call: the call this request is part of (CallRoute; default: the request is the call).
   Result<GetOutcome> get_one(const std::string& target, std::optional<Piece> range,
                              std::span<std::byte> dst, const std::string& if_match,
                              bool direct = false, const client::Headers& sse = {},
-                             std::string_view via_http = {});
+                             CallRoute call = {});
 
   // The host flow of Client::get; direct: the buffer is device memory the fabric registers
   // itself (GPUDirect), and anything but RDMA fails with rdma_declined instead of touching it
@@ -269,10 +283,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // direct: as get_one; a PUT the server did not take over RDMA returns rdma_declined instead
   // of re-sending src (device memory) as the body.
   // extra: headers sent on both the token request and the body request (PutOptions' content
-  // type and metadata). via_http: as get_one.
+  // type and metadata). call: as get_one.
   Result<PutOutcome> put_one(const std::string& target, std::span<const std::byte> src,
                              const std::string& crc32c = {}, bool direct = false,
-                             const client::Headers& extra = {}, std::string_view via_http = {});
+                             const client::Headers& extra = {}, CallRoute call = {});
 
   // checksum_algorithm: sent as x-amz-checksum-algorithm when not empty.
   Result<std::string> xml_call(const std::string& method, const std::string& target,

@@ -24,15 +24,16 @@ Result<Client::Impl::PutOutcome> Client::Impl::put_one(const std::string& target
                                                        std::span<const std::byte> src,
                                                        const std::string& crc32c, bool direct,
                                                        const client::Headers& extra,
-                                                       std::string_view via_http) {
+                                                       CallRoute call) {
   PutOutcome out;
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
   std::string token;
-  if (via_http.empty()) {
+  out.info.call_bytes = call.call_bytes;
+  if (call.via_http.empty()) {
     token = try_token(src, Direction::upload, out.info, hold, fabric_used, direct);
   } else {
-    out.info.reason = via_http;
+    out.info.reason = call.via_http;
   }
   if (rdma_required(direct) && token.empty() && !src.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
@@ -204,7 +205,7 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   PathInfo info;
   // Which path: auto's measurements for this size, when they decide (auto_choice).
   const auto choice = auto_choice(src.size(), Direction::upload, direct);
-  const std::string_view via = choice ? choice->via_http() : std::string_view();
+  const CallRoute via = route(src.size(), choice);
   if (!plan->multipart) {
     auto o = put_one(target, src, {}, direct, extra.h, via);
     if (!o.ok()) return o.status();

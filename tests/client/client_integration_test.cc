@@ -661,6 +661,36 @@ TEST_F(ClientIT, RdmaPolicyAndCrossover) {
   EXPECT_EQ(g->reason, "rdma off");
 }
 
+// The crossover is decided on the call, not on its parts: under fabric auto, a multipart PUT or
+// a multi-part GET at or above it proposes RDMA for its short last part too (1,000 bytes here,
+// below both crossovers), so the call is rdma, not http-fallback, and declines nothing.
+TEST_F(ClientIT, AShortLastPartFollowsItsCall) {
+  ASSERT_FALSE(offered_fabrics(*g_server).empty()) << "the default server offers no fabric";
+  auto cfg = base_config("auto");
+  cfg.part_size_bytes = 5u << 20;
+  cfg.rdma_learn = false;
+  auto c = make(cfg);
+  const std::size_t n = (5u << 20) + 1000;
+  auto src = pattern(n, 41);
+  auto p = c->put(bucket_, "short-tail", src);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->path, TransferPath::rdma) << p->reason;
+  EXPECT_EQ(p->etag.substr(p->etag.size() - 2), "-2");
+  std::vector<std::byte> dst(n);
+  auto g = c->get(bucket_, "short-tail", dst);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->path, TransferPath::rdma) << g->reason;
+  EXPECT_EQ(g->requests, 2u);
+  EXPECT_EQ(dst, src);
+  // A range one part and 1,000 bytes long, as objdirect.torch.load reads a storage with its
+  // local header.
+  std::vector<std::byte> part((5u << 20) + 1000);
+  auto r = c->get(bucket_, "short-tail", part, ByteRange{0, part.size()});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->path, TransferPath::rdma) << r->reason;
+  EXPECT_TRUE(c->stats().rdma_declines.empty());
+}
+
 // auto's measured choice above the crossover (rdma_learn; docs/client.md, "The fastest path"),
 // wired into get and put, single and multipart: the first calls of a size take RDMA then HTTP
 // (reason "auto: measuring ..."), the rest the faster one with a probe of the other every
