@@ -114,25 +114,37 @@ def bench_dataset(endpoint, args):
           f"{sum(sizes) / len(sizes) / 1024:.0f} KiB ({time.monotonic() - t0:.0f} s); runs over "
           f"the first {', '.join(map(str, counts))}", flush=True)
 
+    def cpu_ticks():
+        # The machine's busy and total CPU ticks (/proc/stat): the server, the loader and its
+        # workers all run here, so a pass that keeps every core busy is CPU-bound.
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v) - v[3] - v[4], sum(v)
+
     def run(named, n, total):
         """Passes of every (name, dataset) in turn, so that the machine's noise falls on all of
-        them alike: one warm-up round, then --repeat rounds; the best pass of each."""
+        them alike: one warm-up round, then --repeat rounds; the best pass of each, with the
+        share of the machine's CPU that was busy during it."""
         loaders = [(name, torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
                                                       collate_fn=lambda b: sum(b),
                                                       persistent_workers=True))
                    for name, ds in named]
-        best = {}
+        best, busy = {}, {}
         for rep in range(args.repeat + 1):
             for name, loader in loaders:
+                b0, a0 = cpu_ticks()
                 t = time.monotonic()
                 got = sum(loader)
                 dt = time.monotonic() - t
+                b1, a1 = cpu_ticks()
                 assert got == total, (name, got, total)
                 if rep and (name not in best or dt < best[name]):
                     best[name] = dt
+                    busy[name] = (b1 - b0) / max(1, a1 - a0)
         for name, _ in loaders:
             print(f"  {n:6d} {name:38s} {n / best[name]:8.0f} samples/s "
-                  f"{total / best[name] / 1e6:8.0f} MB/s", flush=True)
+                  f"{total / best[name] / 1e6:8.0f} MB/s  CPU {100 * busy[name]:3.0f} % busy "
+                  f"({os.cpu_count()} cores)", flush=True)
         return {name: n / best[name] for name, _ in loaders}
 
     common = dict(endpoint=endpoint, access_key=ACCESS, secret_key=SECRET)
