@@ -179,9 +179,15 @@ void Client::Impl::auto_learned(const std::optional<AutoChoice>& c, const Transf
 
 std::string Client::Impl::try_token(std::span<const std::byte> buf, Direction dir, PathInfo& info,
                                     std::shared_ptr<void>& hold,
-                                    std::shared_ptr<client::Fabric>& used, bool direct) {
+                                    std::shared_ptr<client::Fabric>& used, bool direct,
+                                    CallRoute call) {
+  if (call.call_bytes > 0) info.call_bytes = call.call_bytes;  // re-tokens keep the first's
   if (buf.empty()) {
     info.reason = "empty transfer";
+    return {};
+  }
+  if (!call.via_http.empty()) {
+    info.reason = call.via_http;
     return {};
   }
   const std::uint64_t call_bytes = info.call_bytes > 0 ? info.call_bytes : buf.size();

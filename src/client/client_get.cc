@@ -34,13 +34,8 @@ Result<Client::Impl::GetOutcome> Client::Impl::get_one(const std::string& target
   req.headers.insert(req.headers.end(), sse.begin(), sse.end());
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
-  std::string token;
-  out.info.call_bytes = call.call_bytes;
-  if (call.via_http.empty()) {
-    token = try_token(dst, Direction::download, out.info, hold, fabric_used, direct);
-  } else {
-    out.info.reason = call.via_http;
-  }
+  std::string token =
+      try_token(dst, Direction::download, out.info, hold, fabric_used, direct, call);
   if (rdma_required(direct) && token.empty() && !dst.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
   }

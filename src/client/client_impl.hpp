@@ -193,9 +193,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // Token for `buf`, or empty with info.reason set. direct: buf is CUDA device memory that the
   // fabric registers itself (GPUDirect RDMA, MemoryType::cuda).
   // used: the fabric that made the token (for revoke()).
+  // call: the call this request is part of (its size decides the crossover; its HTTP choice
+  // means no token); default: the request is the call.
   std::string try_token(std::span<const std::byte> buf, Direction dir, PathInfo& info,
                         std::shared_ptr<void>& hold, std::shared_ptr<client::Fabric>& used,
-                        bool direct = false);
+                        bool direct = false, CallRoute call = {});
 
   // Endpoint binding (docs/rdma_protocol.md, "Endpoint binding"): the server refused the token
   // because this fabric's endpoint has not yet proved that it belongs to our access key

@@ -28,13 +28,7 @@ Result<Client::Impl::PutOutcome> Client::Impl::put_one(const std::string& target
   PutOutcome out;
   std::shared_ptr<void> hold;
   std::shared_ptr<client::Fabric> fabric_used;
-  std::string token;
-  out.info.call_bytes = call.call_bytes;
-  if (call.via_http.empty()) {
-    token = try_token(src, Direction::upload, out.info, hold, fabric_used, direct);
-  } else {
-    out.info.reason = call.via_http;
-  }
+  std::string token = try_token(src, Direction::upload, out.info, hold, fabric_used, direct, call);
   if (rdma_required(direct) && token.empty() && !src.empty()) {
     return Status(Errc::rdma_declined, out.info.reason);
   }
