@@ -52,8 +52,8 @@ struct OBJDIRECT_API ClientConfig {
   std::uint64_t rdma_put_min_bytes = 64ull << 10;
   // With rdma "auto" and fabric "auto", from the crossover up: each get / put (and their batch
   // forms) of host memory goes the path measured faster for its direction and size class
-  // (a power of two), learnt from this Client's own calls: the first calls of a class alternate
-  // between RDMA and HTTP, then the faster one is taken (HTTP only when more than 5 % faster),
+  // (a power of two), learnt from this Client's own calls: a class's first 3 calls go over RDMA
+  // and the next 3 over HTTP, then the faster one is taken (HTTP only when more than 5 % faster),
   // with one call in 32 probing the other (docs/client.md, "The fastest path"). A call sent over
   // HTTP this way has path http and a reason starting "auto:". false: RDMA at every size from
   // the crossover up. Environment OBJDIRECT_RDMA_LEARN (0 or 1).

@@ -132,25 +132,34 @@ void Client::Impl::disable_rdma(std::string reason) {
   no_rdma_reason = "RDMA disabled: " + std::move(reason);
 }
 
+bool Client::Impl::put_bound(Direction dir) const {
+  // An upload crosses over at the smaller of the two, so that rdma_min_bytes 0 still makes
+  // every size eligible.
+  return dir == Direction::upload && cfg.rdma_put_min_bytes < cfg.rdma_min_bytes;
+}
+
+std::uint64_t Client::Impl::crossover(Direction dir) const {
+  return put_bound(dir) ? cfg.rdma_put_min_bytes : cfg.rdma_min_bytes;
+}
+
 std::string Client::Impl::rdma_skip_reason(std::size_t bytes, Direction dir, bool direct) const {
   if (direct || cfg.rdma == "required") return {};
   if (cfg.rdma == "off") return "rdma off";
   if (cfg.fabric != "auto") return {};
-  // An upload crosses over at the smaller of the two, so that rdma_min_bytes 0 still means
-  // every size over RDMA.
-  const bool put_bound = dir == Direction::upload && cfg.rdma_put_min_bytes < cfg.rdma_min_bytes;
-  const std::uint64_t min = put_bound ? cfg.rdma_put_min_bytes : cfg.rdma_min_bytes;
+  const std::uint64_t min = crossover(dir);
   if (bytes >= min) return {};
-  return std::string(put_bound ? "below rdma_put_min_bytes (" : "below rdma_min_bytes (") +
+  return std::string(put_bound(dir) ? "below rdma_put_min_bytes (" : "below rdma_min_bytes (") +
          std::to_string(min) + "): HTTP is faster";
 }
 
 std::optional<Client::Impl::AutoChoice> Client::Impl::auto_choice(std::uint64_t bytes,
                                                                   Direction dir, bool direct) {
-  if (!cfg.rdma_learn || direct || cfg.rdma != "auto" || cfg.fabric != "auto" || bytes == 0) {
+  // (rdma and fabric "auto": of rdma_skip_reason's conditions only the size is left, checked
+  // without building its message, as every small call passes here.)
+  if (!cfg.rdma_learn || direct || cfg.rdma != "auto" || cfg.fabric != "auto" ||
+      bytes < std::max<std::uint64_t>(crossover(dir), 1)) {
     return std::nullopt;
   }
-  if (!rdma_skip_reason(bytes, dir, false).empty()) return std::nullopt;
   {
     std::lock_guard lk(fabric_mu);
     if (!fabric_settled) settle_fabric();

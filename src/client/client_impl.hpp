@@ -146,6 +146,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // path"). A fabric named explicitly is used at every size.
   enum class Direction { download, upload };
   std::string rdma_skip_reason(std::size_t bytes, Direction dir, bool direct) const;
+  // The direction's crossover under fabric "auto" (the smaller of the two for uploads), and
+  // whether it is rdma_put_min_bytes.
+  std::uint64_t crossover(Direction dir) const;
+  bool put_bound(Direction dir) const;
   // Only RDMA may move the bytes: a decline or refusal fails with rdma_declined instead of
   // falling back to HTTP.
   bool rdma_required(bool direct) const { return direct || cfg.rdma == "required"; }

@@ -1,5 +1,5 @@
 // PathLearner (path_learner.hpp): per direction and size class, the estimate of each way from
-// its last clean calls, the learning alternation, and the probes.
+// its last clean calls, the learning order, and the probes.
 #include "client/path_learner.hpp"
 
 #include <algorithm>

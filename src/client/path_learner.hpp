@@ -57,8 +57,7 @@ class PathLearner {
   // is classed by the buffer, both when picked and when recorded).
   void record(Dir dir, std::uint64_t bytes, Way way, std::uint64_t moved, double seconds);
 
-  // The class's current estimate of `way` in bytes per second (0 without samples), for tests
-  // and the reason text.
+  // The class's current estimate of `way` in bytes per second (0 without samples), for tests.
   double rate(Dir dir, std::uint64_t bytes, Way way) const;
 
   static int size_class(std::uint64_t bytes);

@@ -133,9 +133,9 @@ int worker_main(int argc, char** argv) {
   // (the first RMA to a new peer costs 30-130 ms), all outside the measured window.
   std::string warm_path, warm_note;
   // Path auto: first the calls that learn which path is faster at this size (docs/client.md,
-  // "The fastest path": the first calls of a size class alternate), until a call is no longer
-  // a learning one, so that the window measures what a user's long loop gets. Their number is
-  // in the ready line ("learnt=N").
+  // "The fastest path": a size class's first 3 calls over RDMA, the next 3 over HTTP), until a
+  // call is no longer a learning one, so that the window measures what a user's long loop gets.
+  // Their number is in the ready line ("learnt=N").
   std::uint32_t learnt = 0;
   if (fabric == "auto") {
     std::string failure;
