@@ -1,8 +1,12 @@
 #include "client/http_client.hpp"
 
 #include <openssl/crypto.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -10,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <tuple>
 
@@ -90,6 +95,114 @@ beast::error_code run_op(HttpClient::Connection& c, std::chrono::milliseconds ti
   c.ioc.run();
   return ec;
 }
+
+// A plain TCP connection's socket as a synchronous Beast stream: the socket blocks, and its
+// SO_RCVTIMEO / SO_SNDTIMEO (set_socket_timeouts: the client's io_timeout) bound each wait: a
+// read or write that makes no progress for that long fails with beast::error::timeout. The TLS
+// path runs run_op instead. A small GET costs 2-3 system calls this way (send, recv, at most one
+// more recv); run_op's deadlines and io_context cost about 12 (a timerfd re-armed per
+// operation, two epoll_waits per operation): docs/BENCHMARKS.md, get_many.
+class SocketStream {
+ public:
+  explicit SocketStream(int fd) : fd_(fd) {}
+
+  template <class MutableBuffers>
+  std::size_t read_some(const MutableBuffers& buffers, beast::error_code& ec) {
+    // The first non-empty buffer only (a short read is allowed): Beast passes one here.
+    for (auto b : beast::buffers_range_ref(buffers)) {
+      if (b.size() == 0) continue;
+      for (;;) {
+        const ssize_t n = ::recv(fd_, b.data(), b.size(), 0);
+        if (n > 0) {
+          ec = {};
+          return static_cast<std::size_t>(n);
+        }
+        if (n == 0) {
+          ec = asio::error::eof;
+          return 0;
+        }
+        if (errno == EINTR) continue;
+        ec = failure();
+        return 0;
+      }
+    }
+    ec = {};
+    return 0;
+  }
+  template <class ConstBuffers>
+  std::size_t write_some(const ConstBuffers& buffers, beast::error_code& ec) {
+    std::array<iovec, kIovMax> iov{};
+    std::size_t count = 0;
+    for (auto b : beast::buffers_range_ref(buffers)) {
+      if (b.size() == 0) continue;
+      if (count == iov.size()) break;  // a short write: the caller sends the rest
+      iov[count++] = iovec{const_cast<void*>(b.data()), b.size()};
+    }
+    if (count == 0) {
+      ec = {};
+      return 0;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = count;
+    for (;;) {
+      const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      if (n >= 0) {
+        ec = {};
+        return static_cast<std::size_t>(n);
+      }
+      if (errno == EINTR) continue;
+      ec = failure();
+      return 0;
+    }
+  }
+  // The throwing forms Beast's stream concepts name (unused here).
+  template <class MutableBuffers>
+  std::size_t read_some(const MutableBuffers& b) {
+    beast::error_code ec;
+    const std::size_t n = read_some(b, ec);
+    if (ec) throw beast::system_error(ec);
+    return n;
+  }
+  template <class ConstBuffers>
+  std::size_t write_some(const ConstBuffers& b) {
+    beast::error_code ec;
+    const std::size_t n = write_some(b, ec);
+    if (ec) throw beast::system_error(ec);
+    return n;
+  }
+
+ private:
+  static constexpr std::size_t kIovMax = 16;
+  // errno after a failed call: the socket's timeout (EAGAIN) is beast::error::timeout.
+  static beast::error_code failure() {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return beast::error::timeout;
+    return beast::error_code(errno, beast::system_category());
+  }
+
+  int fd_;
+};
+static_assert(beast::is_sync_read_stream<SocketStream>::value);
+static_assert(beast::is_sync_write_stream<SocketStream>::value);
+
+// Makes a plain connection's socket ready for SocketStream: blocking (async_connect left it
+// non-blocking), each read and write bounded by `timeout` (at least 1 ms: 0 would mean no bound).
+beast::error_code set_socket_timeouts(tcp::socket& s, std::chrono::milliseconds timeout) {
+  beast::error_code ec;
+  s.native_non_blocking(false, ec);
+  if (ec) return ec;
+  const std::int64_t ms = std::max<std::int64_t>(timeout.count(), 1);
+  const timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+  for (int opt : {SO_RCVTIMEO, SO_SNDTIMEO}) {
+    if (::setsockopt(s.native_handle(), SOL_SOCKET, opt, &tv, sizeof(tv)) != 0) {
+      return beast::error_code(errno, beast::system_category());
+    }
+  }
+  return ec;
+}
+
+// The client's read buffer holds at least this much while a response header is read.
+constexpr std::size_t kHeaderReadBytes = 16 * 1024;
 
 // The phases an I/O failure names (io_status); retry_reason reads them back.
 constexpr std::string_view kSending = "sending request";
@@ -257,6 +370,12 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect(const Endpoi
         Status(Errc::unavailable, "cannot connect to " + ep.host_header + ": " + ec.message()));
   }
   c->stream.socket().set_option(tcp::no_delay(true), ec);
+  if (!ep.tls) {
+    // Plain TCP requests run on SocketStream.
+    if (auto tec = set_socket_timeouts(c->stream.socket(), opts_.io_timeout); tec) {
+      return fail(Status(Errc::unavailable, "cannot set the socket's timeouts: " + tec.message()));
+    }
+  }
   if (auto local = c->stream.socket().local_endpoint(ec); !ec && &ep == &opts_.endpoint) {
     std::lock_guard lk(mu_);
     local_address_ = local.address().to_string();
@@ -577,10 +696,17 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   // ECONNRESET, but the answer is already in the socket's receive queue. Read it: the caller
   // gets the server's S3 error (a 4xx is not retried) instead of "Broken pipe".
   beast::error_code send_ec;
+  std::optional<SocketStream> plain;  // plain TCP: SocketStream; https: run_op
+  if (!c.tls) plain.emplace(c.stream.socket().native_handle());
   while (!sr.is_done()) {
-    auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
-      c.visit([&](auto& s) { bhttp::async_write_some(s, sr, std::move(h)); });
-    });
+    beast::error_code ec;
+    if (plain) {
+      bhttp::write_some(*plain, sr, ec);
+    } else {
+      ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+        c.visit([&](auto& s) { bhttp::async_write_some(s, sr, std::move(h)); });
+      });
+    }
     if (ec == asio::error::broken_pipe || ec == asio::error::connection_reset) {
       send_ec = ec;
       break;
@@ -593,9 +719,18 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
   p.header_limit(static_cast<std::uint32_t>(limits::client_response_header_bytes_max));
   p.body_limit(boost::none);
   if (req.method == "HEAD") p.skip(true);
-  auto ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
-    c.visit([&](auto& s) { bhttp::async_read_header(s, c.buffer, p, std::move(h)); });
-  });
+  beast::error_code ec;
+  if (plain) {
+    // Room for a small body beside the header: one recv takes the whole answer of a small GET
+    // (Beast reads at most the buffer's free capacity), and the copy out of it is cheaper than a
+    // second system call. A larger body is read straight into its destination below.
+    if (c.buffer.capacity() < kHeaderReadBytes) c.buffer.reserve(kHeaderReadBytes);
+    bhttp::read_header(*plain, c.buffer, p, ec);
+  } else {
+    ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+      c.visit([&](auto& s) { bhttp::async_read_header(s, c.buffer, p, std::move(h)); });
+    });
+  }
   reply_started = p.got_some();
   if (ec) return send_ec ? io_status(send_ec, kSending) : io_status(ec, kReadingHeader);
   if (send_ec && p.get().result_int() < 400) {
@@ -639,9 +774,14 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     while (got < len) {
       const std::size_t want =
           static_cast<std::size_t>(std::min<std::uint64_t>(len - got, 64u << 20));
-      ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
-        c.visit([&](auto& s) { s.async_read_some(asio::buffer(dest + got, want), std::move(h)); });
-      });
+      if (plain) {
+        n = plain->read_some(asio::buffer(dest + got, want), ec);
+      } else {
+        ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+          c.visit(
+              [&](auto& s) { s.async_read_some(asio::buffer(dest + got, want), std::move(h)); });
+        });
+      }
       if (ec) return io_status(ec, kReadingBody);
       got += n;
     }
@@ -670,9 +810,13 @@ Result<HttpResponse> HttpClient::execute_once(Connection& c, const HttpRequest& 
     }
     p.get().body().data = dest;
     p.get().body().size = room;
-    ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
-      c.visit([&](auto& s) { bhttp::async_read(s, c.buffer, p, std::move(h)); });
-    });
+    if (plain) {
+      bhttp::read(*plain, c.buffer, p, ec);
+    } else {
+      ec = run_op(c, opts_.io_timeout, n, [&](auto h) {
+        c.visit([&](auto& s) { bhttp::async_read(s, c.buffer, p, std::move(h)); });
+      });
+    }
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec == bhttp::error::end_of_stream && p.is_done()) ec = {};
     if (ec) return io_status(ec, kReadingBody);

@@ -1,7 +1,8 @@
 // The client's HTTP layer: signed S3 requests over a bounded pool of keep-alive connections.
 //
-// Boost.Beast, synchronous from the caller's point of view (each connection runs its own
-// io_context so that every read and write has a deadline). Response bodies with a
+// Boost.Beast, synchronous from the caller's point of view, every read and write with a deadline:
+// on plain TCP the socket's non-blocking calls wait in poll(2) (a few system calls per request);
+// on https each connection runs its own io_context for the TLS stream. Response bodies with a
 // Content-Length are read from the socket straight into the caller's buffer (no copy through a
 // parser buffer); request bodies are written from the caller's buffer. TCP_NODELAY is set on
 // every connection (without it a small request on a kept-alive connection stalls ~40 ms).

@@ -1,8 +1,18 @@
 #include "client/http_client.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "common/limits.hpp"
 #include "objdirect/client.hpp"
@@ -128,6 +138,118 @@ TEST(HttpClient, UnreachableEndpointIsUnavailable) {
   auto r = c.execute(req);
   EXPECT_EQ(r.code(), Errc::unavailable);
   EXPECT_EQ(c.connections_open(), 0u);
+}
+
+// A loopback listener for the deadline tests: it accepts one connection and runs `peer` on it
+// (what it reads and writes), then keeps the socket open until the test ends.
+class SilentPeer {
+ public:
+  explicit SilentPeer(std::function<void(int fd)> peer) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (listen_ < 0 || ::bind(listen_, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(listen_, 4) != 0 ||
+        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      std::abort();
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, peer = std::move(peer)] {
+      fd_ = ::accept(listen_, nullptr, nullptr);
+      if (fd_ >= 0) peer(fd_);
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [this] { return done_; });
+    });
+  }
+  ~SilentPeer() {
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    ::shutdown(listen_, SHUT_RDWR);  // an accept that never came returns
+    thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+    ::close(listen_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int listen_ = -1;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Reads a request header from fd (up to its blank line); false when the peer left.
+bool read_request_header(int fd) {
+  std::string got;
+  char ch;
+  while (got.find("\r\n\r\n") == std::string::npos) {
+    if (::read(fd, &ch, 1) != 1) return false;
+    got.push_back(ch);
+  }
+  return true;
+}
+
+HttpOptions deadline_options(const std::string& url) {
+  HttpOptions o;
+  o.endpoint = *parse_endpoint(url);
+  o.io_timeout = std::chrono::milliseconds(300);
+  o.retry_policy.max_attempts = 1;
+  return o;
+}
+
+// Plain TCP reads wait on the socket's own timeout (SO_RCVTIMEO): a server that never answers,
+// or stops in the middle of a body, fails the request with timeout after io_timeout, not never.
+TEST(HttpClient, NoAnswerTimesOut) {
+  SilentPeer peer([](int fd) { (void)read_request_header(fd); });
+  HttpClient c(deadline_options(peer.url()));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.execute(HttpRequest{"GET", "/b/k", {}, {}, false});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.code(), Errc::timeout) << r.status().message();
+  EXPECT_NE(r.status().message().find("reading response header"), std::string::npos);
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(c.connections_open(), 0u);  // a timed-out connection is not kept
+}
+
+TEST(HttpClient, BodyThatStopsTimesOut) {
+  SilentPeer peer([](int fd) {
+    if (!read_request_header(fd)) return;
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Length: 10000\r\n\r\n" + std::string(100, 'x');
+    (void)!::write(fd, head.data(), head.size());
+  });
+  HttpClient c(deadline_options(peer.url()));
+  std::vector<std::byte> sink(10000);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.execute(HttpRequest{"GET", "/b/k", {}, {}, false}, std::span<std::byte>(sink));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.code(), Errc::timeout) << r.status().message();
+  EXPECT_NE(r.status().message().find("reading response body"), std::string::npos);
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+// Writes wait on SO_SNDTIMEO: a server that reads nothing of a large body fails the request
+// once the socket buffers are full and io_timeout passes.
+TEST(HttpClient, PeerThatReadsNothingTimesOutTheWrite) {
+  SilentPeer peer([](int) {});
+  HttpClient c(deadline_options(peer.url()));
+  std::vector<std::byte> body(64 << 20);
+  HttpRequest req{"PUT", "/b/k", {}, std::span<const std::byte>(body), true};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.execute(req);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.code(), Errc::timeout) << r.status().message();
+  EXPECT_NE(r.status().message().find("sending request"), std::string::npos);
+  EXPECT_LT(took, std::chrono::seconds(10));
 }
 
 }  // namespace
