@@ -1,6 +1,7 @@
 #include "server/http/http_server.hpp"
 
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -133,15 +134,64 @@ class BeastExchange final : public Exchange {
     finish_headers(res);
     started_ = true;
     header_only_ = true;
-    body_owed_ = content_length;
+    const bool is_head = parser_.get().method() == bhttp::verb::head;
+    body_owed_ = is_head ? 0 : content_length;
     status_ = static_cast<int>(status);
     if (auto st = co_await send_owed_continue(); !st.ok()) co_return st;
     bhttp::response_serializer<bhttp::empty_body> sr(res);
     tcp().expires_after(opts_.request_timeout);
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      if (body_owed_ > 0) co_return co_await send_header_more(sr);
+    }
     auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, tuple_awaitable);
     if (ec) {
       close_ = true;
       co_return Status(Errc::io_error, "write failed: " + ec.message());
+    }
+    co_return Status::Ok();
+  }
+
+  // Plain TCP, a body to follow: the header goes with MSG_MORE, so the kernel holds it and sends
+  // it in one segment with the body's first bytes (send_raw's write or sendfile's last pages
+  // push it). Sent as two segments, a small GET cost the loopback path (and the client's wakeups)
+  // twice: docs/BENCHMARKS.md, get_many. A handler that sends no body after this closes the
+  // connection (serve_http checks body_owed), and the close sends what is held.
+  asio::awaitable<Status> send_header_more(bhttp::response_serializer<bhttp::empty_body>& sr) {
+    std::string head;
+    sr.split(true);
+    beast::error_code ec;
+    while (!sr.is_header_done() && !ec) {
+      std::size_t n = 0;
+      sr.next(ec, [&](beast::error_code&, const auto& buffers) {
+        n = beast::buffer_bytes(buffers);
+        const std::size_t at = head.size();
+        head.resize(at + n);
+        asio::buffer_copy(asio::buffer(head.data() + at, n), buffers);
+      });
+      sr.consume(n);
+    }
+    OBJDIRECT_ASSERT(!ec, "serializing a response header cannot fail");
+    std::size_t sent = 0;
+    while (sent < head.size()) {
+      const ssize_t n = ::send(tcp().socket().native_handle(), head.data() + sent,
+                               head.size() - sent, MSG_MORE | MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // the rest waits below
+      close_ = true;
+      co_return Status(Errc::io_error,
+                       std::string("write failed: ") + (n < 0 ? std::strerror(errno) : "closed"));
+    }
+    if (sent < head.size()) {
+      auto [wec, n] = co_await asio::async_write(
+          stream_, asio::buffer(head.data() + sent, head.size() - sent), tuple_awaitable);
+      if (wec) {
+        close_ = true;
+        co_return Status(Errc::io_error, "write failed: " + wec.message());
+      }
     }
     co_return Status::Ok();
   }
@@ -170,7 +220,7 @@ class BeastExchange final : public Exchange {
     }
     using namespace asio::experimental::awaitable_operators;
     auto& sock = tcp().socket();
-    sock.native_non_blocking(true);
+    if (!sock.native_non_blocking()) sock.native_non_blocking(true);  // an ioctl each time
     off_t off = static_cast<off_t>(region.offset);
     std::uint64_t remaining = region.length;
     asio::steady_timer timer(sock.get_executor());
@@ -271,6 +321,8 @@ class BeastExchange final : public Exchange {
   std::uint64_t body_bytes_read() const override { return bytes_read_; }
   std::uint64_t body_bytes_sent() const override { return bytes_sent_; }
   bool wants_close() const { return close_; }
+  // Bytes of send_header's Content-Length the handler did not send (0 for HEAD).
+  std::uint64_t body_owed() const { return body_owed_; }
 
  private:
   bool expects_continue() const {
@@ -528,7 +580,9 @@ asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& 
     BeastExchange<Stream> exch(stream, buffer, parser, opts_, remote);
     co_await handler_->handle(exch);
     if (!exch.response_started()) break;  // the handler lost the connection
-    if (exch.wants_close()) {
+    // A body cut short leaves the client waiting for the rest: close (which also sends a header
+    // that send_header_more held back).
+    if (exch.wants_close() || exch.body_owed() > 0) {
       co_await exch.drain_unread_body(opts_.unread_body_drain_bytes_max,
                                       opts_.unread_body_drain_time_max);
       break;
