@@ -4,9 +4,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <array>
@@ -162,14 +162,30 @@ std::string big_endian_bytes(std::uint64_t v, std::size_t width) {
   return out;
 }
 
+// OpenSSL 3 looks an implicit algorithm (EVP_sha256()) up in its provider store, under a
+// process-wide lock, at every EVP_DigestInit_ex; an algorithm fetched once is used as it is.
+// Signing and verifying a small S3 request spent most of its crypto time in those look-ups
+// (docs/BENCHMARKS.md, get_many). Fetched once per process and kept for its life; the implicit
+// algorithm where the fetch fails.
+const EVP_MD* fetched_md(const char* name, const EVP_MD* implicit) {
+  const EVP_MD* md = EVP_MD_fetch(nullptr, name, nullptr);
+  return md != nullptr ? md : implicit;
+}
+
 const EVP_MD* evp_md(EvpDigest::Kind kind) {
   switch (kind) {
-    case EvpDigest::Kind::md5:
-      return EVP_md5();
-    case EvpDigest::Kind::sha1:
-      return EVP_sha1();
-    case EvpDigest::Kind::sha256:
-      return EVP_sha256();
+    case EvpDigest::Kind::md5: {
+      static const EVP_MD* const md = fetched_md("MD5", EVP_md5());
+      return md;
+    }
+    case EvpDigest::Kind::sha1: {
+      static const EVP_MD* const md = fetched_md("SHA1", EVP_sha1());
+      return md;
+    }
+    case EvpDigest::Kind::sha256: {
+      static const EVP_MD* const md = fetched_md("SHA256", EVP_sha256());
+      return md;
+    }
   }
   std::abort();
 }
@@ -436,26 +452,53 @@ std::string sha256_hex(std::string_view data) {
 }
 
 namespace {
-std::string hmac(const EVP_MD* md, std::string_view key, std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  // OpenSSL wants a non-null key pointer even for an empty key.
-  static const unsigned char kEmpty = 0;
-  const void* k = key.empty() ? static_cast<const void*>(&kEmpty) : key.data();
-  if (HMAC(md, k, static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-           data.size(), out, &len) == nullptr) {
-    std::abort();
+// One HMAC context per thread and digest, its digest set once and re-keyed per call: OpenSSL's
+// one-shot HMAC() fetches the MAC and the digest from the provider store (under a lock) every
+// time, 2-4x the cost of the MAC itself for a SigV4 string to sign (see evp_md above).
+class ThreadHmac {
+ public:
+  explicit ThreadHmac(const char* digest) {
+    EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    if (mac == nullptr) std::abort();
+    ctx_ = EVP_MAC_CTX_new(mac);
+    EVP_MAC_free(mac);  // the context holds its own reference
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>(digest), 0),
+        OSSL_PARAM_construct_end()};
+    if (ctx_ == nullptr || EVP_MAC_CTX_set_params(ctx_, params) != 1) std::abort();
   }
-  return std::string(reinterpret_cast<const char*>(out), len);
-}
+  ~ThreadHmac() { EVP_MAC_CTX_free(ctx_); }
+  ThreadHmac(const ThreadHmac&) = delete;
+  ThreadHmac& operator=(const ThreadHmac&) = delete;
+
+  std::string mac(std::string_view key, std::string_view data) {
+    // A null key would mean "the previous key": an empty key needs a non-null pointer.
+    static const unsigned char kEmpty = 0;
+    const auto* k = key.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(key.data());
+    unsigned char out[EVP_MAX_MD_SIZE];
+    std::size_t len = 0;
+    if (EVP_MAC_init(ctx_, k, key.size(), nullptr) != 1 ||
+        EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(data.data()), data.size()) !=
+            1 ||
+        EVP_MAC_final(ctx_, out, &len, sizeof(out)) != 1) {
+      std::abort();
+    }
+    return std::string(reinterpret_cast<const char*>(out), len);
+  }
+
+ private:
+  EVP_MAC_CTX* ctx_ = nullptr;
+};
 }  // namespace
 
 std::string hmac_sha256(std::string_view key, std::string_view data) {
-  return hmac(EVP_sha256(), key, data);
+  thread_local ThreadHmac h("SHA256");
+  return h.mac(key, data);
 }
 
 std::string hmac_sha1(std::string_view key, std::string_view data) {
-  return hmac(EVP_sha1(), key, data);
+  thread_local ThreadHmac h("SHA1");
+  return h.mac(key, data);
 }
 
 // --- encodings ---------------------------------------------------------------------------------
