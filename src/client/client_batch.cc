@@ -69,20 +69,23 @@ std::vector<Result<TransferResult>> Client::get_many(std::span<const GetRequest>
                             : r.dst.size());
   }
   const auto pins = impl_->pin_batch(std::move(bufs), sizes, Client::Impl::Direction::download);
-  (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
-    const auto& r = requests[i];
-    if (r.if_match.empty() && !r.sse_c) {
-      out[i] = get(r.bucket, r.key, r.dst, r.range);
-    } else if (!r.dst.empty() && is_device_memory(r.dst.data())) {
-      out[i] = Status(Errc::invalid_argument,
-                      "if_match and SSE-C need host memory, not CUDA device memory");
-    } else {
-      client::SecretHeaders sse;
-      if (r.sse_c) sse.h = client::sse_c_headers(*r.sse_c);
-      out[i] = impl_->get_host(r.bucket, r.key, r.dst, r.range, false, r.if_match, sse.h);
-    }
-    return Status::Ok();
-  });
+  (void)run_parallel(
+      requests.size(), impl_->cfg.concurrency,
+      [&](std::size_t i) -> Status {
+        const auto& r = requests[i];
+        if (r.if_match.empty() && !r.sse_c) {
+          out[i] = get(r.bucket, r.key, r.dst, r.range);
+        } else if (!r.dst.empty() && is_device_memory(r.dst.data())) {
+          out[i] = Status(Errc::invalid_argument,
+                          "if_match and SSE-C need host memory, not CUDA device memory");
+        } else {
+          client::SecretHeaders sse;
+          if (r.sse_c) sse.h = client::sse_c_headers(*r.sse_c);
+          out[i] = impl_->get_host(r.bucket, r.key, r.dst, r.range, false, r.if_match, sse.h);
+        }
+        return Status::Ok();
+      },
+      &impl_->helpers);
   return out;
 }
 
@@ -96,17 +99,20 @@ std::vector<Result<TransferResult>> Client::put_many(std::span<const PutRequest>
     sizes.push_back(r.src.size());
   }
   const auto pins = impl_->pin_batch(std::move(bufs), sizes, Client::Impl::Direction::upload);
-  (void)run_parallel(requests.size(), impl_->cfg.concurrency, [&](std::size_t i) -> Status {
-    const auto& r = requests[i];
-    if (r.sse_c) {
-      PutOptions o;
-      o.sse_c = r.sse_c;
-      out[i] = put(r.bucket, r.key, r.src, o);
-    } else {
-      out[i] = put(r.bucket, r.key, r.src);
-    }
-    return Status::Ok();
-  });
+  (void)run_parallel(
+      requests.size(), impl_->cfg.concurrency,
+      [&](std::size_t i) -> Status {
+        const auto& r = requests[i];
+        if (r.sse_c) {
+          PutOptions o;
+          o.sse_c = r.sse_c;
+          out[i] = put(r.bucket, r.key, r.src, o);
+        } else {
+          out[i] = put(r.bucket, r.key, r.src);
+        }
+        return Status::Ok();
+      },
+      &impl_->helpers);
   return out;
 }
 }  // namespace objdirect

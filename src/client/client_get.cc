@@ -242,20 +242,23 @@ Result<TransferResult> Client::Impl::get_host(std::string_view bucket, std::stri
     auto pieces = client::split_range(start, end - start, part, start - base);
     std::vector<PathInfo> infos(pieces.size());
     std::atomic<std::uint64_t> bytes{0};
-    Status st = run_parallel(pieces.size(), cfg.concurrency, [&](std::size_t i) -> Status {
-      const Piece& p = pieces[i];
-      auto r =
-          get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct, sse, via);
-      if (!r.ok()) return r.status();
-      if (r->bytes != p.length) {
-        return Status(Errc::io_error, "part at " + std::to_string(p.offset) + " carried " +
-                                          std::to_string(r->bytes) + " of " +
-                                          std::to_string(p.length) + " bytes");
-      }
-      infos[i] = std::move(r->info);
-      bytes += r->bytes;
-      return Status::Ok();
-    });
+    Status st = run_parallel(
+        pieces.size(), cfg.concurrency,
+        [&](std::size_t i) -> Status {
+          const Piece& p = pieces[i];
+          auto r = get_one(target, p, dst.subspan(p.buffer_offset, p.length), res.etag, direct, sse,
+                           via);
+          if (!r.ok()) return r.status();
+          if (r->bytes != p.length) {
+            return Status(Errc::io_error, "part at " + std::to_string(p.offset) + " carried " +
+                                              std::to_string(r->bytes) + " of " +
+                                              std::to_string(p.length) + " bytes");
+          }
+          infos[i] = std::move(r->info);
+          bytes += r->bytes;
+          return Status::Ok();
+        },
+        &helpers);
     if (!st.ok()) return st;
     for (const auto& i : infos) info.merge(i);
     got += bytes.load();

@@ -35,7 +35,14 @@
 #include "client/planner.hpp"
 #include "client/rdma.hpp"
 #include "client/stats.hpp"
+#include "common/parallel.hpp"
 #include "objdirect/client.hpp"
+
+namespace objdirect::limits {
+// Threads a Client keeps for the parts of its calls (Client::Impl::helpers). Past it, a call's
+// own thread does the work no helper is free for.
+inline constexpr std::size_t client_helper_threads_max = 256;
+}  // namespace objdirect::limits
 
 namespace objdirect {
 
@@ -355,6 +362,11 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
   // staging chunk (host memory) and verified by the server.
   Result<TransferResult> device_put(const std::string& target, std::span<const std::byte> src,
                                     cudaStream_t stream);
+
+  // The threads that run the parts of a call (run_parallel's helpers: get_many / put_many items,
+  // multipart parts), kept from call to call instead of started per call (common/parallel.hpp).
+  // Last, so that it ends first: its threads are idle once no call is in flight.
+  HelperPool helpers{limits::client_helper_threads_max};
 };
 
 }  // namespace objdirect

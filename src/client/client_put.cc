@@ -222,17 +222,21 @@ Result<TransferResult> Client::Impl::put_host(std::string_view bucket, std::stri
   std::vector<std::string> etags(parts.size());
   std::vector<PathInfo> infos(parts.size());
   std::atomic<std::uint32_t> requests{0};
-  Status st = run_parallel(parts.size(), cfg.concurrency, [&](std::size_t i) -> Status {
-    const Piece& p = parts[i];
-    auto o = put_one(target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
-                     src.subspan(p.offset, p.length), {}, direct, sse.h, via);
-    if (!o.ok()) return o.status();
-    requests += o->requests;
-    if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
-    etags[i] = std::move(o->etag);
-    infos[i] = std::move(o->info);
-    return Status::Ok();
-  });
+  Status st = run_parallel(
+      parts.size(), cfg.concurrency,
+      [&](std::size_t i) -> Status {
+        const Piece& p = parts[i];
+        auto o =
+            put_one(target + "?partNumber=" + std::to_string(p.part_number) + "&uploadId=" + uid,
+                    src.subspan(p.offset, p.length), {}, direct, sse.h, via);
+        if (!o.ok()) return o.status();
+        requests += o->requests;
+        if (o->etag.empty()) return Status(Errc::io_error, "UploadPart reply has no ETag");
+        etags[i] = std::move(o->etag);
+        infos[i] = std::move(o->info);
+        return Status::Ok();
+      },
+      &helpers);
   res.requests += requests.load();
   if (!st.ok()) {
     abort_upload(target, upload_id);

@@ -131,7 +131,7 @@ class SocketStream {
   }
   template <class ConstBuffers>
   std::size_t write_some(const ConstBuffers& buffers, beast::error_code& ec) {
-    std::array<iovec, kIovMax> iov{};
+    std::array<iovec, iovecs_max> iov{};
     std::size_t count = 0;
     for (auto b : beast::buffers_range_ref(buffers)) {
       if (b.size() == 0) continue;
@@ -173,7 +173,8 @@ class SocketStream {
   }
 
  private:
-  static constexpr std::size_t kIovMax = 16;
+  // Buffers one sendmsg takes (Beast serializes a request into fewer); the rest goes in the next.
+  static constexpr std::size_t iovecs_max = 16;
   // errno after a failed call: the socket's timeout (EAGAIN) is beast::error::timeout.
   static beast::error_code failure() {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return beast::error::timeout;
