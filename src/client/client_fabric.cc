@@ -156,8 +156,8 @@ std::optional<Client::Impl::AutoChoice> Client::Impl::auto_choice(std::uint64_t 
                                                                   Direction dir, bool direct) {
   // (rdma and fabric "auto": of rdma_skip_reason's conditions only the size is left, checked
   // without building its message, as every small call passes here.)
-  if (!cfg.rdma_learn || direct || cfg.rdma != "auto" || cfg.fabric != "auto" ||
-      bytes < std::max<std::uint64_t>(crossover(dir), 1)) {
+  if (!cfg.rdma_learn || direct || cfg.rdma != "auto" || cfg.fabric != "auto" || bytes == 0 ||
+      bytes < crossover(dir)) {
     return std::nullopt;
   }
   {

@@ -101,7 +101,8 @@ beast::error_code run_op(HttpClient::Connection& c, std::chrono::milliseconds ti
 // read or write that makes no progress for that long fails with beast::error::timeout. The TLS
 // path runs run_op instead. A small GET costs 2-3 system calls this way (send, recv, at most one
 // more recv); run_op's deadlines and io_context cost about 12 (a timerfd re-armed per
-// operation, two epoll_waits per operation): docs/BENCHMARKS.md, get_many.
+// operation, two epoll_waits per operation): docs/BENCHMARKS.md, get_many. Asio's own
+// synchronous calls cannot stand in: after the socket timeout's EAGAIN they poll without a bound.
 class SocketStream {
  public:
   explicit SocketStream(int fd) : fd_(fd) {}
@@ -109,52 +110,34 @@ class SocketStream {
   template <class MutableBuffers>
   std::size_t read_some(const MutableBuffers& buffers, beast::error_code& ec) {
     // The first non-empty buffer only (a short read is allowed): Beast passes one here.
-    for (auto b : beast::buffers_range_ref(buffers)) {
-      if (b.size() == 0) continue;
-      for (;;) {
-        const ssize_t n = ::recv(fd_, b.data(), b.size(), 0);
-        if (n > 0) {
-          ec = {};
-          return static_cast<std::size_t>(n);
-        }
-        if (n == 0) {
-          ec = asio::error::eof;
-          return 0;
-        }
-        if (errno == EINTR) continue;
-        ec = failure();
-        return 0;
+    asio::mutable_buffer b;
+    for (asio::mutable_buffer x : beast::buffers_range_ref(buffers)) {
+      if (x.size() > 0) {
+        b = x;
+        break;
       }
     }
-    ec = {};
-    return 0;
+    if (b.size() == 0) {
+      ec = {};
+      return 0;
+    }
+    return result(no_eintr([&] { return ::recv(fd_, b.data(), b.size(), 0); }), true, ec);
   }
   template <class ConstBuffers>
   std::size_t write_some(const ConstBuffers& buffers, beast::error_code& ec) {
     std::array<iovec, iovecs_max> iov{};
-    std::size_t count = 0;
-    for (auto b : beast::buffers_range_ref(buffers)) {
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    for (asio::const_buffer b : beast::buffers_range_ref(buffers)) {
       if (b.size() == 0) continue;
-      if (count == iov.size()) break;  // a short write: the caller sends the rest
-      iov[count++] = iovec{const_cast<void*>(b.data()), b.size()};
+      if (msg.msg_iovlen == iov.size()) break;  // a short write: the caller sends the rest
+      iov[msg.msg_iovlen++] = iovec{const_cast<void*>(b.data()), b.size()};
     }
-    if (count == 0) {
+    if (msg.msg_iovlen == 0) {
       ec = {};
       return 0;
     }
-    msghdr msg{};
-    msg.msg_iov = iov.data();
-    msg.msg_iovlen = count;
-    for (;;) {
-      const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-      if (n >= 0) {
-        ec = {};
-        return static_cast<std::size_t>(n);
-      }
-      if (errno == EINTR) continue;
-      ec = failure();
-      return 0;
-    }
+    return result(no_eintr([&] { return ::sendmsg(fd_, &msg, MSG_NOSIGNAL); }), false, ec);
   }
   // The throwing forms Beast's stream concepts name (unused here).
   template <class MutableBuffers>
@@ -175,10 +158,30 @@ class SocketStream {
  private:
   // Buffers one sendmsg takes (Beast serializes a request into fewer); the rest goes in the next.
   static constexpr std::size_t iovecs_max = 16;
-  // errno after a failed call: the socket's timeout (EAGAIN) is beast::error::timeout.
-  static beast::error_code failure() {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return beast::error::timeout;
-    return beast::error_code(errno, beast::system_category());
+
+  template <class Call>
+  static ssize_t no_eintr(Call call) {
+    ssize_t n;
+    do {
+      n = call();
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  // A call's outcome as Beast wants it: 0 bytes read is the peer's end (eof); a failure is its
+  // errno, the socket's timeout (EAGAIN) being beast::error::timeout.
+  static std::size_t result(ssize_t n, bool reading, beast::error_code& ec) {
+    if (n > 0 || (n == 0 && !reading)) {
+      ec = {};
+      return static_cast<std::size_t>(n);
+    }
+    if (n == 0) {
+      ec = asio::error::eof;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      ec = beast::error::timeout;
+    } else {
+      ec = beast::error_code(errno, beast::system_category());
+    }
+    return 0;
   }
 
   int fd_;
