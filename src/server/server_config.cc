@@ -213,6 +213,11 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                  "I/O threads that run requests while none blocks (0: automatic: one per core, "
                  "at least 4; with --backend s3 or rados every one of --threads)")
       ->envname("OBJDIRECT_IO_THREADS");
+  bool shared_io_context = false;
+  app.add_flag("--shared-io-context", shared_io_context,
+               "One io_context shared by every I/O thread, instead of one per thread with the "
+               "connections spread over them (always so with --backend s3 or rados)")
+      ->envname("OBJDIRECT_SHARED_IO_CONTEXT");
   app.add_option("--header-bytes-max", c.http.header_bytes_max, "Largest request header section")
       ->envname("OBJDIRECT_HEADER_BYTES_MAX")
       ->capture_default_str();
@@ -430,10 +435,15 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
     if (g.upstream.empty()) return refuse("--backend s3 needs --upstream http(s)://HOST[:PORT]");
     if (c.http.threads == 0) c.http.threads = gateway_threads_default;
   }
-  if (c.store.backend != "local" && c.http.io_threads == 0) {
+  c.http.io_context_per_thread = !shared_io_context;
+  if (c.store.backend != "local") {
     // Every call of these backends waits on the network, and only the local backend's blocking
-    // calls are marked for the hand-off (common/blocking.hpp): run every thread, always.
-    c.http.io_threads = std::numeric_limits<unsigned>::max();  // HttpServer clamps to threads
+    // calls are marked for the hand-off (common/blocking.hpp): run every thread, always, on one
+    // shared io_context, so that a thread waiting on the network holds up only its own request.
+    if (c.http.io_threads == 0) {
+      c.http.io_threads = std::numeric_limits<unsigned>::max();  // HttpServer clamps to threads
+    }
+    c.http.io_context_per_thread = false;
   }
   // Admission waiters block the I/O threads that run send()/receive(): keep at least half of
   // them free for everything else (threads 0: the server picks at least 32, above the default).

@@ -267,9 +267,20 @@ TEST(ServerConfig, DerivedSettings) {
   // Its calls are not marked for the hand-off (common/blocking.hpp): every thread runs, always
   // (HttpServer clamps io_threads to threads); the local backend's runner count stays automatic.
   EXPECT_GE(gw.config->http.io_threads, gw.config->http.threads);
+  // ... on one shared io_context, even with --io-threads given; the local backend's runners
+  // each have their own unless --shared-io-context says otherwise.
+  EXPECT_FALSE(gw.config->http.io_context_per_thread);
+  auto gw6 = parse({"--backend", "s3", "--upstream", "http://up:1", "--io-threads", "6"});
+  ASSERT_TRUE(gw6.config) << gw6.err;
+  EXPECT_EQ(gw6.config->http.io_threads, 6u);
+  EXPECT_FALSE(gw6.config->http.io_context_per_thread);
   auto local = parse({});
   ASSERT_TRUE(local.config) << local.err;
   EXPECT_EQ(local.config->http.io_threads, 0u);
+  EXPECT_TRUE(local.config->http.io_context_per_thread);
+  auto shared = parse({"--shared-io-context"});
+  ASSERT_TRUE(shared.config) << shared.err;
+  EXPECT_FALSE(shared.config->http.io_context_per_thread);
   // Admission waiters hold I/O threads: at most half of them unless asked for explicitly.
   auto t = parse({"--threads", "8"});
   ASSERT_TRUE(t.config) << t.err;

@@ -428,8 +428,15 @@ HttpServer::HttpServer(ServerOptions opts, std::shared_ptr<Handler> handler)
     opts_.io_threads = std::max(4u, std::thread::hardware_concurrency());
   }
   opts_.io_threads = std::min(opts_.io_threads, opts_.threads);
+  const unsigned contexts = opts_.io_context_per_thread ? opts_.io_threads : 1;
+  std::vector<asio::io_context*> raw;
+  for (unsigned i = 0; i < contexts; ++i) {
+    iocs_.push_back(std::make_unique<asio::io_context>());
+    work_.push_back(asio::make_work_guard(*iocs_.back()));
+    raw.push_back(iocs_.back().get());
+  }
   runners_ = std::make_unique<IoRunners>(
-      ioc_, IoRunners::Options{opts_.io_threads, opts_.threads, opts_.io_handoff_after});
+      std::move(raw), IoRunners::Options{opts_.io_threads, opts_.threads, opts_.io_handoff_after});
 }
 
 void HttpServer::register_metrics(metrics::Sink& sink) const {
@@ -476,7 +483,7 @@ Status HttpServer::start() {
   auto addr = asio::ip::make_address(opts_.host, ec);
   if (ec) return Status(Errc::invalid_argument, "bad listen address '" + opts_.host + "'");
   tcp::endpoint ep(addr, opts_.port);
-  acceptor_.emplace(ioc_);
+  acceptor_.emplace(*iocs_.front());
   acceptor_->open(ep.protocol(), ec);
   if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_->bind(ep, ec);
@@ -486,7 +493,7 @@ Status HttpServer::start() {
                                          std::to_string(opts_.port) + ": " + ec.message());
   }
   bound_port_ = acceptor_->local_endpoint().port();
-  asio::co_spawn(ioc_, accept_loop(), asio::detached);
+  asio::co_spawn(*iocs_.front(), accept_loop(), asio::detached);
   return Status::Ok();
 }
 
@@ -495,24 +502,31 @@ void HttpServer::run() {
 }
 
 void HttpServer::stop() {
-  ioc_.stop();
+  for (auto& ioc : iocs_) ioc->stop();
 }
 
 asio::awaitable<void> HttpServer::accept_loop() {
   for (;;) {
-    auto [ec, socket] = co_await acceptor_->async_accept(asio::make_strand(ioc_), tuple_awaitable);
+    // The next context takes the connection: all its requests run there.
+    asio::io_context& ioc = *iocs_[next_ioc_];
+    next_ioc_ = (next_ioc_ + 1) % iocs_.size();
+    auto [ec, socket] = co_await acceptor_->async_accept(asio::make_strand(ioc), tuple_awaitable);
     if (ec) {
       if (ec == asio::error::operation_aborted) co_return;
       continue;  // EMFILE and friends: keep serving the connections we have
     }
+    // Counted here, in the order of arrival, not when serve() starts on its context (which
+    // may be after a later connection's on another context): the connections past
+    // connections_max are the last ones to arrive. serve() gives the slot back.
+    counters_.connections_total.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t open =
+        counters_.connections_open.fetch_add(1, std::memory_order_relaxed) + 1;
     auto ex = socket.get_executor();
-    asio::co_spawn(ex, serve(std::move(socket)), asio::detached);
+    asio::co_spawn(ex, serve(std::move(socket), open > opts_.connections_max), asio::detached);
   }
 }
 
-asio::awaitable<void> HttpServer::serve(tcp::socket socket) {
-  counters_.connections_total.fetch_add(1, std::memory_order_relaxed);
-  std::uint64_t open = counters_.connections_open.fetch_add(1, std::memory_order_relaxed) + 1;
+asio::awaitable<void> HttpServer::serve(tcp::socket socket, bool over_limit) {
   struct Release {
     ServerCounters& c;
     ~Release() { c.connections_open.fetch_sub(1, std::memory_order_relaxed); }
@@ -524,7 +538,7 @@ asio::awaitable<void> HttpServer::serve(tcp::socket socket) {
   if (auto rep = socket.remote_endpoint(ec); !ec) remote = rep.address().to_string();
   beast::tcp_stream stream(std::move(socket));
 
-  if (open > opts_.connections_max) {
+  if (over_limit) {
     counters_.connections_rejected.fetch_add(1, std::memory_order_relaxed);
     if (ssl_ctx_) co_return;  // a TLS client cannot read a plain answer: just close
     bhttp::response<bhttp::string_body> res(bhttp::status::service_unavailable, 11);

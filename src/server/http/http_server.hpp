@@ -1,10 +1,11 @@
 // HttpServer: the control-plane listener of objdirect-server.
 //
-// Boost.Beast over Asio with C++20 coroutines. One coroutine per connection on its own strand;
-// requests on a connection are handled one at a time (HTTP/1.1 keep-alive, no pipelining of
-// handlers). Every read and write is bounded by a timeout, the header section by header_bytes_max
-// and the number of live connections by connections_max, so slow or hostile clients cannot pin
-// memory or threads.
+// Boost.Beast over Asio with C++20 coroutines. One coroutine per connection on its own strand,
+// on one of the io_contexts (one per I/O thread, handed out round-robin at accept, or one shared;
+// io_runners.hpp); requests on a connection are handled one at a time (HTTP/1.1 keep-alive, no
+// pipelining of handlers). Every read and write is bounded by a timeout, the header section by
+// header_bytes_max and the number of live connections by connections_max, so slow or hostile
+// clients cannot pin memory or threads.
 //
 // The S3 layer plugs in through Handler and talks to the wire through Exchange: it reads the
 // request body in chunks (so uploads stream to storage) and writes either a whole response or a
@@ -16,6 +17,7 @@
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -67,6 +69,11 @@ struct ServerOptions {
   // replaced by a spare (io_runners.hpp). io_threads == threads runs them all, always.
   unsigned threads = 0;
   unsigned io_threads = 0;
+  // Each io thread runs an io_context of its own, with the connections spread over them
+  // round-robin, so that a request runs start to end on one thread (io_runners.hpp). Off: one
+  // io_context shared by all, which blocking calls that are not marked with a BlockingScope (a
+  // gateway's upstream requests) need.
+  bool io_context_per_thread = true;
   std::chrono::microseconds io_handoff_after{1000};
   std::size_t header_bytes_max = limits::header_bytes_max;
   std::size_t connections_max = limits::connections_max;
@@ -190,17 +197,23 @@ class HttpServer {
   // Registers objdirect_http_connections_open and objdirect_http_connections_rejected_total
   // (docs/metrics.md); the server must outlive every render of `sink`. Once per server.
   void register_metrics(metrics::Sink& sink) const;
-  asio::io_context& io_context() { return ioc_; }
+  // The io_context that accepts connections (for the caller's signal_set).
+  asio::io_context& io_context() { return *iocs_.front(); }
 
  private:
   asio::awaitable<void> accept_loop();
-  asio::awaitable<void> serve(tcp::socket socket);
+  // over_limit: the connection is past connections_max (counted at accept): answered 503.
+  asio::awaitable<void> serve(tcp::socket socket, bool over_limit);
   template <class Stream>
   asio::awaitable<void> serve_http(Stream& stream, const std::string& remote);
 
   ServerOptions opts_;
   std::shared_ptr<Handler> handler_;
-  asio::io_context ioc_;
+  // One per io thread, or one (io_context_per_thread off); each kept from running out of work
+  // until stop().
+  std::vector<std::unique_ptr<asio::io_context>> iocs_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::size_t next_ioc_ = 0;  // the accept loop's round-robin (its coroutine only)
   std::unique_ptr<IoRunners> runners_;
   std::optional<tcp::acceptor> acceptor_;
   std::unique_ptr<asio::ssl::context> ssl_ctx_;  // set when TLS is configured

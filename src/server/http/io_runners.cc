@@ -6,16 +6,41 @@
 
 namespace objdirect::http {
 
-IoRunners::IoRunners(boost::asio::io_context& ioc, Options opts) : ioc_(ioc), opts_(opts) {
+IoRunners::IoRunners(std::vector<boost::asio::io_context*> contexts, Options opts)
+    : contexts_(std::move(contexts)), opts_(opts) {
   OBJDIRECT_ASSERT(opts_.threads_base >= 1, "IoRunners needs at least one runner");
   OBJDIRECT_ASSERT(opts_.threads_max >= opts_.threads_base, "threads_max below threads_base");
   OBJDIRECT_ASSERT(opts_.handoff_after.count() > 0, "handoff_after must be positive");
+  OBJDIRECT_ASSERT(!contexts_.empty() && contexts_.size() <= opts_.threads_base,
+                   "IoRunners needs 1..threads_base contexts");
+  for (auto* c : contexts_) OBJDIRECT_ASSERT(c != nullptr, "null io_context");
+  base_.assign(contexts_.size(), 0);
+  for (unsigned i = 0; i < opts_.threads_base; ++i) ++base_[i % contexts_.size()];
 }
+
+IoRunners::IoRunners(boost::asio::io_context& ioc, Options opts)
+    : IoRunners(std::vector<boost::asio::io_context*>{&ioc}, opts) {}
 
 IoRunners::~IoRunners() {
   std::lock_guard lock(mu_);
   for (auto& r : runners_)
     OBJDIRECT_ASSERT(!r->thread.joinable(), "IoRunners destroyed while running");
+}
+
+IoRunners::Runner* IoRunners::add_runner_locked(std::size_t context) {
+  runners_.push_back(std::make_unique<Runner>());
+  Runner* r = runners_.back().get();
+  r->slot.poke = &IoRunners::poke;
+  r->slot.poke_ctx = this;
+  r->context = context;
+  return r;
+}
+
+bool IoRunners::any_stopped() const {
+  for (auto* c : contexts_) {
+    if (c->stopped()) return true;
+  }
+  return false;
 }
 
 void IoRunners::run() {
@@ -24,17 +49,16 @@ void IoRunners::run() {
     std::lock_guard lock(mu_);
     OBJDIRECT_ASSERT(runners_.empty(), "IoRunners::run called twice");
     for (unsigned i = 0; i < opts_.threads_base; ++i) {
-      runners_.push_back(std::make_unique<Runner>());
-      runners_.back()->slot.poke = &IoRunners::poke;
-      runners_.back()->slot.poke_ctx = this;
-      base.push_back(runners_.back().get());
+      base.push_back(add_runner_locked(i % contexts_.size()));
     }
     running_ = opts_.threads_base;
   }
   auto run_base = [this](Runner* r) {
     set_thread_blocking_slot(&r->slot);
-    ioc_.run();
+    contexts_[r->context]->run();  // a base runner's context never changes
     set_thread_blocking_slot(nullptr);
+    // One context stopped: the server is stopping, stop them all.
+    for (auto* c : contexts_) c->stop();
   };
   for (unsigned i = 1; i < base.size(); ++i) base[i]->thread = std::thread(run_base, base[i]);
   std::thread mon([this] { monitor(); });
@@ -61,17 +85,18 @@ IoRunners::Stats IoRunners::stats() const {
   return s;
 }
 
-unsigned IoRunners::serving_locked(std::int64_t now_ns) const {
+unsigned IoRunners::serving_locked(std::size_t context, std::int64_t now_ns) const {
   const std::int64_t after_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.handoff_after).count();
-  unsigned blocked = 0;
+  unsigned serving = 0;
   for (const auto& r : runners_) {
-    if (r->parked) continue;
+    if (r->parked || r->context != context) continue;
     const std::int64_t since = r->slot.blocked_since_ns.load(std::memory_order_acquire);
-    if (since == 0) continue;
-    if (r->slot.certain.load(std::memory_order_relaxed) || now_ns - since >= after_ns) ++blocked;
+    const bool blocked = since != 0 && (r->slot.certain.load(std::memory_order_relaxed) ||
+                                        now_ns - since >= after_ns);
+    if (!blocked) ++serving;
   }
-  return running_ - blocked;
+  return serving;
 }
 
 std::uint64_t IoRunners::entered_locked() const {
@@ -90,37 +115,38 @@ void IoRunners::monitor() {
     const auto tick =
         busy ? std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.handoff_after)
              : std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.monitor_idle_tick);
-    monitor_cv_.wait_for(lock, tick, [this] { return stopping_ || poked_ || ioc_.stopped(); });
+    monitor_cv_.wait_for(lock, tick, [this] { return stopping_ || poked_ || any_stopped(); });
     poked_ = false;
-    if (stopping_ || ioc_.stopped()) {
+    if (stopping_ || any_stopped()) {
       stopping_ = true;
       park_cv_.notify_all();
       return;
     }
-    unsigned serving = serving_locked(blocking_clock_ns());
-    while (serving < opts_.threads_base) {
-      Runner* parked = nullptr;
-      for (auto& r : runners_) {
-        if (r->parked) {
-          parked = r.get();
-          break;
+    const std::int64_t now = blocking_clock_ns();
+    for (std::size_t c = 0; c < contexts_.size(); ++c) {
+      unsigned serving = serving_locked(c, now);
+      while (serving < base_[c]) {
+        Runner* parked = nullptr;
+        for (auto& r : runners_) {
+          if (r->parked) {
+            parked = r.get();
+            break;
+          }
         }
+        if (parked != nullptr) {
+          parked->context = c;
+          parked->parked = false;
+          park_cv_.notify_all();
+        } else if (runners_.size() < opts_.threads_max) {
+          Runner* r = add_runner_locked(c);
+          r->thread = std::thread([this, r] { spare_main(r); });
+        } else {
+          break;  // threads_max reached: the blocked ones must come back first
+        }
+        ++running_;
+        ++serving;
+        handoffs_.fetch_add(1, std::memory_order_relaxed);
       }
-      if (parked != nullptr) {
-        parked->parked = false;
-        park_cv_.notify_all();
-      } else if (runners_.size() < opts_.threads_max) {
-        runners_.push_back(std::make_unique<Runner>());
-        Runner* r = runners_.back().get();
-        r->slot.poke = &IoRunners::poke;
-        r->slot.poke_ctx = this;
-        r->thread = std::thread([this, r] { spare_main(r); });
-      } else {
-        break;  // threads_max reached: the blocked ones must come back first
-      }
-      ++running_;
-      ++serving;
-      handoffs_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }
@@ -137,11 +163,13 @@ void IoRunners::poke(void* self) {
 void IoRunners::spare_main(Runner* r) {
   set_thread_blocking_slot(&r->slot);
   for (;;) {
+    boost::asio::io_context* ctx = nullptr;
     {
       std::unique_lock lock(mu_);
       if (stopping_) break;
-      // One runner too many once the blocked ones are back: park until needed again.
-      if (serving_locked(blocking_clock_ns()) > opts_.threads_base) {
+      // One runner too many for its context once the blocked ones are back: park until needed
+      // again (for whichever context needs it then).
+      if (serving_locked(r->context, blocking_clock_ns()) > base_[r->context]) {
         r->parked = true;
         --running_;
         // Leaving the io_context can take a wake-up with it: run_one_for's wait may have been
@@ -150,16 +178,18 @@ void IoRunners::spare_main(Runner* r) {
         // unserved until its idle timeout (60 s; 2 of 10 runs of test_s3_sse_c's copy and
         // multipart cases, 0 of 10 with spares that never park). A no-op posted on the way out
         // wakes a runner, which takes whatever is queued.
+        boost::asio::io_context* left = contexts_[r->context];
         lock.unlock();
-        boost::asio::post(ioc_, [] {});
+        boost::asio::post(*left, [] {});
         lock.lock();
         park_cv_.wait(lock, [&] { return stopping_ || !r->parked; });
         if (stopping_) break;
         continue;
       }
+      ctx = contexts_[r->context];
     }
-    ioc_.run_one_for(std::chrono::milliseconds(50));
-    if (ioc_.stopped()) break;
+    ctx->run_one_for(std::chrono::milliseconds(50));
+    if (ctx->stopped()) break;
   }
   set_thread_blocking_slot(nullptr);
 }

@@ -1,6 +1,7 @@
-// IoRunners against a real io_context: a handler blocked in a BlockingScope is replaced by a
+// IoRunners against real io_contexts: a handler blocked in a BlockingScope is replaced by a
 // spare, within threads_max; the spare parks once the blocked one is back; an unmarked block
-// is not handed off; stop() joins parked spares.
+// is not handed off; stop() joins parked spares. With a context per runner, each context runs
+// on its own thread, and a blocked one gets a spare for itself.
 #include "server/http/io_runners.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/blocking.hpp"
@@ -180,6 +183,106 @@ TEST(IoRunners, StopJoinsParkedSpares) {
   release = true;
   ASSERT_TRUE(eventually([&] { return r->runners.stats().running == 1; }, 5s));
   r.reset();  // stops the io_context and joins the parked spare
+}
+
+// Two runners with an io_context each (the server's default): what runs where, and a spare
+// for the context whose runner blocks.
+struct RunningTwo {
+  asio::io_context a, b;
+  asio::executor_work_guard<asio::io_context::executor_type> wa{a.get_executor()};
+  asio::executor_work_guard<asio::io_context::executor_type> wb{b.get_executor()};
+  IoRunners runners;
+  std::thread thread;
+  explicit RunningTwo(IoRunners::Options o) : runners({&a, &b}, o) {
+    thread = std::thread([this] { runners.run(); });
+  }
+  ~RunningTwo() {
+    a.stop();  // one stopped context ends run() and stops the other
+    thread.join();
+  }
+};
+
+TEST(IoRunners, EachContextRunsOnItsOwnThread) {
+  std::atomic<int> done{0};
+  std::mutex mu;
+  std::set<std::thread::id> on_a, on_b;
+  RunningTwo r({2, 4, 1000us, 5ms});
+  for (int i = 0; i < 200; ++i) {
+    asio::post(r.a, [&] {
+      std::lock_guard lock(mu);
+      on_a.insert(std::this_thread::get_id());
+      ++done;
+    });
+    asio::post(r.b, [&] {
+      std::lock_guard lock(mu);
+      on_b.insert(std::this_thread::get_id());
+      ++done;
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return done.load() == 400; }, 10s));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(on_a.size(), 1u);
+  ASSERT_EQ(on_b.size(), 1u);
+  EXPECT_NE(*on_a.begin(), *on_b.begin());
+  EXPECT_EQ(r.runners.stats().threads, 2u);
+}
+
+TEST(IoRunners, ABlockedContextGetsASpareOfItsOwnAndTheOtherIsUntouched) {
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  std::atomic<bool> ran_a{false}, ran_b{false};
+  RunningTwo r({2, 4, 1000us, 5ms});
+  const SetAtExit release_at_exit{release};
+  asio::post(r.a, [&] {
+    const BlockingScope blocking;
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  // b's runner is free, yet only a spare for a can run a's next handler.
+  asio::post(r.a, [&] { ran_a = true; });
+  asio::post(r.b, [&] { ran_b = true; });
+  EXPECT_TRUE(eventually([&] { return ran_a.load(); }, 5s)) << "a got no spare";
+  EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s));
+  EXPECT_EQ(r.runners.stats().threads, 3u);
+  release = true;
+  EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 2; }, 5s));
+  // The parked spare is woken for whichever context blocks next: b now.
+  started = false;
+  release = false;
+  ran_b = false;
+  asio::post(r.b, [&] {
+    const BlockingScope blocking;
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  asio::post(r.b, [&] { ran_b = true; });
+  EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s)) << "b got no spare";
+  EXPECT_EQ(r.runners.stats().threads, 3u);
+  EXPECT_GE(r.runners.stats().handoffs, 2u);
+  release = true;
+}
+
+TEST(IoRunners, AnUnmarkedBlockHoldsOnlyItsOwnContext) {
+  // The reason the RADOS and gateway backends share one context (io_runners.hpp).
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  std::atomic<bool> ran_a{false}, ran_b{false};
+  RunningTwo r({2, 4, 1000us, 5ms});
+  const SetAtExit release_at_exit{release};
+  asio::post(r.a, [&] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  asio::post(r.a, [&] { ran_a = true; });
+  asio::post(r.b, [&] { ran_b = true; });
+  EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(ran_a.load());
+  release = true;
+  EXPECT_TRUE(eventually([&] { return ran_a.load(); }, 5s));
 }
 
 TEST(BlockingScope, IsANoOpOffARunnerAndNests) {
