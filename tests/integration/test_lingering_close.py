@@ -5,7 +5,7 @@ server first reads and discards the rest of the declared body, at most
 that sends its whole body before reading (most do) reads the answer instead of a reset. Beyond the
 byte bound the body is cut (the connection closes with the rest unread, the sender gets a reset);
 a client that stops sending is closed on at the time bound; a client waiting for
-"100 Continue" is closed on at once.
+"100 Continue" is closed on at once. A header refused for its size (431) lingers the same way.
 
 The server here: --unread-body-drain-bytes-max 16 MiB.
 """
@@ -57,9 +57,9 @@ def read_until_close(sock, timeout_s):
     return out, None
 
 
-def send_all_counting(sock, total, timeout_s):
-    """Sends up to total bytes; returns (bytes sent, the error that stopped it or None)."""
-    chunk = b"\0" * (1 << 20)
+def send_all_counting(sock, total, timeout_s, fill=b"\0"):
+    """Sends up to total bytes of fill; returns (bytes sent, the error that stopped it or None)."""
+    chunk = fill * (1 << 20)
     sent = 0
     sock.settimeout(timeout_s)
     try:
@@ -115,3 +115,18 @@ def test_a_client_waiting_for_100_continue_is_not_waited_for(lsrv):
         out, closed = read_until_close(s, 5)
     assert out.startswith(b"HTTP/1.1 403"), out[:200]  # the final answer, no 100 Continue
     assert closed is not None and closed < 1, closed
+
+
+def test_an_oversized_header_is_answered_and_the_rest_drained(lsrv):
+    # A 12 MiB header line: refused (431) after --header-bytes-max, before its end arrives. The
+    # server answers, sends its FIN, and reads on until the client closes, so the client's
+    # whole send completes and the answer is read (a close at once reset the sender).
+    with socket.create_connection(("127.0.0.1", lsrv.port), timeout=10) as s:
+        s.sendall(f"GET /{lsrv.bucket}/k HTTP/1.1\r\nHost: 127.0.0.1:{lsrv.port}\r\n"
+                  "x-amz-meta-big: ".encode())
+        sent, err = send_all_counting(s, 12 << 20, 10, fill=b"v")
+        assert err is None and sent == 12 << 20, (sent, err)
+        out, closed = read_until_close(s, 10)
+    assert out.startswith(b"HTTP/1.1 431"), out[:200]
+    assert closed is not None and closed < 2, closed
+    objd.health(lsrv)

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/assert.hpp"
 #include "common/blocking.hpp"
@@ -567,6 +568,30 @@ asio::awaitable<void> HttpServer::serve(tcp::socket socket, bool over_limit) {
   co_await tls.async_shutdown(tuple_awaitable);
 }
 
+// A lingering close after an answer to a request the server did not read to its end (the
+// rest of an oversized header and whatever follows): the client may still be sending, and a
+// close with unread bytes resets the connection, which can destroy the answer in the client's
+// receive buffer before it is read. On plain TCP the answer is followed by a FIN first. Reads
+// and discards until the client closes, or unread_body_drain_bytes_max, or
+// unread_body_drain_time_max.
+template <class Stream>
+asio::awaitable<void> HttpServer::linger(Stream& stream, beast::flat_buffer& buffer) {
+  if (opts_.unread_body_drain_bytes_max == 0) co_return;
+  auto& tcp = beast::get_lowest_layer(stream);
+  if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+    boost::system::error_code ec;
+    tcp.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+  buffer.consume(buffer.size());
+  tcp.expires_after(opts_.unread_body_drain_time_max);  // one bound for the whole drain
+  std::uint64_t drained = 0;
+  while (drained < opts_.unread_body_drain_bytes_max) {
+    auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kBodyReadBytes), tuple_awaitable);
+    if (ec) break;
+    drained += n;
+  }
+}
+
 template <class Stream>
 asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& remote) {
   beast::flat_buffer buffer;
@@ -587,7 +612,8 @@ asio::awaitable<void> HttpServer::serve_http(Stream& stream, const std::string& 
       // Oversized or unparsable header: answer once, then close.
       auto res = header_error_response(*handler_, rec, opts_);
       beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
-      co_await bhttp::async_write(stream, res, tuple_awaitable);
+      auto [wec, wn] = co_await bhttp::async_write(stream, res, tuple_awaitable);
+      if (!wec) co_await linger(stream, buffer);
       break;
     }
     counters_.requests_total.fetch_add(1, std::memory_order_relaxed);

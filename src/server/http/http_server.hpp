@@ -205,6 +205,8 @@ class HttpServer {
   // over_limit: the connection is past connections_max (counted at accept): answered 503.
   asio::awaitable<void> serve(tcp::socket socket, bool over_limit);
   template <class Stream>
+  asio::awaitable<void> linger(Stream& stream, beast::flat_buffer& buffer);
+  template <class Stream>
   asio::awaitable<void> serve_http(Stream& stream, const std::string& remote);
 
   ServerOptions opts_;
