@@ -110,8 +110,22 @@ class Server:
         log.flush()
         env = dict(os.environ, **self.env) if self.env else None
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env)
+        try:
+            self._await_listening(log, timeout_s)
+        except BaseException:
+            # Whatever failed here, the server must not outlive the test.
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            raise
+        return self
+
+    def _await_listening(self, log, timeout_s):
         deadline = time.monotonic() + timeout_s
         line = b""
+        # poll(), not select(): a test process may hold descriptors past select()'s 1024.
+        poller = select.poll()
+        poller.register(self.proc.stdout, select.POLLIN)
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
@@ -121,8 +135,7 @@ class Server:
                 raise AssertionError(f"server did not print its listening line within {timeout_s}s "
                                      f"(rc={self.proc.returncode}, got {line!r}); log:\n{self.log_tail()}"
                                      f"\n{stacks}")
-            r, _, _ = select.select([self.proc.stdout], [], [], min(left, 0.2))
-            if r:
+            if poller.poll(int(min(left, 0.2) * 1000)):
                 c = os.read(self.proc.stdout.fileno(), 1)
                 if not c:
                     continue
@@ -141,7 +154,6 @@ class Server:
                 dst.flush()
         self._pump = threading.Thread(target=pump, daemon=True)
         self._pump.start()
-        return self
 
     def _stacks(self):
         """Thread stacks of a hung server (gdb, if installed), for the failure message."""

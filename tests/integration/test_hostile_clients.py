@@ -220,9 +220,11 @@ def test_5000_idle_connections(tmp_path):
 def test_connections_max_refuses_past_the_limit_then_recovers(tmp_path):
     limit = 1000
     srv = start_server(tmp_path, "cmax", ["--connections-max", str(limit)])
+    socks = []
     try:
         bucket = make_bucket(srv)
-        socks = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(limit + 500)]
+        for _ in range(limit + 500):
+            socks.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
         time.sleep(1.0)
         # Connections past the limit get 503 SlowDown with Retry-After and are closed at once.
         refused = 0
@@ -247,9 +249,10 @@ def test_connections_max_refuses_past_the_limit_then_recovers(tmp_path):
                 time.sleep(0.25)
         print(f"[connections-max {limit}] {refused}/500 over the limit got 503 SlowDown; "
               f"served again {time.monotonic() - t0:.1f}s later (header timeout {TIMEOUT_MS} ms)")
+    finally:
+        # Closed on failure too: 1,500 descriptors left open broke the next test's server start.
         for s in socks:
             s.close()
-    finally:
         srv.stop()
 
 
