@@ -10,7 +10,9 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -30,6 +32,23 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
     std::this_thread::sleep_for(1ms);
   }
   return pred();
+}
+
+// How a blocking handler of the tests marks its block.
+enum class Scope { none, marked, certain };
+
+// Posts a handler that sits in `scope` until `release` is set, and waits until it has begun.
+::testing::AssertionResult block_in(asio::io_context& ioc, Scope scope,
+                                    std::atomic<bool>& release) {
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  asio::post(ioc, [scope, &release, started] {
+    std::optional<BlockingScope> blocking;
+    if (scope != Scope::none) blocking.emplace(/*certain=*/scope == Scope::certain);
+    *started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  if (eventually([&] { return started->load(); }, 5s)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "the blocking handler never began";
 }
 
 // Sets `flag` when the test's scope ends, before the Running declared ahead of it stops: a handler
@@ -57,16 +76,10 @@ struct Running {
 
 TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
   std::atomic<bool> release{false};
-  std::atomic<bool> blocked_started{false};
   std::atomic<bool> ran{false};
   Running r({/*threads_base=*/1, /*threads_max=*/4, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  asio::post(r.ioc, [&] {
-    const BlockingScope blocking;
-    blocked_started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return blocked_started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));
   // With one runner, only a spare can run this while the first is blocked.
   asio::post(r.ioc, [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s)) << "no spare took the blocked place";
@@ -77,13 +90,7 @@ TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
   EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 1; }, 5s));
   // A parked spare is woken, not a new thread started, on the next block.
   release = false;
-  blocked_started = false;
-  asio::post(r.ioc, [&] {
-    const BlockingScope blocking;
-    blocked_started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return blocked_started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));
   ran = false;
   asio::post(r.ioc, [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
@@ -94,18 +101,11 @@ TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
 
 TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
   std::atomic<bool> release{false};
-  std::atomic<int> blocked{0};
   std::atomic<bool> ran{false};
   Running r({1, 2, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  auto block = [&] {
-    const BlockingScope blocking;
-    ++blocked;
-    while (!release) std::this_thread::sleep_for(1ms);
-  };
-  asio::post(r.ioc, block);
-  asio::post(r.ioc, block);
-  ASSERT_TRUE(eventually([&] { return blocked.load() == 2; }, 5s));
+  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));
+  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));  // on the spare
   asio::post(r.ioc, [&] { ran = true; });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran.load()) << "a third thread ran beyond threads_max 2";
@@ -116,15 +116,10 @@ TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
 
 TEST(IoRunners, ABlockOutsideAScopeIsNotHandedOff) {
   std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
   std::atomic<bool> ran{false};
   Running r({1, 4, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  asio::post(r.ioc, [&] {
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);  // unmarked: the contract's failure mode
-  });
-  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.ioc, Scope::none, release));  // unmarked: the contract's failure mode
   asio::post(r.ioc, [&] { ran = true; });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran.load());
@@ -137,16 +132,10 @@ TEST(IoRunners, ACertainScopeIsHandedOffWithoutWaitingForTheDelay) {
   // A hand-off delay and idle tick of 10 s: only the certain scope's poke can bring a spare in
   // time.
   std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
   std::atomic<bool> ran{false};
   Running r({1, 4, std::chrono::microseconds(10'000'000), 10s});
   const SetAtExit release_at_exit{release};
-  asio::post(r.ioc, [&] {
-    const BlockingScope blocking(/*certain=*/true);
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.ioc, Scope::certain, release));
   asio::post(r.ioc, [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 2s)) << "the certain scope was not handed off";
   EXPECT_GE(r.runners.stats().handoffs, 1u);
@@ -170,15 +159,9 @@ TEST(IoRunners, AShortScopeCostsNoHandoff) {
 
 TEST(IoRunners, StopJoinsParkedSpares) {
   std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
   auto r = std::make_unique<Running>(IoRunners::Options{1, 3, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  asio::post(r->ioc, [&] {
-    const BlockingScope blocking;
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r->ioc, Scope::marked, release));
   ASSERT_TRUE(eventually([&] { return r->runners.stats().threads == 2; }, 5s));
   release = true;
   ASSERT_TRUE(eventually([&] { return r->runners.stats().running == 1; }, 5s));
@@ -229,16 +212,10 @@ TEST(IoRunners, EachContextRunsOnItsOwnThread) {
 
 TEST(IoRunners, ABlockedContextGetsASpareOfItsOwnAndTheOtherIsUntouched) {
   std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
   std::atomic<bool> ran_a{false}, ran_b{false};
   RunningTwo r({2, 4, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  asio::post(r.a, [&] {
-    const BlockingScope blocking;
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.a, Scope::marked, release));
   // b's runner is free, yet only a spare for a can run a's next handler.
   asio::post(r.a, [&] { ran_a = true; });
   asio::post(r.b, [&] { ran_b = true; });
@@ -248,15 +225,9 @@ TEST(IoRunners, ABlockedContextGetsASpareOfItsOwnAndTheOtherIsUntouched) {
   release = true;
   EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 2; }, 5s));
   // The parked spare is woken for whichever context blocks next: b now.
-  started = false;
   release = false;
   ran_b = false;
-  asio::post(r.b, [&] {
-    const BlockingScope blocking;
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.b, Scope::marked, release));
   asio::post(r.b, [&] { ran_b = true; });
   EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s)) << "b got no spare";
   EXPECT_EQ(r.runners.stats().threads, 3u);
@@ -267,15 +238,10 @@ TEST(IoRunners, ABlockedContextGetsASpareOfItsOwnAndTheOtherIsUntouched) {
 TEST(IoRunners, AnUnmarkedBlockHoldsOnlyItsOwnContext) {
   // The reason the RADOS and gateway backends share one context (io_runners.hpp).
   std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
   std::atomic<bool> ran_a{false}, ran_b{false};
   RunningTwo r({2, 4, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  asio::post(r.a, [&] {
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
-  ASSERT_TRUE(eventually([&] { return started.load(); }, 5s));
+  ASSERT_TRUE(block_in(r.a, Scope::none, release));
   asio::post(r.a, [&] { ran_a = true; });
   asio::post(r.b, [&] { ran_b = true; });
   EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s));
