@@ -231,9 +231,9 @@ std::string Client::Impl::prove_and_retoken(const Result<HttpResponse>& r,
 }
 
 void Client::Impl::revoke(const std::shared_ptr<client::Fabric>& f, std::span<const std::byte> buf,
-                          std::shared_ptr<void>& hold) {
+                          std::shared_ptr<void>& hold, bool transfer_failed) {
   if (f) {
-    f->revoke(buf, hold);
+    f->revoke(buf, hold, transfer_failed);
   } else {
     hold.reset();
   }
@@ -266,7 +266,12 @@ Result<HttpResponse> Client::Impl::execute_rdma(HttpRequest& req,
         continue;
       }
     }
-    if (transfer_may_linger(r)) revoke(fabric_used, buf, hold);
+    if (transfer_may_linger(r)) {
+      // No answer, or the server's own word that its transfer failed: it may still be sending.
+      const bool failed =
+          !r.ok() || client::status_from_response(*r).code() == Errc::rdma_transfer_failed;
+      revoke(fabric_used, buf, hold, failed);
+    }
     auto reason = HttpClient::retry_reason(req, r);
     if (reason && r.ok() && client::status_from_response(*r).code() == Errc::rdma_transfer_failed) {
       // The fabric failed, not the server: the caller falls back to HTTP and remembers the

@@ -233,9 +233,10 @@ struct __attribute__((visibility("hidden"))) Client::Impl {
 
   // Fabric::revoke after a token request that did not succeed (transfer_may_linger), before
   // the caller falls back to HTTP into the buffer or returns; counted in
-  // stats().rdma_revocations.
+  // stats().rdma_revocations. transfer_failed: no answer, or RDMATransferFailed (the longer
+  // drain, Fabric::revoke).
   void revoke(const std::shared_ptr<client::Fabric>& f, std::span<const std::byte> buf,
-              std::shared_ptr<void>& hold);
+              std::shared_ptr<void>& hold, bool transfer_failed);
 
   // Sends a request that carries a token, under the retry policy (HttpClient::retry_reason).
   // Every attempt carries a token of its own: after an attempt that may have left an operation

@@ -83,14 +83,19 @@ class TransportFabric final : public Fabric {
     return token::encode(t);
   }
 
-  void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold) override {
+  void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold,
+              bool transfer_failed) override {
     cache_->revoke(buf.data(), buf.size());
     hold.reset();  // closes the registration when it held the last reference
     // Drain: see rdma.hpp. progress() on this thread is not slowed like the progress thread.
     using Clock = std::chrono::steady_clock;
-    const auto quiet = std::chrono::milliseconds(limits::client_rdma_drain_quiet_ms);
+    const auto quiet =
+        std::chrono::milliseconds(transfer_failed ? limits::client_rdma_drain_failed_quiet_ms
+                                                  : limits::client_rdma_drain_quiet_ms);
     const auto start = Clock::now();
-    const auto end = start + std::chrono::milliseconds(limits::client_rdma_drain_ms_max);
+    const auto end =
+        start + std::chrono::milliseconds(transfer_failed ? limits::client_rdma_drain_failed_ms_max
+                                                          : limits::client_rdma_drain_ms_max);
     auto last_work = start;
     for (;;) {
       const bool did = transport_->progress();

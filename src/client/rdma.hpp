@@ -27,6 +27,14 @@ inline constexpr std::uint32_t client_rdma_drain_quiet_ms = 50;
 // ...but at most this long in all (UCX reports every message it handles; a peer that keeps
 // sending cannot hold the call).
 inline constexpr std::uint32_t client_rdma_drain_ms_max = 1000;
+// The same two after an answer that says the server's transfer failed (RDMATransferFailed), or
+// no answer at all: the server may still be sending. Over UCX sm it cannot cancel what it queued
+// for a live peer, and goes on sending after its answer as this side takes it; on a loaded host
+// its progress thread can pause for longer than client_rdma_drain_quiet_ms between two pieces
+// (python_rdma_late_write's ucx-sm case: 1 of 5 runs beside two busy loops with 50 ms / 1 s,
+// 0 of 10 with these; docs/RELIABILITY.md section 5).
+inline constexpr std::uint32_t client_rdma_drain_failed_quiet_ms = 250;
+inline constexpr std::uint32_t client_rdma_drain_failed_ms_max = 5000;
 }  // namespace objdirect::limits
 
 namespace objdirect::client {
@@ -65,8 +73,10 @@ class Fabric {
   //    check it at the target, in this process). A registration the user pinned (MemoryHandle)
   //    or another request still holds stays open until they let go.
   //  - drain: polls the transport on this thread until it has been quiet for
-  //    client_rdma_drain_quiet_ms (at most client_rdma_drain_ms_max), so what the server put on
-  //    the wire or into our shm queue before it answered is consumed (and refused) now, not later.
+  //    client_rdma_drain_quiet_ms (at most client_rdma_drain_ms_max; with `transfer_failed`, the
+  //    request got no answer or RDMATransferFailed: client_rdma_drain_failed_quiet_ms, at most
+  //    client_rdma_drain_failed_ms_max), so what the server put on the wire or into our shm
+  //    queue before it answered is consumed (and refused) now, not later.
   // Why this suffices, per fabric (the server's half: it tears down the peer before it answers,
   // src/server/rdma/rdma_engine.cc):
   //  - libfabric tcp (rxm): every byte is copied into buf by the provider in this process. The
@@ -83,11 +93,16 @@ class Fabric {
   //    for a transfer after its op timeout (the rest of the operation is dropped), and a new
   //    transfer needs a new token, which only a new request of the caller's makes.
   //  - UCX tcp/sm: RMA is emulated with active messages that our worker applies (no key check);
-  //    the server force-closes its endpoint before answering, so nothing new is sent, and what
-  //    was sent is applied by the drain. On RC/DC hardware ucp_mem_unmap invalidates the rkey.
+  //    the server force-closes its endpoint before answering. Over tcp that ends what it queued,
+  //    and what was sent is applied by the drain. Over sm (no peer failure handling) what it had
+  //    queued still goes out as we take it, after its answer: the longer drain of a failed
+  //    transfer takes it while it flows (a quiet window, not a handshake: a server stalled for
+  //    longer than it could still be late). On RC/DC hardware ucp_mem_unmap invalidates the rkey.
   // Direct (device) tokens: `hold` is the registration; it is dropped and the fabric drained.
-  virtual void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold) {
+  virtual void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold,
+                      bool transfer_failed) {
     (void)buf;
+    (void)transfer_failed;
     hold.reset();
   }
   // Endpoint binding (docs/rdma_protocol.md, "Endpoint binding"): every token names this
