@@ -266,14 +266,14 @@ Result<HttpResponse> Client::Impl::execute_rdma(HttpRequest& req,
         continue;
       }
     }
-    if (transfer_may_linger(r)) {
-      // No answer, or the server's own word that its transfer failed: it may still be sending.
-      const bool failed =
-          !r.ok() || client::status_from_response(*r).code() == Errc::rdma_transfer_failed;
-      revoke(fabric_used, buf, hold, failed);
-    }
+    // The server's own word that its RDMA transfer failed (read once, from a 5xx body).
+    const bool transfer_failed =
+        r.ok() && r->status >= 500 &&
+        client::status_from_response(*r).code() == Errc::rdma_transfer_failed;
+    // With no answer either, the server may still be sending: the longer drain.
+    if (transfer_may_linger(r)) revoke(fabric_used, buf, hold, !r.ok() || transfer_failed);
     auto reason = HttpClient::retry_reason(req, r);
-    if (reason && r.ok() && client::status_from_response(*r).code() == Errc::rdma_transfer_failed) {
+    if (transfer_failed) {
       // The fabric failed, not the server: the caller falls back to HTTP and remembers the
       // fabric as failed against this server (docs/client.md, "Choosing a fabric").
       reason.reset();

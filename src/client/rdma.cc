@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "client/cuda/device_path.hpp"
 #include "client/registration_cache.hpp"
@@ -89,13 +90,14 @@ class TransportFabric final : public Fabric {
     hold.reset();  // closes the registration when it held the last reference
     // Drain: see rdma.hpp. progress() on this thread is not slowed like the progress thread.
     using Clock = std::chrono::steady_clock;
-    const auto quiet =
-        std::chrono::milliseconds(transfer_failed ? limits::client_rdma_drain_failed_quiet_ms
-                                                  : limits::client_rdma_drain_quiet_ms);
+    using ms = std::chrono::milliseconds;
+    const auto [quiet, most] = transfer_failed
+                                   ? std::pair(ms(limits::client_rdma_drain_failed_quiet_ms),
+                                               ms(limits::client_rdma_drain_failed_ms_max))
+                                   : std::pair(ms(limits::client_rdma_drain_quiet_ms),
+                                               ms(limits::client_rdma_drain_ms_max));
     const auto start = Clock::now();
-    const auto end =
-        start + std::chrono::milliseconds(transfer_failed ? limits::client_rdma_drain_failed_ms_max
-                                                          : limits::client_rdma_drain_ms_max);
+    const auto end = start + most;
     auto last_work = start;
     for (;;) {
       const bool did = transport_->progress();

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "common/blocking.hpp"
 
@@ -58,20 +59,31 @@ struct SetAtExit {
   ~SetAtExit() { flag = true; }
 };
 
-// The handlers the tests post reference the test's locals: declare those before the Running, so
-// that its destructor (ioc.stop(), join) has waited for every handler before they go.
+// IoRunners over `contexts` io_contexts (1: one shared by every runner; one per runner is the
+// server's default). The handlers the tests post reference the test's locals: declare those
+// before the Running, so that its destructor (a stopped context ends run() and stops the
+// others; join) has waited for every handler before they go.
 struct Running {
-  asio::io_context ioc;
-  asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
-  IoRunners runners;
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::optional<IoRunners> runners;
   std::thread thread;
-  explicit Running(IoRunners::Options o) : runners(ioc, o) {
-    thread = std::thread([this] { runners.run(); });
+  explicit Running(IoRunners::Options o, std::size_t n = 1) {
+    std::vector<asio::io_context*> raw;
+    for (std::size_t i = 0; i < n; ++i) {
+      contexts.push_back(std::make_unique<asio::io_context>());
+      work.push_back(asio::make_work_guard(*contexts.back()));
+      raw.push_back(contexts.back().get());
+    }
+    runners.emplace(std::move(raw), o);
+    thread = std::thread([this] { runners->run(); });
   }
   ~Running() {
-    ioc.stop();
+    contexts.front()->stop();
     thread.join();
   }
+  asio::io_context& ioc(std::size_t i = 0) { return *contexts.at(i); }
+  IoRunners::Stats stats() const { return runners->stats(); }
 };
 
 TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
@@ -79,23 +91,23 @@ TEST(IoRunners, ABlockedRunnerIsReplacedAndTheSpareParksAfterwards) {
   std::atomic<bool> ran{false};
   Running r({/*threads_base=*/1, /*threads_max=*/4, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));
+  ASSERT_TRUE(block_in(r.ioc(), Scope::marked, release));
   // With one runner, only a spare can run this while the first is blocked.
-  asio::post(r.ioc, [&] { ran = true; });
+  asio::post(r.ioc(), [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s)) << "no spare took the blocked place";
-  EXPECT_GE(r.runners.stats().handoffs, 1u);
-  EXPECT_EQ(r.runners.stats().threads, 2u);
+  EXPECT_GE(r.stats().handoffs, 1u);
+  EXPECT_EQ(r.stats().threads, 2u);
   release = true;
   // Back from the block: one runner too many, the spare parks.
-  EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 1; }, 5s));
+  EXPECT_TRUE(eventually([&] { return r.stats().running == 1; }, 5s));
   // A parked spare is woken, not a new thread started, on the next block.
   release = false;
-  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));
+  ASSERT_TRUE(block_in(r.ioc(), Scope::marked, release));
   ran = false;
-  asio::post(r.ioc, [&] { ran = true; });
+  asio::post(r.ioc(), [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
-  EXPECT_EQ(r.runners.stats().threads, 2u);
-  EXPECT_GE(r.runners.stats().handoffs, 2u);
+  EXPECT_EQ(r.stats().threads, 2u);
+  EXPECT_GE(r.stats().handoffs, 2u);
   release = true;
 }
 
@@ -104,12 +116,12 @@ TEST(IoRunners, ThreadsMaxBoundsTheSpares) {
   std::atomic<bool> ran{false};
   Running r({1, 2, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));
-  ASSERT_TRUE(block_in(r.ioc, Scope::marked, release));  // on the spare
-  asio::post(r.ioc, [&] { ran = true; });
+  ASSERT_TRUE(block_in(r.ioc(), Scope::marked, release));
+  ASSERT_TRUE(block_in(r.ioc(), Scope::marked, release));  // on the spare
+  asio::post(r.ioc(), [&] { ran = true; });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran.load()) << "a third thread ran beyond threads_max 2";
-  EXPECT_EQ(r.runners.stats().threads, 2u);
+  EXPECT_EQ(r.stats().threads, 2u);
   release = true;
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
 }
@@ -119,11 +131,11 @@ TEST(IoRunners, ABlockOutsideAScopeIsNotHandedOff) {
   std::atomic<bool> ran{false};
   Running r({1, 4, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r.ioc, Scope::none, release));  // unmarked: the contract's failure mode
-  asio::post(r.ioc, [&] { ran = true; });
+  ASSERT_TRUE(block_in(r.ioc(), Scope::none, release));  // unmarked: the contract's failure mode
+  asio::post(r.ioc(), [&] { ran = true; });
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran.load());
-  EXPECT_EQ(r.runners.stats().handoffs, 0u);
+  EXPECT_EQ(r.stats().handoffs, 0u);
   release = true;
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 5s));
 }
@@ -135,68 +147,55 @@ TEST(IoRunners, ACertainScopeIsHandedOffWithoutWaitingForTheDelay) {
   std::atomic<bool> ran{false};
   Running r({1, 4, std::chrono::microseconds(10'000'000), 10s});
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r.ioc, Scope::certain, release));
-  asio::post(r.ioc, [&] { ran = true; });
+  ASSERT_TRUE(block_in(r.ioc(), Scope::certain, release));
+  asio::post(r.ioc(), [&] { ran = true; });
   EXPECT_TRUE(eventually([&] { return ran.load(); }, 2s)) << "the certain scope was not handed off";
-  EXPECT_GE(r.runners.stats().handoffs, 1u);
+  EXPECT_GE(r.stats().handoffs, 1u);
   release = true;
-  EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 1; }, 5s));
+  EXPECT_TRUE(eventually([&] { return r.stats().running == 1; }, 5s));
 }
 
 TEST(IoRunners, AShortScopeCostsNoHandoff) {
   std::atomic<int> done{0};
   Running r({2, 8, 1000us, 5ms});
   for (int i = 0; i < 2000; ++i) {
-    asio::post(r.ioc, [&] {
+    asio::post(r.ioc(), [&] {
       const BlockingScope blocking;  // returns at once, as a page-cache hit does
       ++done;
     });
   }
   ASSERT_TRUE(eventually([&] { return done.load() == 2000; }, 10s));
-  EXPECT_EQ(r.runners.stats().handoffs, 0u);
-  EXPECT_EQ(r.runners.stats().threads, 2u);
+  EXPECT_EQ(r.stats().handoffs, 0u);
+  EXPECT_EQ(r.stats().threads, 2u);
 }
 
 TEST(IoRunners, StopJoinsParkedSpares) {
   std::atomic<bool> release{false};
   auto r = std::make_unique<Running>(IoRunners::Options{1, 3, 1000us, 5ms});
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r->ioc, Scope::marked, release));
-  ASSERT_TRUE(eventually([&] { return r->runners.stats().threads == 2; }, 5s));
+  ASSERT_TRUE(block_in(r->ioc(), Scope::marked, release));
+  ASSERT_TRUE(eventually([&] { return r->stats().threads == 2; }, 5s));
   release = true;
-  ASSERT_TRUE(eventually([&] { return r->runners.stats().running == 1; }, 5s));
+  ASSERT_TRUE(eventually([&] { return r->stats().running == 1; }, 5s));
   r.reset();  // stops the io_context and joins the parked spare
 }
 
 // Two runners with an io_context each (the server's default): what runs where, and a spare
 // for the context whose runner blocks.
-struct RunningTwo {
-  asio::io_context a, b;
-  asio::executor_work_guard<asio::io_context::executor_type> wa{a.get_executor()};
-  asio::executor_work_guard<asio::io_context::executor_type> wb{b.get_executor()};
-  IoRunners runners;
-  std::thread thread;
-  explicit RunningTwo(IoRunners::Options o) : runners({&a, &b}, o) {
-    thread = std::thread([this] { runners.run(); });
-  }
-  ~RunningTwo() {
-    a.stop();  // one stopped context ends run() and stops the other
-    thread.join();
-  }
-};
-
 TEST(IoRunners, EachContextRunsOnItsOwnThread) {
   std::atomic<int> done{0};
   std::mutex mu;
   std::set<std::thread::id> on_a, on_b;
-  RunningTwo r({2, 4, 1000us, 5ms});
+  Running r({2, 4, 1000us, 5ms}, 2);
+  asio::io_context& a = r.ioc(0);
+  asio::io_context& b = r.ioc(1);
   for (int i = 0; i < 200; ++i) {
-    asio::post(r.a, [&] {
+    asio::post(a, [&] {
       std::lock_guard lock(mu);
       on_a.insert(std::this_thread::get_id());
       ++done;
     });
-    asio::post(r.b, [&] {
+    asio::post(b, [&] {
       std::lock_guard lock(mu);
       on_b.insert(std::this_thread::get_id());
       ++done;
@@ -207,31 +206,33 @@ TEST(IoRunners, EachContextRunsOnItsOwnThread) {
   ASSERT_EQ(on_a.size(), 1u);
   ASSERT_EQ(on_b.size(), 1u);
   EXPECT_NE(*on_a.begin(), *on_b.begin());
-  EXPECT_EQ(r.runners.stats().threads, 2u);
+  EXPECT_EQ(r.stats().threads, 2u);
 }
 
 TEST(IoRunners, ABlockedContextGetsASpareOfItsOwnAndTheOtherIsUntouched) {
   std::atomic<bool> release{false};
   std::atomic<bool> ran_a{false}, ran_b{false};
-  RunningTwo r({2, 4, 1000us, 5ms});
+  Running r({2, 4, 1000us, 5ms}, 2);
+  asio::io_context& a = r.ioc(0);
+  asio::io_context& b = r.ioc(1);
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r.a, Scope::marked, release));
+  ASSERT_TRUE(block_in(a, Scope::marked, release));
   // b's runner is free, yet only a spare for a can run a's next handler.
-  asio::post(r.a, [&] { ran_a = true; });
-  asio::post(r.b, [&] { ran_b = true; });
+  asio::post(a, [&] { ran_a = true; });
+  asio::post(b, [&] { ran_b = true; });
   EXPECT_TRUE(eventually([&] { return ran_a.load(); }, 5s)) << "a got no spare";
   EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s));
-  EXPECT_EQ(r.runners.stats().threads, 3u);
+  EXPECT_EQ(r.stats().threads, 3u);
   release = true;
-  EXPECT_TRUE(eventually([&] { return r.runners.stats().running == 2; }, 5s));
+  EXPECT_TRUE(eventually([&] { return r.stats().running == 2; }, 5s));
   // The parked spare is woken for whichever context blocks next: b now.
   release = false;
   ran_b = false;
-  ASSERT_TRUE(block_in(r.b, Scope::marked, release));
-  asio::post(r.b, [&] { ran_b = true; });
+  ASSERT_TRUE(block_in(b, Scope::marked, release));
+  asio::post(b, [&] { ran_b = true; });
   EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s)) << "b got no spare";
-  EXPECT_EQ(r.runners.stats().threads, 3u);
-  EXPECT_GE(r.runners.stats().handoffs, 2u);
+  EXPECT_EQ(r.stats().threads, 3u);
+  EXPECT_GE(r.stats().handoffs, 2u);
   release = true;
 }
 
@@ -239,11 +240,13 @@ TEST(IoRunners, AnUnmarkedBlockHoldsOnlyItsOwnContext) {
   // The reason the RADOS and gateway backends share one context (io_runners.hpp).
   std::atomic<bool> release{false};
   std::atomic<bool> ran_a{false}, ran_b{false};
-  RunningTwo r({2, 4, 1000us, 5ms});
+  Running r({2, 4, 1000us, 5ms}, 2);
+  asio::io_context& a = r.ioc(0);
+  asio::io_context& b = r.ioc(1);
   const SetAtExit release_at_exit{release};
-  ASSERT_TRUE(block_in(r.a, Scope::none, release));
-  asio::post(r.a, [&] { ran_a = true; });
-  asio::post(r.b, [&] { ran_b = true; });
+  ASSERT_TRUE(block_in(a, Scope::none, release));
+  asio::post(a, [&] { ran_a = true; });
+  asio::post(b, [&] { ran_b = true; });
   EXPECT_TRUE(eventually([&] { return ran_b.load(); }, 5s));
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ran_a.load());
