@@ -70,6 +70,13 @@ def metric(srv, name):
     return float(m.group(1)) if m else None
 
 
+def counted(srv, name, before, want):
+    """How far counter `name` moved from `before`. The worker counts an action just after the action
+    becomes visible, so a test that saw the effect waits (briefly) for the count to catch up."""
+    wait_for(lambda: metric(srv, name) - before >= want, timeout_s=5)
+    return metric(srv, name) - before
+
+
 def wait_for(pred, timeout_s=20):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -139,7 +146,7 @@ def test_expiration_by_prefix_and_tag_with_a_short_day(lc_server, lc, lbucket):
          "Status": "Enabled", "Expiration": {"Days": 1}},
         {"ID": "off", "Filter": {"Prefix": "keep/"}, "Status": "Disabled", "Expiration": {"Days": 1}}]})
     assert wait_for(lambda: keys(lc, lbucket) == ["keep/a", "logs/tagless"]), keys(lc, lbucket)
-    assert metric(lc_server, "objdirect_lifecycle_objects_expired_total") - before == 3
+    assert counted(lc_server, "objdirect_lifecycle_objects_expired_total", before, 3) == 3
     # A fresh object under an expiring prefix lives about a day.
     lc.put_object(Bucket=lbucket, Key="tmp/new", Body=b"y")
     assert "tmp/new" in keys(lc, lbucket)
@@ -170,7 +177,7 @@ def test_abort_incomplete_multipart_upload(lc_server, lc, lbucket):
     with pytest.raises(botocore.exceptions.ClientError) as e:
         lc.list_parts(Bucket=lbucket, Key="up/old", UploadId=old)
     assert code_of(e) == "NoSuchUpload"
-    assert metric(lc_server, "objdirect_lifecycle_uploads_aborted_total") - before == 1
+    assert counted(lc_server, "objdirect_lifecycle_uploads_aborted_total", before, 1) == 1
 
 
 def test_work_per_pass_is_bounded(lc_server, lc, lbucket):
@@ -239,7 +246,7 @@ def test_noncurrent_versions_and_expired_delete_markers(lc_server, lc, lbucket):
                    ("other", o[1], "v", True), ("other", o[0], "v", False)])
     assert wait_for(lambda: versions_of(lc, lbucket) == want), versions_of(lc, lbucket)
     # a[0], g, then the marker gm once it was the only version left.
-    assert metric(lc_server, "objdirect_lifecycle_objects_expired_total") - before == 3
+    assert counted(lc_server, "objdirect_lifecycle_objects_expired_total", before, 3) == 3
     assert lc.get_object(Bucket=lbucket, Key="nc/a")["Body"].read() == bytes([2])
     with pytest.raises(botocore.exceptions.ClientError) as e:
         lc.get_object(Bucket=lbucket, Key="gone/k", VersionId=gm)
