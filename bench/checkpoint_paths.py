@@ -9,7 +9,7 @@ and auto_choices counters so far. Figures go to docs/BENCHMARKS.md.
     PYTHONPATH=build/python /usr/bin/python3 bench/checkpoint_paths.py --mib 1024 --passes 3
 
 The server is build/bin/objdirect-server (--no-fsync, data in a temporary directory under
-/dev/shm), started here.
+/dev/shm, and any --server-arg), started here.
 """
 
 import argparse
@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--fabric", default="libfabric:shm", help="the named fabric")
     ap.add_argument("--bin-dir", default=os.path.join(HERE, "..", "build", "bin"))
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="extra objdirect-server argument (repeatable), e.g. --server-arg=--tcp-congestion=cubic")
     args = ap.parse_args()
     os.environ.setdefault("OBJDIRECT_BIN_DIR", args.bin_dir)
     import torch
@@ -38,7 +40,7 @@ def main():
 
     data = tempfile.mkdtemp(prefix="od-ckpt-paths-", dir="/dev/shm")
     srv = Server(os.path.join(data, "data"), os.path.join(data, "server.log"),
-                 ["--no-fsync"]).start()
+                 ["--no-fsync"] + args.server_arg).start()
     try:
         kw = dict(endpoint=srv.endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY)
         objdirect.Client(fabric="none", **kw).create_bucket("ckpt")

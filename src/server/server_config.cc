@@ -218,6 +218,10 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
                "One io_context shared by every I/O thread, instead of one per thread with the "
                "connections spread over them (always so with --backend s3 or rados)")
       ->envname("OBJDIRECT_SHARED_IO_CONTEXT");
+  app.add_option("--tcp-congestion", c.http.tcp_congestion,
+                 "TCP congestion control of the accepted connections, e.g. cubic (default: the "
+                 "kernel's; docs/BENCHMARKS.md, \"TCP congestion control\")")
+      ->envname("OBJDIRECT_TCP_CONGESTION");
   app.add_option("--header-bytes-max", c.http.header_bytes_max, "Largest request header section")
       ->envname("OBJDIRECT_HEADER_BYTES_MAX")
       ->capture_default_str();

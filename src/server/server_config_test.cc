@@ -121,6 +121,8 @@ TEST(ServerConfig, EachFlagFillsItsField) {
                   "9",
                   "--unread-body-drain-bytes-max",
                   "1234",
+                  "--tcp-congestion",
+                  "cubic",
                   "--header-timeout-ms",
                   "21",
                   "--idle-timeout-ms",
@@ -213,6 +215,7 @@ TEST(ServerConfig, EachFlagFillsItsField) {
   EXPECT_EQ(c.http.header_bytes_max, 4096u);
   EXPECT_EQ(c.http.connections_max, 9u);
   EXPECT_EQ(c.http.unread_body_drain_bytes_max, 1234u);
+  EXPECT_EQ(c.http.tcp_congestion, "cubic");
   EXPECT_EQ(c.http.header_timeout.count(), 21);
   EXPECT_EQ(c.http.idle_timeout.count(), 22);
   EXPECT_EQ(c.http.request_timeout.count(), 23);

@@ -208,3 +208,57 @@ def test_put_digest_threads_max(tmp_path, threads, ok):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     assert p.returncode != 0, (p.returncode, p.stderr)
     assert "--put-digest-threads: Value 257 not in range" in p.stderr.decode(), p.stderr.decode()
+
+
+def _congestion_controls():
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        available = f.read().split()
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        default = f.read().strip()
+    return available, default
+
+
+def _server_side_congestion(port):
+    """The congestion control of the server's end of the connections to `port`, from ss(8)."""
+    out = subprocess.run(["ss", "-tniH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    lines = out.splitlines()
+    # ss prints each socket as an address line followed by an indented info line.
+    infos = [l.split()[0] for l in lines if l.startswith((" ", "\t")) and l.split()]
+    return infos
+
+
+def test_tcp_congestion_is_set_on_accepted_connections(tmp_path):
+    """--tcp-congestion NAME: every accepted connection runs NAME, not the kernel's default
+    (docs/BENCHMARKS.md, "TCP congestion control"), and the server says which it uses."""
+    available, default = _congestion_controls()
+    others = [c for c in available if c != default]
+    want = others[0] if others else default
+    srv = objd.Server(str(tmp_path / "data"), str(tmp_path / "server.log"),
+                      ["--no-fsync", "--tcp-congestion", want])
+    srv.start()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # anonymous: 403
+            assert s.recv(4096).startswith(b"HTTP/1.1 ")
+            assert _server_side_congestion(srv.port) == [want]
+    finally:
+        srv.stop()
+    with open(tmp_path / "server.log") as f:
+        assert f"TCP congestion control {want}\n" in f.read()
+
+
+@pytest.mark.parametrize("name, says", [
+    ("nosuch", "TCP congestion control 'nosuch': not available in this kernel (available: "),
+    ("x" * 16, "TCP congestion control name longer than 15 bytes"),
+])
+def test_tcp_congestion_refused(tmp_path, name, says):
+    """A congestion control the kernel does not have, or a name past
+    limits::tcp_congestion_name_bytes_max (15), stops the server at start with a clear message."""
+    cmd = [objd.server_binary(), "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"),
+           "--access-key", objd.ACCESS_KEY, "--secret-key", objd.SECRET_KEY,
+           "--tcp-congestion", name]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    assert p.returncode != 0, (p.returncode, p.stderr)
+    assert says in p.stderr.decode(), p.stderr.decode()
+    assert b"listening on" not in p.stdout

@@ -677,6 +677,11 @@ void Bench::compute_ratios() {
 void Bench::print_markdown(std::ostream& out) const {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
+  // The kernel's default congestion control is what the server's GETs run unless a
+  // --server-arg=--tcp-congestion says otherwise; it moves HTTP GETs of MiBs by up to 3x
+  // (docs/BENCHMARKS.md, "TCP congestion control").
+  std::string congestion = "unknown";
+  if (std::ifstream f("/proc/sys/net/ipv4/tcp_congestion_control"); f) std::getline(f, congestion);
   out << "## objdirect-bench\n\n"
       << "Host " << host << ", " << std::thread::hardware_concurrency() << " CPUs"
       << (netns_prefix_.empty()
@@ -686,7 +691,7 @@ void Bench::print_markdown(std::ostream& out) const {
       << "; server " << endpoint_ << " offers RDMA fabrics: " << fabrics_offered_
       << "; nginx: " << (nginx_ ? "yes" : nginx_note_) << "; client buffers and memcpy on "
       << (o_.buffer_pages == "huge" ? "huge pages (MADV_HUGEPAGE, as numpy's)" : "4 KiB pages")
-      << "; " << o_.duration_ms << " ms per point"
+      << "; " << o_.duration_ms << " ms per point; kernel TCP congestion control " << congestion
       << (o_.server_args.empty() ? "" : "; extra server arguments:");
   for (const auto& a : o_.server_args) out << " " << a;
   out << ".\n\n"

@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
   std::printf("objdirect-server listening on %s://%s:%u\n",
               cfg.http.tls_cert_file.empty() ? "http" : "https", shown.c_str(), server.port());
   std::fflush(stdout);
+  std::cerr << "objdirect-server: TCP congestion control " << server.tcp_congestion()
+            << (cfg.http.tcp_congestion.empty() ? " (the kernel's default; --tcp-congestion)" : "")
+            << "\n";
   server.run();
   return 0;
 }

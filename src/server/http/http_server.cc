@@ -1,5 +1,7 @@
 #include "server/http/http_server.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
@@ -14,6 +16,7 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/version.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -46,6 +49,37 @@ asio::awaitable<Result<std::string>> Exchange::read_body_string(std::size_t max_
 }
 
 namespace {
+
+std::string available_congestion_controls() {
+  std::string names;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r")) {
+    char line[256];
+    if (std::fgets(line, sizeof line, f)) names = line;
+    std::fclose(f);
+  }
+  while (!names.empty() && (names.back() == '\n' || names.back() == ' ')) names.pop_back();
+  return names.empty() ? "unknown" : names;
+}
+
+Status set_tcp_congestion(int fd, const std::string& name) {
+  if (name.size() > limits::tcp_congestion_name_bytes_max) {
+    return Status(Errc::invalid_argument,
+                  "TCP congestion control name longer than " +
+                      std::to_string(limits::tcp_congestion_name_bytes_max) + " bytes");
+  }
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                   static_cast<socklen_t>(name.size())) != 0) {
+    const int err = errno;
+    std::string why = err == ENOENT ? "not available in this kernel"
+                      : err == EPERM
+                          ? "not in net.ipv4.tcp_allowed_congestion_control (root may set any)"
+                          : std::strerror(err);
+    return Status(Errc::invalid_argument, "TCP congestion control '" + name + "': " + why +
+                                              " (available: " + available_congestion_controls() +
+                                              ")");
+  }
+  return Status::Ok();
+}
 
 // Room kept in the connection's read buffer while a body is read (Beast's largest single read).
 constexpr std::size_t kBodyReadBytes = 65536;
@@ -492,6 +526,17 @@ Status HttpServer::start() {
   if (ec) {
     return Status(Errc::unavailable, "cannot listen on " + opts_.host + ":" +
                                          std::to_string(opts_.port) + ": " + ec.message());
+  }
+  if (!opts_.tcp_congestion.empty()) {
+    // Set on the listener before any connection arrives: accepted sockets inherit it.
+    if (auto st = set_tcp_congestion(acceptor_->native_handle(), opts_.tcp_congestion); !st.ok())
+      return st;
+  }
+  {
+    char name[limits::tcp_congestion_name_bytes_max + 1] = {};
+    socklen_t len = sizeof name - 1;
+    if (::getsockopt(acceptor_->native_handle(), IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0)
+      tcp_congestion_.assign(name, ::strnlen(name, len));
   }
   bound_port_ = acceptor_->local_endpoint().port();
   asio::co_spawn(*iocs_.front(), accept_loop(), asio::detached);

@@ -49,6 +49,9 @@ namespace objdirect::limits {
 inline constexpr std::uint64_t unread_body_drain_bytes_max = 64ull << 20;
 inline constexpr std::uint32_t unread_body_drain_time_max_ms = 5'000;
 
+// The longest TCP congestion control name (the kernel's TCP_CA_NAME_MAX, 16, less its NUL).
+inline constexpr std::size_t tcp_congestion_name_bytes_max = 15;
+
 }  // namespace objdirect::limits
 
 namespace objdirect::http {
@@ -83,6 +86,10 @@ struct ServerOptions {
   // The lingering close after an early answer (limits.hpp): 0 bytes closes at once.
   std::uint64_t unread_body_drain_bytes_max = limits::unread_body_drain_bytes_max;
   std::chrono::milliseconds unread_body_drain_time_max{limits::unread_body_drain_time_max_ms};
+  // TCP congestion control of the accepted connections, set on the listening socket, which they
+  // inherit (TCP_CONGESTION, tcp(7)); empty: the kernel's default. The name is the kernel's,
+  // at most tcp_congestion_name_bytes_max bytes; start() fails on one the kernel refuses.
+  std::string tcp_congestion;
   // TLS on the control plane: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
@@ -188,6 +195,9 @@ class HttpServer {
   Status start();
   // The bound port (useful with port 0).
   std::uint16_t port() const { return bound_port_; }
+  // The TCP congestion control that accepted connections get (ServerOptions::tcp_congestion or
+  // the kernel's default); empty before start().
+  const std::string& tcp_congestion() const { return tcp_congestion_; }
   // Runs the io threads until stop(); blocks the caller.
   void run();
   // Stops accepting and closes all connections; safe from a signal-handling thread.
@@ -220,6 +230,7 @@ class HttpServer {
   std::optional<tcp::acceptor> acceptor_;
   std::unique_ptr<asio::ssl::context> ssl_ctx_;  // set when TLS is configured
   std::uint16_t bound_port_ = 0;
+  std::string tcp_congestion_;
   ServerCounters counters_;
 };
 
