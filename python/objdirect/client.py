@@ -247,8 +247,8 @@ class Client:
             (default OBJDIRECT_RDMA_PUT_MIN_BYTES, else 64 KiB).
         rdma_learn: with rdma and fabric "auto", from the crossover up each get / put goes the
             path this client measured faster for its direction and size (a power of two);
-            a size's first 3 calls go over RDMA and the next 3 over HTTP, then one call in 32
-            re-measures the slower path
+            a size's first 3 calls go over RDMA and the next 3 over HTTP, then a probe one
+            call in 32 to 1024 (spaced by its cost) re-measures the slower path
             (default OBJDIRECT_RDMA_LEARN, else True; docs/client.md, "The fastest path").
         max_attempts, retry_mode: retries as boto3 names them (default AWS_MAX_ATTEMPTS /
             AWS_RETRY_MODE, else the profile's max_attempts / retry_mode, else 3 and

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 
 #include "common/assert.hpp"
@@ -72,7 +73,10 @@ PathLearner::Pick PathLearner::pick(Dir dir, std::uint64_t bytes) {
   const double r = rdma.estimate();
   const double h = http.estimate();
   const bool http_faster = h > r * margin;
-  p.probe = ++c.calls % probe_every == 0;
+  const std::uint64_t every =
+      http_faster ? probe_interval(h, r, rdma.count) : probe_interval(r, h, http.count);
+  p.probe = ++c.since_probe >= every;
+  if (p.probe) c.since_probe = 0;
   p.way = http_faster != p.probe ? Way::http : Way::rdma;
   if (p.way == Way::http) {
     p.reason = p.probe ? "auto: probing HTTP at this size (RDMA measured " + gbps(r) +
@@ -81,6 +85,22 @@ PathLearner::Pick PathLearner::pick(Dir dir, std::uint64_t bytes) {
                              " GB/s against RDMA's " + gbps(r) + ")";
   }
   return p;
+}
+
+std::uint64_t PathLearner::probe_interval(double faster, double slower,
+                                          std::uint32_t slower_count) {
+  if (slower <= 0 || faster <= slower || slower_count < samples_min) return probe_every;
+  const double spaced = std::ceil((faster / slower - 1) * probe_cost_inverse);
+  auto every = static_cast<std::uint64_t>(std::clamp<double>(spaced, probe_every, probe_every_max));
+  // Until the slower way's estimate rests on samples_kept calls it may be a warming client's
+  // (AWrongStartIsCorrectedByTheProbes): the first probe may cost 4 times the share, and each
+  // gap after it is at most twice the one before, so that such a start is corrected within a
+  // few gaps while a true one costs a few probes, not samples_kept of them.
+  if (slower_count < samples_kept) {
+    const std::uint64_t first = std::max<std::uint64_t>(probe_every, every / 4);
+    every = std::min(every, first << (slower_count - samples_min));
+  }
+  return every;
 }
 
 void PathLearner::record(Dir dir, std::uint64_t bytes, Way way, std::uint64_t moved,

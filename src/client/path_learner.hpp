@@ -12,8 +12,12 @@
 //    without the slowest quarter of them (a slow call says little: the machine was busy, or the
 //    client's first RDMA call connected its peer); HTTP only when it beats RDMA by margin (RDMA
 //    spends less CPU, so a tie goes to it);
-//  - every probe_every-th call of the class takes the other way, so that a change in the machine
-//    or the load is seen.
+//  - a probe now and then takes the other way, so that a change in the machine or the load is
+//    seen, spaced so that the probes cost at most 1/probe_cost_inverse of the class's time (a
+//    probe of a way 3.5 times slower costs 2.5 calls of the faster one: one in 160 calls), at
+//    least probe_every and at most probe_every_max calls apart; while the slower way has fewer
+//    than samples_kept samples, its first probe may cost 4 times that share and each next gap
+//    is at most twice the one before (a start misjudged by warming calls is soon corrected).
 // Only clean calls are recorded (an RDMA call that fell back, or failed, teaches nothing).
 //
 // Thread safety: thread-safe; every method may be called from any thread at once.
@@ -43,8 +47,13 @@ class PathLearner {
   static constexpr std::uint32_t samples_min = 3;
   // Rates each way of each class keeps for its estimate.
   static constexpr std::uint32_t samples_kept = 8;
-  // One call of this many in a decided class takes the other way.
+  // One call of this many in a decided class takes the other way, at the most often.
   static constexpr std::uint32_t probe_every = 32;
+  // The probes' share of a decided class's time, once the slower way's estimate is full: calls
+  // between probes >= (faster rate / slower rate - 1) * probe_cost_inverse.
+  static constexpr std::uint32_t probe_cost_inverse = 64;
+  // The most calls between two probes, however slow the other way.
+  static constexpr std::uint32_t probe_every_max = 1024;
   // HTTP is taken only when its rate is above RDMA's times this.
   static constexpr double margin = 1.05;
   // Size classes: floor(log2(bytes)) for bytes >= 1.
@@ -59,6 +68,9 @@ class PathLearner {
 
   // The class's current estimate of `way` in bytes per second (0 without samples), for tests.
   double rate(Dir dir, std::uint64_t bytes, Way way) const;
+  // Calls between two probes of the slower way, given the two estimates and how many samples
+  // the slower way has recorded (pick's spacing; public for tests).
+  static std::uint64_t probe_interval(double faster, double slower, std::uint32_t slower_count);
 
   static int size_class(std::uint64_t bytes);
 
@@ -72,7 +84,7 @@ class PathLearner {
   };
   struct Class {
     Samples way[2];
-    std::uint64_t calls = 0;  // picks once decided (drives the probes)
+    std::uint64_t since_probe = 0;  // picks since the last probe, once decided
   };
 
   Class& at(Dir dir, std::uint64_t bytes);

@@ -693,8 +693,8 @@ TEST_F(ClientIT, AShortLastPartFollowsItsCall) {
 
 // auto's measured choice above the crossover (rdma_learn; docs/client.md, "The fastest path"),
 // wired into get and put, single and multipart: the first calls of a size take RDMA then HTTP
-// (reason "auto: measuring ..."), the rest the faster one with a probe of the other every
-// PathLearner::probe_every calls; every call's path agrees with ClientStats::auto_choices and
+// (reason "auto: measuring ..."), the rest the faster one with a probe of the other now and
+// then (PathLearner's spacing); every call's path agrees with ClientStats::auto_choices and
 // every byte arrives. Which path wins depends on the machine, so the test checks the counts,
 // not the winner. rdma_learn false: RDMA at every call.
 TEST_F(ClientIT, AutoLearnsPerSizeAndCountsItsChoices) {
@@ -733,9 +733,11 @@ TEST_F(ClientIT, AutoLearnsPerSizeAndCountsItsChoices) {
   auto choices = s.auto_choices;
   EXPECT_EQ(choices["learning_rdma"], 2u * 3);
   EXPECT_EQ(choices["learning_http"], 2u * 3);
-  // 34 decided calls per direction: one probe (the 32nd).
-  EXPECT_EQ(choices["probe_rdma"] + choices["probe_http"], 2u);
-  EXPECT_EQ(choices["measured_rdma"] + choices["measured_http"], 2u * (kCalls - 6 - 1));
+  // 34 decided calls per direction: at most one probe (the 32nd, or none where the slower way
+  // is so much slower that the first probe waits longer; client_path_learner_test).
+  const std::uint64_t probes = choices["probe_rdma"] + choices["probe_http"];
+  EXPECT_LE(probes, 2u);
+  EXPECT_EQ(choices["measured_rdma"] + choices["measured_http"] + probes, 2u * (kCalls - 6));
   EXPECT_EQ(static_cast<std::uint64_t>(puts[TransferPath::rdma] + gets[TransferPath::rdma]),
             choices["learning_rdma"] + choices["probe_rdma"] + choices["measured_rdma"]);
   EXPECT_EQ(s.transfers.at("rdma") + s.transfers.at("http"), 2u * kCalls);
