@@ -222,10 +222,8 @@ def _server_side_congestion(port):
     """The congestion control of the server's end of the connections to `port`, from ss(8)."""
     out = subprocess.run(["ss", "-tniH", "state", "established", f"( sport = :{port} )"],
                          capture_output=True, text=True, timeout=30, check=True).stdout
-    lines = out.splitlines()
     # ss prints each socket as an address line followed by an indented info line.
-    infos = [l.split()[0] for l in lines if l.startswith((" ", "\t")) and l.split()]
-    return infos
+    return [l.split()[0] for l in out.splitlines() if l[:1] in (" ", "\t") and l.strip()]
 
 
 def test_tcp_congestion_is_set_on_accepted_connections(tmp_path):

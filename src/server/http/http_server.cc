@@ -16,8 +16,8 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/version.hpp>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <type_traits>
 
@@ -52,13 +52,8 @@ namespace {
 
 std::string available_congestion_controls() {
   std::string names;
-  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r")) {
-    char line[256];
-    if (std::fgets(line, sizeof line, f)) names = line;
-    std::fclose(f);
-  }
-  while (!names.empty() && (names.back() == '\n' || names.back() == ' ')) names.pop_back();
-  return names.empty() ? "unknown" : names;
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  return std::getline(in, names) && !names.empty() ? names : "unknown";
 }
 
 Status set_tcp_congestion(int fd, const std::string& name) {
