@@ -331,8 +331,8 @@ ParsedConfig parse_server_config(int argc, const char* const* argv) {
       ->capture_default_str();
   std::uint32_t rdma_reap_interval_ms = static_cast<std::uint32_t>(c.rdma.reap_interval.count());
   app.add_option("--rdma-reap-interval-ms", rdma_reap_interval_ms,
-                 "How often retired staging buffers are checked and freed once safe (and how long "
-                 "one stays retired at least)")
+                 "How long a retired staging buffer stays retired at least; it is freed once safe "
+                 "after that (looked at again every 100 ms while not yet known safe)")
       ->envname("OBJDIRECT_RDMA_REAP_INTERVAL_MS")
       ->check(CLI::Range(1u, 3'600'000u))
       ->capture_default_str();

@@ -14,6 +14,7 @@
 
 #include "common/assert.hpp"
 #include "server/rdma/chunk_plan.hpp"
+#include "server/rdma/reap_schedule.hpp"
 #include "token/fabric_advert.hpp"
 
 namespace objdirect::rdma {
@@ -235,29 +236,36 @@ RdmaEngine::~RdmaEngine() {
 
 void RdmaEngine::reaper_loop() {
   std::unique_lock lock(reaper_mu_);
+  auto next = std::chrono::steady_clock::now() + opts_.reap_interval;
   while (!reaper_stop_) {
-    reaper_cv_.wait_for(lock, opts_.reap_interval);
+    reaper_cv_.wait_until(lock, next);
     if (reaper_stop_) break;
+    if (std::chrono::steady_clock::now() < next) continue;  // spurious wake-up
     lock.unlock();
-    reclaim_retired();
+    next = reclaim_retired();
     lock.lock();
   }
 }
 
-void RdmaEngine::reclaim_retired() {
+std::chrono::steady_clock::time_point RdmaEngine::reclaim_retired() {
+  const auto now = std::chrono::steady_clock::now();
   std::vector<RetiredSet*> sets;
   {
     std::lock_guard lock(mu_);
     for (auto& r : retired_) sets.push_back(r.get());  // only this thread removes from retired_
   }
-  if (sets.empty()) return;
   std::vector<RetiredSet*> done;
+  std::vector<std::chrono::steady_clock::time_point> young_since;
+  bool unsafe_of_age = false;
   // Transports looked at here: if one was dropped everywhere else meanwhile, it is destroyed
   // at the end of this function, outside mu_.
   std::vector<std::shared_ptr<transport::Transport>> seen;
-  const auto young = std::chrono::steady_clock::now() - opts_.reap_interval;
+  const auto young = now - opts_.reap_interval;
   for (RetiredSet* r : sets) {
-    if (r->since > young) continue;  // every set stays retired at least one reap_interval
+    if (r->since > young) {  // every set stays retired at least one reap_interval
+      young_since.push_back(r->since);
+      continue;
+    }
     if (r->live_peer_hold && r->peer_gone()) {
       seen.push_back(std::move(r->live_peer_hold));  // destroyed below, outside mu_, if last
       r->live_peer_hold.reset();
@@ -274,9 +282,14 @@ void RdmaEngine::reclaim_retired() {
       // shm the peer copies into our memory itself (CMA): it must be gone too.
       safe = !r->peer_copies || r->peer_gone();
     }
-    if (safe) done.push_back(r);
+    if (safe) {
+      done.push_back(r);
+    } else {
+      unsafe_of_age = true;
+    }
   }
-  if (done.empty()) return;
+  const auto next = next_reap(now, young_since, unsafe_of_age, opts_.reap_interval);
+  if (done.empty()) return next;
   std::vector<std::unique_ptr<RetiredSet>> freed_sets;
   std::vector<std::unique_ptr<Buffer>> freed;
   {
@@ -301,6 +314,7 @@ void RdmaEngine::reclaim_retired() {
     b->mrs.clear();
     std::free(b->data);
   }
+  return next;
 }
 
 bool RdmaEngine::retired_buffers_full() const {

@@ -114,8 +114,9 @@ struct RdmaOptions {
   // Retired buffers (see above) held at most before new RDMA transfers are declined. Memory
   // bound: buffer_pool_bytes + (retired_buffers_max + inflight_bytes_max / chunk_bytes) chunks.
   std::uint64_t retired_buffers_max = 64;
-  // How often the reaper looks at retired buffers, and how long a retired buffer stays retired
-  // at least (from the failure).
+  // How long a retired buffer stays retired at least (from the failure). The reaper looks when a
+  // set comes of age, and again within reap_recheck (reap_schedule.hpp) while one of age is not
+  // yet known safe.
   std::chrono::milliseconds reap_interval{100};
   // Admission control (see above): the longest a transfer waits for a staging buffer before it
   // is refused with slow_down (0: refuse at once, as before), and the most transfers waiting at
@@ -238,7 +239,8 @@ class RdmaEngine {
   void release(Lease& lease, std::unique_ptr<RetiredSet> retired);
   // Frees the retired sets nothing can touch any more. Takes mu_ only briefly: asking a transport
   // never blocks (op_settled), and a transport this drops last is destroyed outside mu_.
-  void reclaim_retired();
+  // Returns when to look next (reap_schedule.hpp).
+  std::chrono::steady_clock::time_point reclaim_retired();
   // A failed transfer's operations that may still run in the provider.
   // (A failed post left nothing with the provider: Transport::post_write's contract.)
   struct Abandoned {
