@@ -6,6 +6,7 @@ one run against one objdirect-server. Figures go to docs/BENCHMARKS.md.
     PYTHONPATH=build/python /usr/bin/python3 bench/batch_bench.py
     PYTHONPATH=build/python /usr/bin/python3 bench/batch_bench.py --sets 10000x4096,1000x262144 \\
         --fabrics none,libfabric:shm --repeat 3
+    PYTHONPATH=build/python /usr/bin/python3 bench/batch_bench.py --sets 2000x4096 --delay-ms 0.25
 
 For each set (COUNTxBYTES) the objects are written once with put_many, then read back by both
 methods into slices of one preallocated numpy arena (laid end to end, so get_many registers it
@@ -13,6 +14,11 @@ once): the loop calls get_into once per object; get_many gets the whole list (cl
 concurrency --concurrency requests in flight). One warm-up pass of each, then --repeat passes of
 each, alternated; the best pass of each is printed (objects/s, MB/s) with the ratio. Every byte
 of the last pass of each method is compared with what was written.
+
+With --delay-ms D the client's HTTP connections go through objdirect-delay-proxy
+(bench/delay_proxy.cc), which adds D ms
+each way, as a network would: a loop then pays a round trip per object, and get_many overlaps
+them (the RDMA bytes themselves do not pass the proxy).
 
 The fabric is named explicitly, so RDMA is used at every size (with fabric "auto" objects
 below the crossover, 512 KiB for GETs and 64 KiB for PUTs by default, go over HTTP, which is faster there). The server is
@@ -23,6 +29,7 @@ started here (build/bin/objdirect-server, --no-fsync, data in a temporary direct
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,6 +91,9 @@ def main():
     p.add_argument("--concurrency", type=int, default=8, help="get_many requests in flight")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--endpoint", help="an existing server (keys benchaccesskey/bench-secret-key)")
+    p.add_argument("--delay-ms", type=float, default=0.0,
+                   help="one-way delay added to the HTTP connections by objdirect-delay-proxy "
+                        "(a round trip pays twice it; RDMA bytes do not pass the proxy)")
     p.add_argument("--bin-dir", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                      "bin"))
     args = p.parse_args()
@@ -95,6 +105,14 @@ def main():
     if not endpoint:
         tmp = tempfile.mkdtemp(prefix="batch-bench-")
         proc, endpoint = start_server(args.bin_dir, os.path.join(tmp, "data"))
+    delay = None
+    if args.delay_ms > 0:
+        delay = subprocess.Popen(
+            [os.path.join(args.bin_dir, "objdirect-delay-proxy"), "--to",
+             endpoint.split("//", 1)[1], "--delay-us", str(round(args.delay_ms * 1000))],
+            stdout=subprocess.PIPE)
+        endpoint = delay.stdout.readline().decode().split()[-1]
+        print(f"through objdirect-delay-proxy: {args.delay_ms} ms each way, {endpoint}")
     try:
         print(f"{'objects':>14} {'fabric':>14} {'path':>6} {'loop obj/s':>11} "
               f"{'get_many obj/s':>15} {'loop MB/s':>10} {'many MB/s':>10} {'ratio':>6}")
@@ -106,6 +124,9 @@ def main():
                       f"{lo:>11,.0f} {gm:>15,.0f} {lo * size / 1e6:>10,.0f} "
                       f"{gm * size / 1e6:>10,.0f} {gm / lo:>5.2f}x", flush=True)
     finally:
+        if delay:
+            delay.terminate()
+            delay.wait()
         if proc:
             proc.terminate()
             proc.wait()
