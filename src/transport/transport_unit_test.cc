@@ -170,17 +170,28 @@ TEST(ProgressThread, RelaxedHoldsAloneBackOffFurtherAndAStrictOneRestoresFullRat
   detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },
                             std::chrono::microseconds(100), std::chrono::seconds(10),
                             std::chrono::milliseconds(20));
-  // Polls in `window` once the back-off has ramped up (a sleep is never shorter than asked, so
-  // a loaded machine only lowers the count: the upper bounds below cannot fail from load).
-  auto polls_in = [&](std::chrono::milliseconds window) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Polls per relaxed maximum (20 ms) over `window`, once the back-off has ramped up. Both parts
+  // hold on a loaded machine: the ramp (64 sched_yield rounds, then growing sleeps) is waited
+  // out, not assumed done after a fixed time, since under load each yield can last a time
+  // slice; and the rate is taken over the time that really passed, since this thread's own
+  // sleep can overrun. A sleep is never shorter than asked, so load can only lower the rate.
+  auto polls_per_relaxed_sleep = [&](std::chrono::milliseconds window) {
+    const auto ramp_end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {  // ramped: a 50 ms spell with at most 3 polls (a 20 ms sleep allows 2 or 3)
+      const unsigned b = polls.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (polls.load() - b <= 3 || std::chrono::steady_clock::now() > ramp_end) break;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
     const unsigned before = polls.load();
     std::this_thread::sleep_for(window);
-    return polls.load() - before;
+    const unsigned n = polls.load() - before;
+    const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - t0;
+    return n / (elapsed.count() / 20.0);
   };
   auto relaxed = pt.hold(true);
   EXPECT_EQ(pt.holds(), 1u);
-  EXPECT_LE(polls_in(std::chrono::milliseconds(200)), 12u)
+  EXPECT_LE(polls_per_relaxed_sleep(std::chrono::milliseconds(200)), 1.3)
       << "with only relaxed holds the sleeps grow to the relaxed maximum (20 ms)";
   {
     auto strict = pt.hold();
@@ -190,7 +201,8 @@ TEST(ProgressThread, RelaxedHoldsAloneBackOffFurtherAndAStrictOneRestoresFullRat
     EXPECT_TRUE(eventually([&] { return polls.load() >= before + 50; }, std::chrono::seconds(5)));
   }
   EXPECT_EQ(pt.holds(), 1u);
-  EXPECT_LE(polls_in(std::chrono::milliseconds(200)), 12u) << "the strict hold is gone";
+  EXPECT_LE(polls_per_relaxed_sleep(std::chrono::milliseconds(200)), 1.3)
+      << "the strict hold is gone";
   relaxed.reset();
   EXPECT_EQ(pt.holds(), 0u);
 }
