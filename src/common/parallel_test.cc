@@ -70,9 +70,12 @@ TEST(RunParallel, FirstErrorStopsNewIndicesAndIsReturned) {
 // run_parallel nested in a helper completes even when no helper is free: nothing waits in a
 // queue for a thread that never comes.
 TEST(HelperPool, RefusesPastItsBoundAndNestingCannotDeadlock) {
-  HelperPool pool(2);
+  // Declared before the pool, so that the pool's destructor joins the holders before these
+  // end: a holder may still be between its last sleep and its last look at release when the
+  // test body returns.
   std::atomic<bool> release{false};
   std::atomic<int> started{0};
+  HelperPool pool(2);
   auto hold = [&] {
     ++started;
     while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
