@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/assert.hpp"
+
 namespace objdirect::bench {
 namespace {
 
@@ -148,6 +150,34 @@ std::optional<std::uint64_t> parse_burst_command(std::string_view line) {
     return std::nullopt;
   }
   return ms;
+}
+
+std::vector<std::uint32_t> interleave_order(std::uint32_t paths) {
+  OBJDIRECT_ASSERT(paths >= 1 && paths <= limits::bench_interleave_paths_max,
+                   "interleave_order: 1 to bench_interleave_paths_max paths");
+  if (paths == 1) return {0};
+  // Hierholzer's algorithm: walk unused edges from the stack's top; a vertex with none left is
+  // the circuit's next vertex from the end.
+  std::vector<std::vector<std::uint32_t>> unused(paths);
+  for (std::uint32_t v = 0; v < paths; ++v) {
+    for (std::uint32_t u = paths; u-- > 0;) {
+      if (u != v) unused[v].push_back(u);  // popped from the back: the lowest first
+    }
+  }
+  std::vector<std::uint32_t> stack{0}, circuit;
+  while (!stack.empty()) {
+    const std::uint32_t v = stack.back();
+    if (unused[v].empty()) {
+      circuit.push_back(v);
+      stack.pop_back();
+    } else {
+      stack.push_back(unused[v].back());
+      unused[v].pop_back();
+    }
+  }
+  std::reverse(circuit.begin(), circuit.end());
+  circuit.pop_back();  // the walk ends where it began
+  return circuit;
 }
 
 std::optional<std::uint32_t> learn_auto(const std::function<bool()>& transfer,

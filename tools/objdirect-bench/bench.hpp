@@ -34,6 +34,9 @@ inline constexpr std::uint32_t bench_threads_max = 256;
 inline constexpr std::uint32_t bench_rounds_max = 32;
 // One --interleave burst: the time a path runs before the next path takes its turn.
 inline constexpr std::uint64_t bench_burst_ms_max = 60'000;
+// Paths one --interleave point runs together (objdirect-bench knows 7): the burst order's
+// circuit is paths x (paths - 1) bursts long.
+inline constexpr std::uint32_t bench_interleave_paths_max = 8;
 // Warm-up calls of path auto that may still be learning which path is faster (the client
 // learns in 2 x 3 calls per size class; a worker that has not finished by then reports the
 // window anyway).
@@ -93,6 +96,16 @@ struct WorkerResult {
 
 // "burst MS" (the --interleave command) -> MS, in 1..bench_burst_ms_max; nullopt otherwise.
 std::optional<std::uint64_t> parse_burst_command(std::string_view line);
+
+// The order in which --interleave hands bursts to `paths` workers (1..bench_interleave_paths_max;
+// more is a programmer error), repeated until every path has run its time: a circuit through
+// every ordered pair of distinct paths once (an Eulerian circuit of the complete directed graph),
+// starting at 0; {0} for one path. Each path runs paths - 1 bursts per circuit, right after each
+// other path once (the circuit's last burst is followed by its first). A burst can leave the
+// machine in a state the next one pays for: after a burst of lf-shm GETs, HTTP GETs of 4 MiB ran
+// about 5 % slower (docs/BENCHMARKS.md, "Method"), and a rotation by one per cycle put one of
+// three paths after the same other path in 2 of 3 cycles.
+std::vector<std::uint32_t> interleave_order(std::uint32_t paths);
 
 // Path auto's learning calls in a worker's warm-up (docs/client.md, "The fastest path"): calls
 // `transfer` (true: it succeeded) while `learning_calls` (the client's learning choices so far)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "baselines.hpp"
@@ -138,6 +139,38 @@ TEST(ParseBurstCommand, MillisecondsWithinTheLimit) {
                           "burst 60001", "Burst 20", "go", "end", "burst 99999999999999999999"}) {
     EXPECT_FALSE(parse_burst_command(bad)) << bad;
   }
+}
+
+TEST(InterleaveOrder, EveryPathFollowsEveryOtherOnce) {
+  EXPECT_EQ(interleave_order(1), (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(interleave_order(2), (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(interleave_order(3), (std::vector<std::uint32_t>{0, 1, 0, 2, 1, 2}));
+  for (std::uint32_t n = 2; n <= limits::bench_interleave_paths_max; ++n) {
+    const auto order = interleave_order(n);
+    ASSERT_EQ(order.size(), n * (n - 1)) << n;
+    EXPECT_EQ(order.front(), 0u);
+    // Each ordered pair of distinct paths once, counting the wrap from the last to the first
+    // (the circuit repeats); so no path follows itself, and each runs n - 1 bursts.
+    std::map<std::pair<std::uint32_t, std::uint32_t>, int> pairs;
+    std::vector<int> runs(n, 0);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      ASSERT_LT(order[k], n);
+      ++runs[order[k]];
+      ++pairs[{order[k], order[(k + 1) % order.size()]}];
+    }
+    EXPECT_EQ(pairs.size(), n * (n - 1)) << n;
+    for (const auto& [pair, count] : pairs) {
+      EXPECT_NE(pair.first, pair.second) << n;
+      EXPECT_EQ(count, 1) << n;
+    }
+    for (int r : runs) EXPECT_EQ(r, static_cast<int>(n - 1)) << n;
+  }
+}
+
+TEST(InterleaveOrderDeathTest, MorePathsThanTheLimitAreAProgrammerError) {
+  EXPECT_DEATH(interleave_order(limits::bench_interleave_paths_max + 1),
+               "bench_interleave_paths_max");
+  EXPECT_DEATH(interleave_order(0), "bench_interleave_paths_max");
 }
 
 TEST(WorkerResult, EncodeDecodeRoundTrip) {

@@ -500,19 +500,20 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
       return fail(i, st.message());
     }
   }
-  // Burst after burst, one path at a time, the order rotated by one each cycle, until every
-  // path has run --duration-ms in all. Each burst lasts at least one transfer, so the loop ends.
+  // Burst after burst, one path at a time, in interleave_order's circuit (each path right after
+  // each other path once per circuit), until every path has run --duration-ms in all. Each burst
+  // lasts at least one transfer, so the loop ends.
+  const auto order = interleave_order(static_cast<std::uint32_t>(pts.size()));
   std::vector<WorkerResult> acc(pts.size());
   std::vector<double> busy(pts.size(), 0);
-  std::uint64_t cycles = 0;
+  std::vector<std::uint64_t> bursts(pts.size(), 0);
   const double want_s = static_cast<double>(o_.duration_ms) / 1e3;
   auto short_of_time = [&] {
     return std::any_of(busy.begin(), busy.end(), [&](double b) { return b < want_s; });
   };
   const std::string burst = "burst " + std::to_string(o_.burst_ms) + "\n";
-  for (; short_of_time(); ++cycles) {
-    for (std::size_t k = 0; k < pts.size(); ++k) {
-      const std::size_t i = (k + cycles) % pts.size();
+  while (short_of_time()) {
+    for (const std::uint32_t i : order) {
       Process& w = workers[i].front();
       const auto srv0 = srv_cpu[i] ? process_cpu_s(server_.pid()) : std::nullopt;
       w.write(burst);
@@ -527,6 +528,7 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
       }
       acc[i].merge(*r);
       busy[i] += r->wall_s;
+      ++bursts[i];
     }
   }
   for (auto& ws : workers) (void)ws.front().write("end\n");
@@ -534,7 +536,7 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
   for (std::size_t i = 0; i < pts.size(); ++i) {
     fill_row(rows[i], acc[i], busy[i], srv_cpu[i]);
     rows[i].note += (rows[i].note.empty() ? "" : "; ") + std::string("interleaved, ") +
-                    std::to_string(cycles) + " bursts";
+                    std::to_string(bursts[i]) + " bursts";
   }
   return rows;
 }
@@ -1101,7 +1103,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--interleave", o.interleave,
                "Size sweep: run the paths of each size together, a worker per path taking turns "
-               "in bursts of --burst-ms (the order rotated each cycle) until each has run "
+               "in bursts of --burst-ms (each path right after each other path equally often) "
+               "until each has run "
                "--duration-ms; GB/s is each path's bytes over its own bursts' time");
   app.add_option("--burst-ms", o.burst_ms, "Length of one --interleave burst")
       ->check(CLI::Range(std::uint64_t{1}, objdirect::limits::bench_burst_ms_max))
