@@ -176,7 +176,7 @@ std::optional<Client::Impl::AutoChoice> Client::Impl::auto_choice(std::uint64_t 
 }
 
 void Client::Impl::auto_learned(const std::optional<AutoChoice>& c, const TransferResult& res) {
-  if (!c || res.bytes == 0) return;
+  if (!c || c->pick.warmup || res.bytes == 0) return;
   using client::PathLearner;
   const bool clean = c->pick.way == PathLearner::Way::http ? res.path == TransferPath::http
                                                            : res.path == TransferPath::rdma;

@@ -16,14 +16,20 @@ int PathLearner::size_class(std::uint64_t bytes) {
   return std::bit_width(bytes) - 1;
 }
 
-double PathLearner::Samples::estimate() const {
+double PathLearner::Samples::estimate(std::uint64_t calls) const {
   // The throughput of the kept calls (the harmonic mean of their rates: the classes' calls move
   // about the same bytes) without the slowest quarter, at least one from 2 samples: a call that
   // connected the client's RDMA peer (30-120 ms for a 1 MiB GET that then takes 0.4 ms) or met a
-  // busy machine says little about the next ones.
-  const std::uint32_t n = std::min(count, samples_kept);
+  // busy machine says little about the next ones. Of the kept calls, those of the class's last
+  // sample_age_max calls, and the newest samples_min in any case.
+  const std::uint32_t kept = std::min(count, samples_kept);
+  std::array<double, samples_kept> s{};
+  std::uint32_t n = 0;
+  for (std::uint32_t j = 0; j < kept; ++j) {  // newest first
+    const std::uint32_t i = (count - 1 - j) % samples_kept;
+    if (j < samples_min || calls - at[i] <= sample_age_max) s[n++] = rates[i];
+  }
   if (n == 0) return 0;
-  std::array<double, samples_kept> s = rates;
   std::sort(s.begin(), s.begin() + n);
   const std::uint32_t drop = n >= 2 ? (n + 3) / 4 : 0;
   double inverse = 0;
@@ -31,8 +37,9 @@ double PathLearner::Samples::estimate() const {
   return static_cast<double>(n - drop) / inverse;
 }
 
-void PathLearner::Samples::add(double r) {
+void PathLearner::Samples::add(double r, std::uint64_t calls) {
   rates[count % samples_kept] = r;
+  at[count % samples_kept] = calls;
   ++count;
 }
 
@@ -55,6 +62,7 @@ std::string gbps(double bytes_per_s) {
 PathLearner::Pick PathLearner::pick(Dir dir, std::uint64_t bytes) {
   std::lock_guard lk(mu_);
   Class& c = at(dir, bytes);
+  ++c.calls;
   Samples& rdma = c.way[0];
   Samples& http = c.way[1];
   Pick p;
@@ -70,14 +78,29 @@ PathLearner::Pick PathLearner::pick(Dir dir, std::uint64_t bytes) {
     if (take_http) p.reason = "auto: measuring HTTP at this size against RDMA";
     return p;
   }
-  const double r = rdma.estimate();
-  const double h = http.estimate();
-  const bool http_faster = h > r * margin;
-  const std::uint64_t every =
-      http_faster ? probe_interval(h, r, rdma.count) : probe_interval(r, h, http.count);
-  p.probe = ++c.since_probe >= every;
-  if (p.probe) c.since_probe = 0;
-  p.way = http_faster != p.probe ? Way::http : Way::rdma;
+  const double r = rdma.estimate(c.calls);
+  const double h = http.estimate(c.calls);
+  const bool http_faster = c.decided == Way::rdma ? h > r * margin : h > r;
+  c.decided = http_faster ? Way::http : Way::rdma;
+  if (c.probe_left > 0) {
+    // The probe's next call, on the way its first took (a record in between may have turned
+    // the estimates).
+    --c.probe_left;
+    ++c.since_probe;
+    p.probe = true;
+    p.way = c.probe_way;
+  } else {
+    const std::uint64_t every =
+        http_faster ? probe_interval(h, r, rdma.count) : probe_interval(r, h, http.count);
+    p.probe = ++c.since_probe >= every;
+    p.way = http_faster != p.probe ? Way::http : Way::rdma;
+    if (p.probe) {
+      c.since_probe = 0;
+      c.probe_left = probe_calls - 1;
+      c.probe_way = p.way;
+      p.warmup = true;
+    }
+  }
   if (p.way == Way::http) {
     p.reason = p.probe ? "auto: probing HTTP at this size (RDMA measured " + gbps(r) +
                              " GB/s, HTTP " + gbps(h) + ")"
@@ -90,7 +113,7 @@ PathLearner::Pick PathLearner::pick(Dir dir, std::uint64_t bytes) {
 std::uint64_t PathLearner::probe_interval(double faster, double slower,
                                           std::uint32_t slower_count) {
   if (slower <= 0 || faster <= slower || slower_count < samples_min) return probe_every;
-  const double spaced = std::ceil((faster / slower - 1) * probe_cost_inverse);
+  const double spaced = std::ceil(probe_calls * (faster / slower - 1) * probe_cost_inverse);
   auto every = static_cast<std::uint64_t>(std::clamp<double>(spaced, probe_every, probe_every_max));
   // Until the slower way's estimate rests on samples_kept calls it may be a warming client's
   // (AWrongStartIsCorrectedByTheProbes): the first probe may cost 4 times the share, and each
@@ -107,12 +130,14 @@ void PathLearner::record(Dir dir, std::uint64_t bytes, Way way, std::uint64_t mo
                          double seconds) {
   OBJDIRECT_ASSERT(seconds > 0, "a call takes some time");
   std::lock_guard lk(mu_);
-  at(dir, bytes).way[way == Way::rdma ? 0 : 1].add(static_cast<double>(moved) / seconds);
+  Class& c = at(dir, bytes);
+  c.way[way == Way::rdma ? 0 : 1].add(static_cast<double>(moved) / seconds, c.calls);
 }
 
 double PathLearner::rate(Dir dir, std::uint64_t bytes, Way way) const {
   std::lock_guard lk(mu_);
-  return at(dir, bytes).way[way == Way::rdma ? 0 : 1].estimate();
+  const Class& c = at(dir, bytes);
+  return c.way[way == Way::rdma ? 0 : 1].estimate(c.calls);
 }
 
 }  // namespace objdirect::client
