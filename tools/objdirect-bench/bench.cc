@@ -156,6 +156,19 @@ std::vector<std::uint32_t> interleave_order(std::uint32_t paths) {
   OBJDIRECT_ASSERT(paths >= 1 && paths <= limits::bench_interleave_paths_max,
                    "interleave_order: 1 to bench_interleave_paths_max paths");
   if (paths == 1) return {0};
+  if (paths == 2 || paths == 3 || paths == 5 || paths == 7) {
+    // Prime: stepping by s visits every path, and the steps s = 1 .. paths - 1 give each ordered
+    // pair (a, a + s) to exactly one of them. Every cycle starts at 0 and ends at -s, so the
+    // step into the next block (or from the last back to the first) is the cycle's own wrap.
+    std::vector<std::uint32_t> order;
+    order.reserve(static_cast<std::size_t>(paths - 1) * interleave_block_cycles * paths);
+    for (std::uint32_t s = 1; s < paths; ++s) {
+      for (std::uint32_t c = 0; c < interleave_block_cycles; ++c) {
+        for (std::uint32_t k = 0; k < paths; ++k) order.push_back(k * s % paths);
+      }
+    }
+    return order;
+  }
   // Hierholzer's algorithm: walk unused edges from the stack's top; a vertex with none left is
   // the circuit's next vertex from the end.
   std::vector<std::vector<std::uint32_t>> unused(paths);

@@ -97,14 +97,24 @@ struct WorkerResult {
 // "burst MS" (the --interleave command) -> MS, in 1..bench_burst_ms_max; nullopt otherwise.
 std::optional<std::uint64_t> parse_burst_command(std::string_view line);
 
+// Cycles each block of interleave_order repeats before it steps by the next s.
+inline constexpr std::uint32_t interleave_block_cycles = 4;
+
 // The order in which --interleave hands bursts to `paths` workers (1..bench_interleave_paths_max;
-// more is a programmer error), repeated until every path has run its time: a circuit through
-// every ordered pair of distinct paths once (an Eulerian circuit of the complete directed graph),
-// starting at 0; {0} for one path. Each path runs paths - 1 bursts per circuit, right after each
-// other path once (the circuit's last burst is followed by its first). A burst can leave the
-// machine in a state the next one pays for: after a burst of lf-shm GETs, HTTP GETs of 4 MiB ran
-// about 5 % slower (docs/BENCHMARKS.md, "Method"), and a rotation by one per cycle put one of
-// three paths after the same other path in 2 of 3 cycles.
+// more is a programmer error), repeated until every path has run its time. Two properties
+// matter, each measured at GET 4 MiB on the 2-core VM (docs/BENCHMARKS.md, "Method"):
+//  - each path right after each other path equally often: a burst leaves the machine in a state
+//    the next one pays for (a rotation by one per cycle put auto after lf-shm in 2 cycles of 3,
+//    and cost it 3-7 %);
+//  - each path's bursts evenly spaced: in an order where one path's bursts came evenly and the
+//    others' did not, that path ran 6-13 % faster.
+// For a prime number of paths (2, 3, 5, 7) the order has both: the cycles that step through the
+// paths by s = 1 .. paths - 1 (0, s, 2s, ... mod paths), each repeated interleave_block_cycles
+// times. Each ordered pair of distinct paths is consecutive once per cycle family (counting the
+// step from each block into the next, and from the last back to the first), and within a block
+// every path runs once every `paths` bursts. For 4, 6 or 8 paths no such set of cycles exists
+// (Tillson: 4 and 6) or it is not built here (8): the order is then an Eulerian circuit of the
+// complete directed graph from 0 (each ordered pair once, the spacing uneven). {0} for one path.
 std::vector<std::uint32_t> interleave_order(std::uint32_t paths);
 
 // Path auto's learning calls in a worker's warm-up (docs/client.md, "The fastest path"): calls

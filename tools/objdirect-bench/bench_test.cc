@@ -141,29 +141,48 @@ TEST(ParseBurstCommand, MillisecondsWithinTheLimit) {
   }
 }
 
-TEST(InterleaveOrder, EveryPathFollowsEveryOtherOnce) {
+TEST(InterleaveOrder, EveryPathFollowsEveryOtherEquallyOftenAndPrimeCountsSpaceEvenly) {
+  constexpr std::uint32_t k = interleave_block_cycles;
   EXPECT_EQ(interleave_order(1), (std::vector<std::uint32_t>{0}));
-  EXPECT_EQ(interleave_order(2), (std::vector<std::uint32_t>{0, 1}));
-  EXPECT_EQ(interleave_order(3), (std::vector<std::uint32_t>{0, 1, 0, 2, 1, 2}));
+  {
+    std::vector<std::uint32_t> want;
+    for (std::uint32_t c = 0; c < k; ++c) want.insert(want.end(), {0, 1});
+    EXPECT_EQ(interleave_order(2), want);
+  }
+  {
+    std::vector<std::uint32_t> want;
+    for (std::uint32_t c = 0; c < k; ++c) want.insert(want.end(), {0, 1, 2});
+    for (std::uint32_t c = 0; c < k; ++c) want.insert(want.end(), {0, 2, 1});
+    EXPECT_EQ(interleave_order(3), want);
+  }
   for (std::uint32_t n = 2; n <= limits::bench_interleave_paths_max; ++n) {
+    const bool prime = n == 2 || n == 3 || n == 5 || n == 7;
     const auto order = interleave_order(n);
-    ASSERT_EQ(order.size(), n * (n - 1)) << n;
+    const std::uint32_t each = prime ? k : 1;  // times each ordered pair is consecutive
+    ASSERT_EQ(order.size(), each * n * (n - 1)) << n;
     EXPECT_EQ(order.front(), 0u);
-    // Each ordered pair of distinct paths once, counting the wrap from the last to the first
-    // (the circuit repeats); so no path follows itself, and each runs n - 1 bursts.
-    std::map<std::pair<std::uint32_t, std::uint32_t>, int> pairs;
-    std::vector<int> runs(n, 0);
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      ASSERT_LT(order[k], n);
-      ++runs[order[k]];
-      ++pairs[{order[k], order[(k + 1) % order.size()]}];
+    // Each ordered pair of distinct paths `each` times, counting the wrap from the last to the
+    // first (the order repeats); so no path follows itself, and each runs as often.
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> pairs;
+    std::vector<std::uint32_t> runs(n, 0);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      ASSERT_LT(order[i], n);
+      ++runs[order[i]];
+      ++pairs[{order[i], order[(i + 1) % order.size()]}];
     }
     EXPECT_EQ(pairs.size(), n * (n - 1)) << n;
     for (const auto& [pair, count] : pairs) {
       EXPECT_NE(pair.first, pair.second) << n;
-      EXPECT_EQ(count, 1) << n;
+      EXPECT_EQ(count, each) << n;
     }
-    for (int r : runs) EXPECT_EQ(r, static_cast<int>(n - 1)) << n;
+    for (auto r : runs) EXPECT_EQ(r, each * (n - 1)) << n;
+    if (!prime) continue;
+    // Within each block of k cycles every path runs once every n bursts.
+    for (std::size_t b = 0; b < order.size(); b += static_cast<std::size_t>(k) * n) {
+      for (std::size_t i = b + n; i < b + static_cast<std::size_t>(k) * n; ++i) {
+        EXPECT_EQ(order[i], order[i - n]) << n << " at " << i;
+      }
+    }
   }
 }
 

@@ -500,9 +500,10 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
       return fail(i, st.message());
     }
   }
-  // Burst after burst, one path at a time, in interleave_order's circuit (each path right after
-  // each other path once per circuit), until every path has run --duration-ms in all. Each burst
-  // lasts at least one transfer, so the loop ends.
+  // Burst after burst, one path at a time, in interleave_order's order (each path right after
+  // each other path equally often, and for 2, 3, 5 or 7 paths every path's bursts evenly
+  // spaced), until every path has run --duration-ms in all. Each burst lasts at least one
+  // transfer, so the loop ends.
   const auto order = interleave_order(static_cast<std::uint32_t>(pts.size()));
   std::vector<WorkerResult> acc(pts.size());
   std::vector<double> busy(pts.size(), 0);
