@@ -13,21 +13,22 @@
 //    client's first RDMA call connected its peer), of those recorded within the class's last
 //    sample_age_max calls (at least its newest samples_min): the way not taken, measured only
 //    by probes, is judged by its latest ones, so that a turn made in a slow spell of the other
-//    way is undone within a few probes, not samples_kept of them. The class turns to HTTP only when
-//    HTTP's estimate beats RDMA's by margin (RDMA spends less CPU, so a tie goes to it), and back
-//    to RDMA only when RDMA's is at least HTTP's: between the two it stays where it is, since every
-//    turn costs a cold call on each way and estimates within the margin of each other would turn it
-//    often (GET 4 MiB on the 2-core VM, HTTP 10-20 % faster: docs/BENCHMARKS.md);
+//    way is undone within a few probes, not samples_kept of them. The class turns to HTTP only
+//    when HTTP's estimate beats RDMA's by margin (RDMA spends less CPU, so a tie goes to it),
+//    and back to RDMA only when RDMA's is at least HTTP's: between the two it stays where it
+//    is, since every turn costs a cold call on each way and estimates within the margin of
+//    each other would turn it often (GET 4 MiB on the 2-core VM, HTTP 10-20 % faster:
+//    docs/BENCHMARKS.md);
 //  - a probe now and then takes the other way for probe_calls calls in a row, so that a change
 //    in the machine or the load is seen; only its last call is recorded, since the first call
-//    on a way after a spell on the other pays for waking it (GET 4 MiB: the second call of a
-//    probe 3-32 % faster than its first, docs/client.md), and a probe that measured that would
-//    hold the way's estimate down. The probes are spaced so that they cost
-//    at most 1/probe_cost_inverse of the class's time (a probe of a way 3.5 times slower costs
-//    2 x 2.5 calls of the faster one: one in 320 calls), at least probe_every and at most
-//    probe_every_max calls apart; while the slower way has fewer than samples_kept samples, its
-//    first probe may cost 4 times that share and each next gap is at most twice the one before
-//    (a start misjudged by warming calls is soon corrected).
+//    on a way after a spell on the other pays for waking it (GET 4 MiB: a probe's second call
+//    3-32 % faster than its first, docs/client.md), and a probe that measured that would hold
+//    the way's estimate down. The probes are spaced so that they cost at most
+//    1/probe_cost_inverse of the class's time (a probe of a way 3.5 times slower costs
+//    2 x 2.5 calls of the faster one: one starts in 320 calls), at least probe_every and at
+//    most probe_every_max calls apart; while the slower way has fewer than samples_kept
+//    samples, its first probe may cost 4 times that share and each next gap is at most twice
+//    the one before (a start misjudged by warming calls is soon corrected).
 // Only clean calls are recorded (an RDMA call that fell back, or failed, teaches nothing).
 //
 // Thread safety: thread-safe; every method may be called from any thread at once.

@@ -500,10 +500,8 @@ std::vector<Row> Bench::run_interleaved(const std::vector<Point>& pts) {
       return fail(i, st.message());
     }
   }
-  // Burst after burst, one path at a time, in interleave_order's order (each path right after
-  // each other path equally often, and for 2, 3, 5 or 7 paths every path's bursts evenly
-  // spaced), until every path has run --duration-ms in all. Each burst lasts at least one
-  // transfer, so the loop ends.
+  // Burst after burst, one path at a time, in interleave_order (bench.hpp), until every path has
+  // run --duration-ms in all. Each burst lasts at least one transfer, so the loop ends.
   const auto order = interleave_order(static_cast<std::uint32_t>(pts.size()));
   std::vector<WorkerResult> acc(pts.size());
   std::vector<double> busy(pts.size(), 0);
@@ -1102,11 +1100,11 @@ int main(int argc, char** argv) {
                  "median-GB/s pass (the note lists all)")
       ->check(CLI::Range(1u, objdirect::limits::bench_rounds_max))
       ->capture_default_str();
-  app.add_flag("--interleave", o.interleave,
-               "Size sweep: run the paths of each size together, a worker per path taking turns "
-               "in bursts of --burst-ms (each path right after each other path equally often) "
-               "until each has run "
-               "--duration-ms; GB/s is each path's bytes over its own bursts' time");
+  app.add_flag(
+      "--interleave", o.interleave,
+      "Size sweep: run the paths of each size together, a worker per path taking turns "
+      "in bursts of --burst-ms (each path right after each other path equally often) "
+      "until each has run --duration-ms; GB/s is each path's bytes over its own bursts' time");
   app.add_option("--burst-ms", o.burst_ms, "Length of one --interleave burst")
       ->check(CLI::Range(std::uint64_t{1}, objdirect::limits::bench_burst_ms_max))
       ->capture_default_str();
