@@ -1,14 +1,15 @@
 #include "transport/transport.hpp"
 
+#include <openssl/rand.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <random>
 #include <utility>
 
+#include "common/assert.hpp"
 #include "common/checksum.hpp"
 #include "transport/detail.hpp"
 #include "transport/libfabric/libfabric_transport.hpp"
@@ -37,13 +38,11 @@ token::Token make_token(const Transport& transport, std::vector<RemoteSegment> s
   t.endpoint = transport.local_address();
   // The nonce only has to be unpredictable enough to tell tokens apart and to refuse replays;
   // it protects nothing by itself (SigV4 authenticates the request that carries the token).
-  std::random_device rd;
-  for (std::size_t i = 0; i < t.nonce.size(); i += 4) {
-    std::uint32_t v = rd();
-    for (std::size_t k = 0; k < 4 && i + k < t.nonce.size(); ++k) {
-      t.nonce[i + k] = static_cast<std::uint8_t>(v >> (8 * k));
-    }
-  }
+  // OpenSSL's DRBG, not a std::random_device per token: constructing one costs ~15 us on this VM
+  // (CPUID and RDRAND trap to the hypervisor), a tenth of a client core at 8,000 GETs/s
+  // (docs/BENCHMARKS.md "get_many against a loop"); RAND_bytes costs ~1 us and reseeds after fork.
+  OBJDIRECT_ASSERT(RAND_bytes(t.nonce.data(), static_cast<int>(t.nonce.size())) == 1,
+                   "RAND_bytes failed: OpenSSL has no entropy source");
   for (const RemoteSegment& s : segments) t.total_length += s.length;
   t.segments = std::move(segments);
   return t;
