@@ -808,6 +808,98 @@ TEST_P(TransportTest, ShmLargeWriteLandsInATargetThatNeverPolls) {
               self_cpu, child_cpu);
 }
 
+// A target that never polls, its parent's shm endpoint warmed up (connected while the child polled
+// by hand) with one small write, and the parent's region's cma_cap_peer byte; for the two tests
+// below. Skips where shm or 1.17's region layout is not there.
+struct ShmQuietTarget {
+  std::unique_ptr<Child> child;
+  std::unique_ptr<Transport> t;
+  std::vector<char> local;
+  std::shared_ptr<MemoryRegion> mr;
+  std::uint8_t* cma_cap_peer = nullptr;
+};
+
+#define OPEN_SHM_QUIET_TARGET(q, bytes)                                                        \
+  do {                                                                                         \
+    if (GetParam().fabric != "libfabric:shm") GTEST_SKIP() << "libfabric shm only";            \
+    if (!libfabric::smr_layout_known()) GTEST_SKIP() << "not libfabric 1.17";                  \
+    ::setenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS", "1", 1);                                      \
+    (q).child = spawn(bytes);                                                                  \
+    ::unsetenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS");                                            \
+    SKIP_IF_UNAVAILABLE((q).child);                                                            \
+    (q).t = open();                                                                            \
+    ASSERT_NE((q).t, nullptr);                                                                 \
+    (q).local.resize(bytes);                                                                   \
+    auto mr_or = (q).t->register_memory((q).local.data(), bytes, MemoryType::host);            \
+    ASSERT_TRUE(mr_or.ok()) << mr_or.status().to_string();                                     \
+    (q).mr = *mr_or;                                                                           \
+    ASSERT_EQ((q).child->command("FILL", 1, 0, bytes), "OK");                                  \
+    LocalSegment ls{(q).mr.get(), 0, 4096};                                                    \
+    RemoteSegment rs = (q).child->segment(0, 4096);                                            \
+    std::string polled;                                                                        \
+    std::thread poller([&] { polled = (q).child->command("POLL", 0, 0, 1000); });              \
+    auto op = (q).t->post_write((q).child->address(), {&ls, 1}, {&rs, 1});                     \
+    Status st = op.ok() ? (q).t->wait(*op, 5'000ms) : op.status();                             \
+    poller.join();                                                                             \
+    ASSERT_TRUE(st.ok()) << st.to_string();                                                    \
+    ASSERT_EQ(polled, "OK");                                                                   \
+    const std::string address = (q).t->local_address().c_str();                                \
+    (q).cma_cap_peer = const_cast<std::uint8_t*>(                                              \
+        libfabric::find_region_cma_cap_peer(address.substr(9), static_cast<int>(::getpid()))); \
+    ASSERT_NE((q).cma_cap_peer, nullptr) << "own region " << address << " not found";          \
+    /* The provider checked CMA with the child while connecting (offset 8 in 1.17). */         \
+    ASSERT_EQ(*(q).cma_cap_peer, libfabric::smr_cma_cap_on) << "offset 8 is not cma_cap_peer"; \
+  } while (0)
+
+// While CMA works, libfabric 1.17 shm's fast path copies a small write too (inside fi_writemsg),
+// so it lands without the target polling. With FI_DELIVERY_COMPLETE on every write of at most
+// 4 KiB, as before, each waited for the target's progress: here it would time out.
+TEST_P(TransportTest, ShmSmallWriteLandsInATargetThatNeverPolls) {
+  ShmQuietTarget q;
+  OPEN_SHM_QUIET_TARGET(q, 16384);
+  std::uint64_t seed = 10;
+  for (std::uint64_t len : {std::uint64_t{1}, std::uint64_t{100}, std::uint64_t{2048},
+                            std::uint64_t{4095}, std::uint64_t{4096}}) {
+    fill(q.local.data(), len, ++seed, 0);
+    LocalSegment ls{q.mr.get(), 0, len};
+    RemoteSegment rs = q.child->segment(8192, len);
+    auto op = q.t->post_write(q.child->address(), {&ls, 1}, {&rs, 1});
+    ASSERT_TRUE(op.ok()) << op.status().to_string();
+    Status st = q.t->wait(*op, 2'000ms);
+    ASSERT_TRUE(st.ok()) << len << " bytes: " << st.to_string();
+    EXPECT_EQ(q.child->command("CHECK", seed, 8192, len), "OK") << len << " bytes";
+  }
+}
+
+// While the region's byte says CMA is off, the provider carries a small write inline and, without
+// FI_DELIVERY_COMPLETE, would complete it before the target copied it: the write must keep the
+// flag, so it completes only once the target polls, with its bytes in place. The test turns the
+// byte off itself, as the provider's check of a peer it cannot reach by CMA would.
+TEST_P(TransportTest, ShmSmallWriteWaitsForDeliveryWhileCmaIsOff) {
+  ShmQuietTarget q;
+  OPEN_SHM_QUIET_TARGET(q, 16384);
+  __atomic_store_n(q.cma_cap_peer, libfabric::smr_cma_cap_off, __ATOMIC_SEQ_CST);
+  constexpr std::uint64_t len = 4096;
+  fill(q.local.data(), len, 21, 0);
+  LocalSegment ls{q.mr.get(), 0, len};
+  RemoteSegment rs = q.child->segment(8192, len);
+  constexpr auto quiet = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  std::string polled;
+  std::thread poller([&] {
+    std::this_thread::sleep_for(quiet);
+    polled = q.child->command("POLL", 0, 0, 1000);
+  });
+  auto op = q.t->post_write(q.child->address(), {&ls, 1}, {&rs, 1});
+  Status st = op.ok() ? q.t->wait(*op, 5'000ms) : op.status();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  poller.join();
+  __atomic_store_n(q.cma_cap_peer, libfabric::smr_cma_cap_on, __ATOMIC_SEQ_CST);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_GE(waited, quiet) << "the write completed before the target could have copied it";
+  EXPECT_EQ(q.child->command("CHECK", 21, 8192, len), "OK");
+}
+
 // While another process holds our shm region's lock (libfabric 1.17 shm's fast write copies into
 // us under it), progress() must return at once instead of spinning until the lock is released.
 // The test holds the lock itself, as a copying peer would, and releases it after 3 s at most.

@@ -231,9 +231,9 @@ constexpr std::uint64_t rma_caps =
     FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MSG;
 
 // libfabric 1.17 shm carries a write of at most this many bytes inside its command queue
-// ("inline"/"inject"): without FI_DELIVERY_COMPLETE such a write completes before the target has
-// copied it out. Every larger write completes only after the bytes are in the target's memory
-// (see LibfabricTransport::shm_fast_write_).
+// ("inline"/"inject") when it does not take its fast path: without FI_DELIVERY_COMPLETE such a
+// write completes before the target has copied it out. Every larger write completes only after
+// the bytes are in the target's memory (see LibfabricTransport::shm_fast_write_).
 constexpr std::size_t shm_inject_bytes = 4096;
 
 // How long progress() sleeps when it finds its own shm region locked by a peer's copy.
@@ -356,7 +356,8 @@ bool is_any_address(const sockaddr* a) {
 class LibfabricTransport final : public Transport {
  public:
   LibfabricTransport(std::shared_ptr<Core> core, Capabilities caps, std::string local_address,
-                     const Config& config, std::size_t av_count, const int* own_region_lock)
+                     const Config& config, std::size_t av_count, const int* own_region_lock,
+                     const std::uint8_t* own_cma_cap_peer)
       : core_(std::move(core)),
         caps_(std::move(caps)),
         local_address_(std::move(local_address)),
@@ -366,7 +367,8 @@ class LibfabricTransport final : public Transport {
                         (core_->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0 &&
                         (core_->info->tx_attr->msg_order & rma_order_bits) == 0),
         av_count_(av_count),
-        own_region_lock_(own_region_lock) {
+        own_region_lock_(own_region_lock),
+        own_cma_cap_peer_(own_cma_cap_peer) {
     probe_new_peers_ = caps_.provider == "tcp";
     local_text_ = core_->info->src_addr != nullptr
                       ? sockaddr_text(core_->info->src_addr, core_->info->src_addrlen)
@@ -617,11 +619,15 @@ class LibfabricTransport final : public Transport {
       msg.context = &sub.ctx;
       // FI_DELIVERY_COMPLETE: the completion means the bytes are visible in the target's
       // memory, not merely that our buffer may be reused (tcp;ofi_rxm, libfabric#9651).
-      // Except shm_fast_write_ for one remote segment above the inject size: there the
-      // completion already implies delivery, and leaving the flag off is what lets shm copy.
+      // Except shm_fast_write_ for one remote segment: there leaving the flag off is what lets
+      // shm copy, and the completion already implies delivery above the inject size. At or
+      // below it, only while the provider takes its fast path (small_fast_write_locked).
       std::uint64_t write_flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
-      if (shm_fast_write_ && sub.rma.size() == 1 && sub.rma[0].len > shm_inject_bytes) {
-        write_flags = FI_COMPLETION;
+      bool small_fast = false;
+      if (op->write && shm_fast_write_ && sub.rma.size() == 1) {
+        const bool small = sub.rma[0].len <= shm_inject_bytes;
+        small_fast = small && small_fast_write_locked();
+        if (!small || small_fast) write_flags = FI_COMPLETION;
       }
       const bool stamped = watchdog_.joinable();
       if (stamped) stamp_post(op->peer);
@@ -636,6 +642,17 @@ class LibfabricTransport final : public Transport {
       }
       ++op->next_post;
       ++op->pending;
+      if (small_fast && !small_fast_write_locked()) {
+        // The provider's check of a new peer turned CMA off inside this very post, so it may
+        // have queued the bytes for the target to copy: the completion would not mean delivery.
+        // The write fails (the caller drains and falls back); later small writes keep
+        // FI_DELIVERY_COMPLETE while the byte says off.
+        op->n_subs = op->next_post;
+        return Status(Errc::rdma_transfer_failed,
+                      caps_.name +
+                          ": CMA to peers turned off while a small write was posted; "
+                          "its delivery is unconfirmed");
+      }
     }
     return Status::Ok();
   }
@@ -643,6 +660,17 @@ class LibfabricTransport final : public Transport {
   static std::int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
         .count();
+  }
+
+  // Whether a write of at most shm_inject_bytes posted now without FI_DELIVERY_COMPLETE takes
+  // libfabric 1.17 shm's fast path, whose completion implies delivery. The provider takes it
+  // while its own region's cma_cap_peer byte reads ON (smr_cma_enabled), and else carries the
+  // bytes inline, completing before the target copies them. The byte changes only in the
+  // provider's check of a newly mapped peer, which runs inside our provider calls, all made
+  // under mu; so ON before a post and ON after it means ON when the provider looked (one check
+  // per call). Layout unknown: false, and the flag stays. mu held.
+  bool small_fast_write_locked() const {
+    return own_cma_cap_peer_ != nullptr && region_cma_on(own_cma_cap_peer_);
   }
 
   // Marks the start of a provider post to `peer` for the watchdog. mu held (posts are serial).
@@ -954,7 +982,8 @@ class LibfabricTransport final : public Transport {
   // target's progress pulls them with process_vm_readv: the client paid for every GET's copy).
   // Completion then implies delivery. Where CMA is refused the provider falls back to its
   // iov/SAR/mmap protocols, whose completions also wait for the target's copy; only the
-  // inline/inject protocol (<= shm_inject_bytes) completes early, so small writes keep the flag.
+  // inline/inject protocol (<= shm_inject_bytes) completes early, so a small write keeps the
+  // flag unless small_fast_write_locked() shows the provider will take the fast path.
   bool shm_fast_write_ = false;
   std::size_t av_count_ = 0;
   // libfabric 1.17 shm only (null elsewhere): the lock word of this endpoint's own region. shm's
@@ -964,6 +993,9 @@ class LibfabricTransport final : public Transport {
   // docs/BENCHMARKS.md "Who copies a GET under shm"). progress() reads the word first and skips
   // the poll while it is held; a read never takes or alters the lock.
   const int* own_region_lock_ = nullptr;
+  // libfabric 1.17 shm only (null elsewhere): this endpoint's region's cma_cap_peer byte, read by
+  // small_fast_write_locked(); never written.
+  const std::uint8_t* own_cma_cap_peer_ = nullptr;
   std::unordered_map<std::string, fi_addr_t> parked_;
   std::unordered_map<OpId, std::unique_ptr<Op>> ops_;
   std::deque<OpId> backlog_;  // ops with parts the transmit queue could not take yet
@@ -1136,10 +1168,14 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   // completes in order, so a peer that died with operations in flight stalls it for good.
   caps.peer_copies = provider == "shm";
   caps.reset_after_peer_failure = provider == "shm";
+  const int own_pid = static_cast<int>(::getpid());
   const int* own_region_lock =
-      region_name.empty() ? nullptr : find_region_lock(region_name, static_cast<int>(::getpid()));
-  return std::unique_ptr<Transport>(std::make_unique<LibfabricTransport>(
-      std::move(core), std::move(caps), std::move(address), config, av_count, own_region_lock));
+      region_name.empty() ? nullptr : find_region_lock(region_name, own_pid);
+  const std::uint8_t* own_cma_cap_peer =
+      region_name.empty() ? nullptr : find_region_cma_cap_peer(region_name, own_pid);
+  return std::unique_ptr<Transport>(
+      std::make_unique<LibfabricTransport>(std::move(core), std::move(caps), std::move(address),
+                                           config, av_count, own_region_lock, own_cma_cap_peer));
 }
 
 }  // namespace objdirect::transport::libfabric

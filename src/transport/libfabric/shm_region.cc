@@ -96,7 +96,10 @@ std::vector<RegionMapping> find_region_mappings(std::string_view region_name) {
   return out;
 }
 
-const int* find_region_lock(std::string_view region_name, int expected_pid) {
+namespace {
+
+// The first bytes of the region, once its version byte and pid field match; else nullptr.
+const unsigned char* find_region_header(std::string_view region_name, int expected_pid) {
   if (!smr_layout_known()) return nullptr;
   auto maps = find_region_mappings(region_name);
   if (maps.empty()) return nullptr;
@@ -104,7 +107,19 @@ const int* find_region_lock(std::string_view region_name, int expected_pid) {
   int pid = 0;
   std::memcpy(&pid, bytes + smr_region_pid_offset, sizeof(pid));
   if (bytes[0] != smr_region_version_1_17 || pid != expected_pid) return nullptr;
-  return reinterpret_cast<const int*>(bytes + smr_region_lock_offset);
+  return bytes;
+}
+
+}  // namespace
+
+const int* find_region_lock(std::string_view region_name, int expected_pid) {
+  const unsigned char* bytes = find_region_header(region_name, expected_pid);
+  return bytes ? reinterpret_cast<const int*>(bytes + smr_region_lock_offset) : nullptr;
+}
+
+const std::uint8_t* find_region_cma_cap_peer(std::string_view region_name, int expected_pid) {
+  const unsigned char* bytes = find_region_header(region_name, expected_pid);
+  return bytes ? bytes + smr_region_cma_cap_peer_offset : nullptr;
 }
 
 }  // namespace objdirect::transport::libfabric

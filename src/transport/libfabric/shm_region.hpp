@@ -1,9 +1,11 @@
 // What ObjDirect knows of libfabric 1.17's shm region (struct smr_region, a file in /dev/shm
 // mapped by every process that talks to its owner), and how to find one in this process's maps.
-// Two users: the client's progress skips polling while a peer copies into it under its own
-// region lock, and the shm watchdog releases the lock of a dead peer (libfabric README,
-// docs/RELIABILITY.md section 6). The layout is private to the provider and changed in 1.18, so
-// every caller must treat "not found" / "layout unknown" as "do nothing".
+// Three users: the client's progress skips polling while a peer copies into it under its own
+// region lock; the shm watchdog releases the lock of a dead peer (libfabric README,
+// docs/RELIABILITY.md section 6); and the initiator leaves FI_DELIVERY_COMPLETE off a small
+// write only while its region's cma_cap_peer byte proves the provider copies it at once. The
+// layout is private to the provider and changed in 1.18, so every caller must treat "not found"
+// / "layout unknown" as "do nothing" (for the small write: keep the flag).
 //
 // Thread safety: free functions without shared state; safe from any thread.
 #pragma once
@@ -23,8 +25,15 @@ namespace objdirect::transport::libfabric {
 // uint16_t flags; int pid; uint8_t cma_cap_peer; uint8_t cma_cap_self; uint32_t
 // max_sar_buf_per_peer; void* base_addr; pthread_spinlock_t lock; ... }.
 inline constexpr std::size_t smr_region_pid_offset = 4;
+inline constexpr std::size_t smr_region_cma_cap_peer_offset = 8;
 inline constexpr std::size_t smr_region_lock_offset = 0x18;
 inline constexpr std::size_t smr_region_header_bytes = smr_region_lock_offset + sizeof(int);
+// cma_cap_peer's values (1.17's SMR_CMA_CAP_NA / _ON / _OFF): whether process_vm_writev to a
+// peer worked when the provider last checked one. The provider sets it per region, and its RMA
+// takes the fast path (the initiator copies with CMA) only while its own region's byte is ON.
+inline constexpr std::uint8_t smr_cma_cap_na = 0;
+inline constexpr std::uint8_t smr_cma_cap_on = 1;
+inline constexpr std::uint8_t smr_cma_cap_off = 2;
 // Byte 0 of a region created by libfabric 1.17 (read from a live region: 04 00 01 00 <pid>).
 inline constexpr std::uint8_t smr_region_version_1_17 = 4;
 
@@ -71,5 +80,13 @@ std::vector<RegionMapping> find_region_mappings(std::string_view region_name);
 // version byte and pid field hold 1.17's version and expected_pid (a check that the offsets
 // really describe this mapping); else nullptr.
 const int* find_region_lock(std::string_view region_name, int expected_pid);
+
+// The region's cma_cap_peer byte, found and checked as find_region_lock does; else nullptr.
+const std::uint8_t* find_region_cma_cap_peer(std::string_view region_name, int expected_pid);
+
+// Whether the cma_cap_peer byte read now says ON. A read never alters the byte.
+inline bool region_cma_on(const std::uint8_t* byte) {
+  return __atomic_load_n(byte, __ATOMIC_RELAXED) == smr_cma_cap_on;
+}
 
 }  // namespace objdirect::transport::libfabric
