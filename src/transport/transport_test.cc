@@ -352,6 +352,14 @@ class TransportTest : public ::testing::TestWithParam<Backend> {
     auto c = std::make_unique<Child>(GetParam().fabric, bytes);
     return c;
   }
+
+  struct QuietTarget {
+    std::unique_ptr<Child> child;
+    std::unique_ptr<Transport> t;
+    std::vector<char> local;
+    std::shared_ptr<MemoryRegion> mr;
+  };
+  void open_quiet_shm_target(QuietTarget& q, std::size_t bytes);  // defined with its tests
 };
 
 // Skips only when the backend does not initialise in this (parent) process either; a child that
@@ -756,37 +764,57 @@ TEST_P(TransportTest, ShmPostToAPeerThatDiedHoldingItsLockReturns) {
   }
 }
 
+// A child that never polls (OBJDIRECT_TEST_CHILD_NO_PROGRESS) and this process's transport with
+// `bytes` registered, the child's buffer filled with seed 1, connected by one 4 KiB write made
+// while the child polled by hand (shm connects on first use, which needs the target to poll).
+// libfabric shm only: skips elsewhere. The caller returns if IsSkipped() || HasFatalFailure().
+void TransportTest::open_quiet_shm_target(QuietTarget& q, std::size_t bytes) {
+  if (GetParam().fabric != "libfabric:shm") GTEST_SKIP() << "libfabric shm only";
+  ::setenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS", "1", 1);
+  q.child = spawn(bytes);
+  ::unsetenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS");
+  SKIP_IF_UNAVAILABLE(q.child);
+  q.t = open();
+  ASSERT_NE(q.t, nullptr);
+  q.local.resize(bytes);
+  auto mr = q.t->register_memory(q.local.data(), bytes, MemoryType::host);
+  ASSERT_TRUE(mr.ok()) << mr.status().to_string();
+  q.mr = *mr;
+  ASSERT_EQ(q.child->command("FILL", 1, 0, bytes), "OK");
+  LocalSegment ls{q.mr.get(), 0, 4096};
+  RemoteSegment rs = q.child->segment(0, 4096);
+  std::string polled;
+  std::thread poller([&] { polled = q.child->command("POLL", 0, 0, 1000); });
+  auto op = q.t->post_write(q.child->address(), {&ls, 1}, {&rs, 1});
+  Status st = op.ok() ? q.t->wait(*op, 5'000ms) : op.status();
+  poller.join();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(polled, "OK");
+}
+
+// The cma_cap_peer byte of t's own shm region (libfabric 1.17 layout), or nullptr.
+std::uint8_t* own_cma_cap_peer(const Transport& t) {
+  const std::string address = t.local_address().c_str();  // "fi_shm://<region>", NUL-ended
+  const unsigned char* header =
+      libfabric::find_region_header(address.substr(9), static_cast<int>(::getpid()));
+  return header ? const_cast<std::uint8_t*>(libfabric::region_cma_cap_peer(header)) : nullptr;
+}
+
 // libfabric shm's fast RMA path: the initiator copies a large write itself (process_vm_writev),
 // so once connected it lands in a target that no longer polls, and the target spends no CPU on
-// it. With
-// FI_DELIVERY_COMPLETE, shm made the target pull the bytes with process_vm_readv in its own
-// progress (the client paid for every GET's copy), and this test timed out.
+// it. With FI_DELIVERY_COMPLETE, shm made the target pull the bytes with process_vm_readv in its
+// own progress (the client paid for every GET's copy), and this test timed out.
 TEST_P(TransportTest, ShmLargeWriteLandsInATargetThatNeverPolls) {
-  if (GetParam().fabric != "libfabric:shm") GTEST_SKIP() << "libfabric shm only";
   constexpr std::uint64_t len = std::uint64_t{64} << 20;
   constexpr int reps = 4;
-  ::setenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS", "1", 1);
-  auto child = spawn(len);
-  ::unsetenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS");
-  SKIP_IF_UNAVAILABLE(child);
-  auto t = open();
-  ASSERT_NE(t, nullptr);
-  std::vector<char> local(len);
-  auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
-  ASSERT_TRUE(mr.ok()) << mr.status().to_string();
-  ASSERT_EQ(child->command("FILL", 1, 0, len), "OK");
-  LocalSegment ls{mr->get(), 0, len};
+  QuietTarget q;
+  open_quiet_shm_target(q, len);
+  if (IsSkipped() || HasFatalFailure()) return;
+  auto& child = q.child;
+  auto& t = q.t;
+  std::vector<char>& local = q.local;
+  LocalSegment ls{q.mr.get(), 0, len};
   RemoteSegment rs = child->segment(0, len);
-  // shm connects on first use, which needs the target to poll: warm up while it polls by hand.
-  {
-    std::string polled;
-    std::thread poller([&] { polled = child->command("POLL", 0, 0, 1000); });
-    auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
-    Status st = op.ok() ? t->wait(*op, std::chrono::milliseconds(5'000)) : op.status();
-    poller.join();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_EQ(polled, "OK");
-  }
   const long long child_before = std::atoll(child->command("CPU", 0, 0, 0).c_str());
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -808,55 +836,18 @@ TEST_P(TransportTest, ShmLargeWriteLandsInATargetThatNeverPolls) {
               self_cpu, child_cpu);
 }
 
-// A target that never polls, its parent's shm endpoint warmed up (connected while the child polled
-// by hand) with one small write, and the parent's region's cma_cap_peer byte; for the two tests
-// below. Skips where shm or 1.17's region layout is not there.
-struct ShmQuietTarget {
-  std::unique_ptr<Child> child;
-  std::unique_ptr<Transport> t;
-  std::vector<char> local;
-  std::shared_ptr<MemoryRegion> mr;
-  std::uint8_t* cma_cap_peer = nullptr;
-};
-
-#define OPEN_SHM_QUIET_TARGET(q, bytes)                                                        \
-  do {                                                                                         \
-    if (GetParam().fabric != "libfabric:shm") GTEST_SKIP() << "libfabric shm only";            \
-    if (!libfabric::smr_layout_known()) GTEST_SKIP() << "not libfabric 1.17";                  \
-    ::setenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS", "1", 1);                                      \
-    (q).child = spawn(bytes);                                                                  \
-    ::unsetenv("OBJDIRECT_TEST_CHILD_NO_PROGRESS");                                            \
-    SKIP_IF_UNAVAILABLE((q).child);                                                            \
-    (q).t = open();                                                                            \
-    ASSERT_NE((q).t, nullptr);                                                                 \
-    (q).local.resize(bytes);                                                                   \
-    auto mr_or = (q).t->register_memory((q).local.data(), bytes, MemoryType::host);            \
-    ASSERT_TRUE(mr_or.ok()) << mr_or.status().to_string();                                     \
-    (q).mr = *mr_or;                                                                           \
-    ASSERT_EQ((q).child->command("FILL", 1, 0, bytes), "OK");                                  \
-    LocalSegment ls{(q).mr.get(), 0, 4096};                                                    \
-    RemoteSegment rs = (q).child->segment(0, 4096);                                            \
-    std::string polled;                                                                        \
-    std::thread poller([&] { polled = (q).child->command("POLL", 0, 0, 1000); });              \
-    auto op = (q).t->post_write((q).child->address(), {&ls, 1}, {&rs, 1});                     \
-    Status st = op.ok() ? (q).t->wait(*op, 5'000ms) : op.status();                             \
-    poller.join();                                                                             \
-    ASSERT_TRUE(st.ok()) << st.to_string();                                                    \
-    ASSERT_EQ(polled, "OK");                                                                   \
-    const std::string address = (q).t->local_address().c_str();                                \
-    (q).cma_cap_peer = const_cast<std::uint8_t*>(                                              \
-        libfabric::find_region_cma_cap_peer(address.substr(9), static_cast<int>(::getpid()))); \
-    ASSERT_NE((q).cma_cap_peer, nullptr) << "own region " << address << " not found";          \
-    /* The provider checked CMA with the child while connecting (offset 8 in 1.17). */         \
-    ASSERT_EQ(*(q).cma_cap_peer, libfabric::smr_cma_cap_on) << "offset 8 is not cma_cap_peer"; \
-  } while (0)
-
 // While CMA works, libfabric 1.17 shm's fast path copies a small write too (inside fi_writemsg),
 // so it lands without the target polling. With FI_DELIVERY_COMPLETE on every write of at most
 // 4 KiB, as before, each waited for the target's progress: here it would time out.
 TEST_P(TransportTest, ShmSmallWriteLandsInATargetThatNeverPolls) {
-  ShmQuietTarget q;
-  OPEN_SHM_QUIET_TARGET(q, 16384);
+  QuietTarget q;
+  open_quiet_shm_target(q, 16384);
+  if (IsSkipped() || HasFatalFailure()) return;
+  if (!libfabric::smr_layout_known()) GTEST_SKIP() << "not libfabric 1.17";
+  const std::uint8_t* cma = own_cma_cap_peer(*q.t);
+  ASSERT_NE(cma, nullptr) << "own region not found";
+  // The provider checked CMA with the child while connecting (offset 8 in 1.17).
+  ASSERT_EQ(*cma, libfabric::smr_cma_cap_on) << "offset 8 is not cma_cap_peer";
   std::uint64_t seed = 10;
   for (std::uint64_t len : {std::uint64_t{1}, std::uint64_t{100}, std::uint64_t{2048},
                             std::uint64_t{4095}, std::uint64_t{4096}}) {
@@ -876,9 +867,14 @@ TEST_P(TransportTest, ShmSmallWriteLandsInATargetThatNeverPolls) {
 // flag, so it completes only once the target polls, with its bytes in place. The test turns the
 // byte off itself, as the provider's check of a peer it cannot reach by CMA would.
 TEST_P(TransportTest, ShmSmallWriteWaitsForDeliveryWhileCmaIsOff) {
-  ShmQuietTarget q;
-  OPEN_SHM_QUIET_TARGET(q, 16384);
-  __atomic_store_n(q.cma_cap_peer, libfabric::smr_cma_cap_off, __ATOMIC_SEQ_CST);
+  QuietTarget q;
+  open_quiet_shm_target(q, 16384);
+  if (IsSkipped() || HasFatalFailure()) return;
+  if (!libfabric::smr_layout_known()) GTEST_SKIP() << "not libfabric 1.17";
+  std::uint8_t* cma = own_cma_cap_peer(*q.t);
+  ASSERT_NE(cma, nullptr) << "own region not found";
+  ASSERT_EQ(*cma, libfabric::smr_cma_cap_on) << "offset 8 is not cma_cap_peer";
+  __atomic_store_n(cma, libfabric::smr_cma_cap_off, __ATOMIC_SEQ_CST);
   constexpr std::uint64_t len = 4096;
   fill(q.local.data(), len, 21, 0);
   LocalSegment ls{q.mr.get(), 0, len};
@@ -894,7 +890,7 @@ TEST_P(TransportTest, ShmSmallWriteWaitsForDeliveryWhileCmaIsOff) {
   Status st = op.ok() ? q.t->wait(*op, 5'000ms) : op.status();
   const auto waited = std::chrono::steady_clock::now() - start;
   poller.join();
-  __atomic_store_n(q.cma_cap_peer, libfabric::smr_cma_cap_on, __ATOMIC_SEQ_CST);
+  __atomic_store_n(cma, libfabric::smr_cma_cap_on, __ATOMIC_SEQ_CST);
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_GE(waited, quiet) << "the write completed before the target could have copied it";
   EXPECT_EQ(q.child->command("CHECK", 21, 8192, len), "OK");

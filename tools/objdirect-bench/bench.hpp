@@ -34,8 +34,8 @@ inline constexpr std::uint32_t bench_threads_max = 256;
 inline constexpr std::uint32_t bench_rounds_max = 32;
 // One --interleave burst: the time a path runs before the next path takes its turn.
 inline constexpr std::uint64_t bench_burst_ms_max = 60'000;
-// Paths one --interleave point runs together (objdirect-bench knows 7; interleave_order's
-// length grows as paths^3).
+// Paths one --interleave point runs together (objdirect-bench knows 7; interleave_order is at
+// most interleave_block_cycles x paths x (paths - 1) bursts long).
 inline constexpr std::uint32_t bench_interleave_paths_max = 8;
 // Warm-up calls of path auto that may still be learning which path is faster (the client
 // learns in 2 x 3 calls per size class; a worker that has not finished by then reports the

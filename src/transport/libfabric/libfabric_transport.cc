@@ -356,8 +356,7 @@ bool is_any_address(const sockaddr* a) {
 class LibfabricTransport final : public Transport {
  public:
   LibfabricTransport(std::shared_ptr<Core> core, Capabilities caps, std::string local_address,
-                     const Config& config, std::size_t av_count, const int* own_region_lock,
-                     const std::uint8_t* own_cma_cap_peer)
+                     const Config& config, std::size_t av_count, const unsigned char* own_region)
       : core_(std::move(core)),
         caps_(std::move(caps)),
         local_address_(std::move(local_address)),
@@ -367,8 +366,8 @@ class LibfabricTransport final : public Transport {
                         (core_->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0 &&
                         (core_->info->tx_attr->msg_order & rma_order_bits) == 0),
         av_count_(av_count),
-        own_region_lock_(own_region_lock),
-        own_cma_cap_peer_(own_cma_cap_peer) {
+        own_region_lock_(own_region ? region_lock_word(own_region) : nullptr),
+        own_cma_cap_peer_(own_region ? region_cma_cap_peer(own_region) : nullptr) {
     probe_new_peers_ = caps_.provider == "tcp";
     local_text_ = core_->info->src_addr != nullptr
                       ? sockaddr_text(core_->info->src_addr, core_->info->src_addrlen)
@@ -1168,14 +1167,11 @@ Result<std::unique_ptr<Transport>> create_libfabric_transport(const Config& conf
   // completes in order, so a peer that died with operations in flight stalls it for good.
   caps.peer_copies = provider == "shm";
   caps.reset_after_peer_failure = provider == "shm";
-  const int own_pid = static_cast<int>(::getpid());
-  const int* own_region_lock =
-      region_name.empty() ? nullptr : find_region_lock(region_name, own_pid);
-  const std::uint8_t* own_cma_cap_peer =
-      region_name.empty() ? nullptr : find_region_cma_cap_peer(region_name, own_pid);
-  return std::unique_ptr<Transport>(
-      std::make_unique<LibfabricTransport>(std::move(core), std::move(caps), std::move(address),
-                                           config, av_count, own_region_lock, own_cma_cap_peer));
+  // This endpoint's own region (libfabric 1.17 shm only): its lock word and cma_cap_peer byte.
+  const unsigned char* own_region =
+      region_name.empty() ? nullptr : find_region_header(region_name, static_cast<int>(::getpid()));
+  return std::unique_ptr<Transport>(std::make_unique<LibfabricTransport>(
+      std::move(core), std::move(caps), std::move(address), config, av_count, own_region));
 }
 
 }  // namespace objdirect::transport::libfabric

@@ -96,9 +96,6 @@ std::vector<RegionMapping> find_region_mappings(std::string_view region_name) {
   return out;
 }
 
-namespace {
-
-// The first bytes of the region, once its version byte and pid field match; else nullptr.
 const unsigned char* find_region_header(std::string_view region_name, int expected_pid) {
   if (!smr_layout_known()) return nullptr;
   auto maps = find_region_mappings(region_name);
@@ -110,16 +107,9 @@ const unsigned char* find_region_header(std::string_view region_name, int expect
   return bytes;
 }
 
-}  // namespace
-
 const int* find_region_lock(std::string_view region_name, int expected_pid) {
-  const unsigned char* bytes = find_region_header(region_name, expected_pid);
-  return bytes ? reinterpret_cast<const int*>(bytes + smr_region_lock_offset) : nullptr;
-}
-
-const std::uint8_t* find_region_cma_cap_peer(std::string_view region_name, int expected_pid) {
-  const unsigned char* bytes = find_region_header(region_name, expected_pid);
-  return bytes ? bytes + smr_region_cma_cap_peer_offset : nullptr;
+  const unsigned char* header = find_region_header(region_name, expected_pid);
+  return header ? region_lock_word(header) : nullptr;
 }
 
 }  // namespace objdirect::transport::libfabric

@@ -76,15 +76,23 @@ struct RegionMapping {
 // with '/' or an empty one finds nothing.
 std::vector<RegionMapping> find_region_mappings(std::string_view region_name);
 
-// The region's lock word, if region_name is mapped here, the layout is known and the region's
-// version byte and pid field hold 1.17's version and expected_pid (a check that the offsets
-// really describe this mapping); else nullptr.
+// The start of the region (struct smr_region), if region_name is mapped here, the layout is
+// known and the region's version byte and pid field hold 1.17's version and expected_pid (a
+// check that the offsets really describe this mapping); else nullptr.
+const unsigned char* find_region_header(std::string_view region_name, int expected_pid);
+
+// The lock word and the cma_cap_peer byte of a region found by find_region_header.
+inline const int* region_lock_word(const unsigned char* header) {
+  return reinterpret_cast<const int*>(header + smr_region_lock_offset);
+}
+inline const std::uint8_t* region_cma_cap_peer(const unsigned char* header) {
+  return header + smr_region_cma_cap_peer_offset;
+}
+
+// find_region_header's region's lock word; nullptr where that finds nothing.
 const int* find_region_lock(std::string_view region_name, int expected_pid);
 
-// The region's cma_cap_peer byte, found and checked as find_region_lock does; else nullptr.
-const std::uint8_t* find_region_cma_cap_peer(std::string_view region_name, int expected_pid);
-
-// Whether the cma_cap_peer byte read now says ON. A read never alters the byte.
+// Whether a cma_cap_peer byte read now says ON. A read never alters the byte.
 inline bool region_cma_on(const std::uint8_t* byte) {
   return __atomic_load_n(byte, __ATOMIC_RELAXED) == smr_cma_cap_on;
 }
