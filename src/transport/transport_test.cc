@@ -661,6 +661,14 @@ TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
   t.reset();
 }
 
+// The cma_cap_peer byte of t's own shm region (libfabric 1.17 layout), or nullptr.
+std::uint8_t* own_cma_cap_peer(const Transport& t) {
+  const std::string address = t.local_address().c_str();  // "fi_shm://<region>", NUL-ended
+  const unsigned char* header =
+      libfabric::find_region_header(address.substr(9), static_cast<int>(::getpid()));
+  return header ? const_cast<std::uint8_t*>(libfabric::region_cma_cap_peer(header)) : nullptr;
+}
+
 // A peer whose operation timed out is treated as failed: the transport ends what the provider
 // still holds for it (libfabric tcp: the peer leaves the AV and rxm closes the connection; UCX:
 // the endpoint is force-closed), so the abandoned operation settles (op_settled) instead of
@@ -670,9 +678,11 @@ TEST_P(TransportTest, DeadPeerFailsWithinTimeout) {
 // (OBJDIRECT_TEST_PROGRESS_DELAY_MS), so the write cannot finish within the short timeout.
 TEST_P(TransportTest, TimedOutPeerIsTornDownAndItsOperationSettles) {
   const bool shm = GetParam().fabric == "libfabric:shm";
-  // shm copies writes above 4 KiB inside the post (they never time out): use a queued one there.
-  // UCX over sm cannot cancel requests on an endpoint without peer error handling (sm has none):
-  // the write ends only once the crawling child has taken it all, so keep it small.
+  // shm copies a write inside the post while CMA works (it never times out): there the test
+  // connects first and then turns its region's CMA byte off, so that a 4 KiB write is queued
+  // for the crawling child (src/transport/libfabric/README.md). UCX over sm cannot cancel requests
+  // on an endpoint without peer error handling (sm has none): the write ends only once the crawling
+  // child has taken it all, so keep it small.
   const std::size_t len = shm ? 4096 : std::size_t{1} << 20;
   const std::size_t tail = 4096;  // written after the reconnect, outside the first write
   // Declared before the transport: outlives any operation the transport still runs.
@@ -685,9 +695,17 @@ TEST_P(TransportTest, TimedOutPeerIsTornDownAndItsOperationSettles) {
   ASSERT_NE(t, nullptr);
   auto mr = t->register_memory(local.data(), local.size(), MemoryType::host);
   ASSERT_TRUE(mr.ok());
-  fill(local.data(), len, 7, 0);
   LocalSegment ls{mr->get(), 0, len};
   RemoteSegment rs = child->segment(0, len);
+  if (shm && libfabric::smr_layout_known()) {
+    auto warm = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
+    Status connected = warm.ok() ? t->wait(*warm, wait_timeout) : warm.status();
+    ASSERT_TRUE(connected.ok()) << connected.to_string();
+    std::uint8_t* cma = own_cma_cap_peer(*t);
+    ASSERT_NE(cma, nullptr) << "own region not found";
+    __atomic_store_n(cma, libfabric::smr_cma_cap_off, __ATOMIC_SEQ_CST);
+  }
+  fill(local.data(), len, 7, 0);
   auto op = t->post_write(child->address(), {&ls, 1}, {&rs, 1});
   ASSERT_TRUE(op.ok()) << op.status().to_string();
   Status st = t->wait(*op, 50ms);
@@ -790,14 +808,6 @@ void TransportTest::open_quiet_shm_target(QuietTarget& q, std::size_t bytes) {
   poller.join();
   ASSERT_TRUE(st.ok()) << st.to_string();
   ASSERT_EQ(polled, "OK");
-}
-
-// The cma_cap_peer byte of t's own shm region (libfabric 1.17 layout), or nullptr.
-std::uint8_t* own_cma_cap_peer(const Transport& t) {
-  const std::string address = t.local_address().c_str();  // "fi_shm://<region>", NUL-ended
-  const unsigned char* header =
-      libfabric::find_region_header(address.substr(9), static_cast<int>(::getpid()));
-  return header ? const_cast<std::uint8_t*>(libfabric::region_cma_cap_peer(header)) : nullptr;
 }
 
 // libfabric shm's fast RMA path: the initiator copies a large write itself (process_vm_writev),
