@@ -47,8 +47,10 @@ def server_binary():
 class Server:
     """One objdirect-server process; stdout is drained into the log after the listening line."""
 
-    def __init__(self, data_dir, log_path, extra_args=()):
+    def __init__(self, data_dir, log_path, extra_args=(), env=None):
+        """env: variables set in the server's environment only (added to this process's)."""
         self.data_dir, self.log_path, self.extra_args = data_dir, log_path, list(extra_args)
+        self.env = dict(os.environ, **env) if env else None
         self.proc = None
         self.endpoint = None
 
@@ -59,7 +61,8 @@ class Server:
         log = open(self.log_path, "ab")
         log.write(("### " + " ".join(cmd) + "\n").encode())
         log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                                     env=self.env)
         deadline = time.monotonic() + timeout_s
         line = b""
         while not line.endswith(b"\n"):

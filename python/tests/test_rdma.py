@@ -4,6 +4,8 @@ offers no fabric. A fabric that does not open here is a failure, not a skip: bot
 providers work on any Linux machine (FI_TCP_IFACE=lo is set in conftest).
 """
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +62,59 @@ def test_rdma_multipart(server, bucket):
         g = c.get_into(bucket, "big", dst)
         assert g.path == "rdma" and g.requests >= 3
         np.testing.assert_array_equal(dst, src)
+
+
+def _progress_thread_switches():
+    """Voluntary context switches so far of this process's RDMA progress threads (named
+    od-progress): one per sleep or wait such a thread enters."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "od-progress":
+                    continue
+            with open(f"/proc/self/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f
+                             if line.startswith("voluntary_ctxt_switches:"))
+        except FileNotFoundError:  # the thread ended
+            pass
+    return total
+
+
+def test_small_shm_batches_leave_the_progress_thread_asleep_once_the_server_says_so(tmp_path):
+    """A server whose shm writes land without the client's polls says so in each RDMA reply
+    (x-amz-rdma-target-progress: none, docs/rdma_protocol.md); with several small GETs in
+    flight the client's progress thread then sleeps instead of polling for them (about 2 fewer
+    context switches per GET here). A lone GET keeps it polling either way, which shortens its
+    wait for the reply. A server with CMA off (FI_SHM_DISABLE_CMA=1 in its environment) does not
+    say it, and its small writes wait for the client's poll, which still comes at once."""
+    per_get = {}
+    count, size = 400, 4096
+    for cma in ("on", "off"):
+        env = {"FI_SHM_DISABLE_CMA": "1"} if cma == "off" else None
+        s = Server(tmp_path / cma, tmp_path / f"{cma}.log", ["--no-fsync", "--fabric", "libfabric:shm"],
+                   env=env).start()
+        try:
+            with make_client(s, fabric="libfabric:shm", concurrency=8) as c:
+                c.create_bucket("small")
+                src = np.random.default_rng(7).integers(0, 256, count * size, dtype=np.uint8)
+                keys = [f"k{i}" for i in range(count)]
+                for r in c.put_many([("small", k, src[i * size:(i + 1) * size])
+                                     for i, k in enumerate(keys)]):
+                    assert r.path == "rdma"
+                arena = np.zeros_like(src)
+                items = [("small", k, arena[i * size:(i + 1) * size]) for i, k in enumerate(keys)]
+                assert {g.path for g in c.get_many(items)} == {"rdma"}  # the server's word, if any
+                arena[:] = 0
+                before = _progress_thread_switches()
+                for _ in range(3):
+                    assert {g.path for g in c.get_many(items)} == {"rdma"}
+                per_get[cma] = (_progress_thread_switches() - before) / (3 * count)
+                np.testing.assert_array_equal(arena, src)
+        finally:
+            s.stop()
+    assert per_get["off"] >= 0.2, per_get  # the threads are found and counted
+    assert per_get["on"] * 5 <= per_get["off"], per_get
 
 
 def test_fallback_to_http_when_the_server_has_no_fabric(tmp_path):

@@ -64,7 +64,8 @@ class TransportFabric final : public Fabric {
     name_mailbox(t);
     OBJDIRECT_RETURN_IF_ERROR(token::validate(t));
     // Until the reply is read the server may move data into or out of buf: this process is the
-    // target and must progress at full rate (its progress thread idles otherwise).
+    // target and must progress, at full rate unless the fabric moves these bytes without it
+    // (keep_progress_hot: large shm ranges, or the server said so; the thread idles otherwise).
     // The provider reads and writes buf on the progress thread: order the caller's writes before
     // it (now) and its writes before the caller's reads (when the hold goes, after the reply).
     struct TokenHold {
@@ -79,9 +80,15 @@ class TransportFabric final : public Fabric {
       std::shared_ptr<void> hot;
     };
     // hold.get() is the registration (aliasing constructor); the TokenHold owns both.
-    auto both = std::make_shared<TokenHold>(hit->reg, transport_->keep_progress_hot(buf.size()));
+    auto both = std::make_shared<TokenHold>(
+        hit->reg, transport_->keep_progress_hot(
+                      buf.size(), server_needs_no_polls_.load(std::memory_order_relaxed)));
     hold = std::shared_ptr<void>(both, hit->reg.get());
     return token::encode(t);
+  }
+
+  void note_server_needs_no_polls(bool says) override {
+    server_needs_no_polls_.store(says, std::memory_order_relaxed);
   }
 
   void revoke(std::span<const std::byte> buf, std::shared_ptr<void>& hold,
@@ -182,6 +189,8 @@ class TransportFabric final : public Fabric {
   std::shared_ptr<transport::MemoryRegion> mailbox_mr_;
   std::mutex mailbox_mu_;
   std::atomic<bool> proof_ready_{false};
+  // note_server_needs_no_polls(): the server's latest word.
+  std::atomic<bool> server_needs_no_polls_{false};
 };
 
 }  // namespace

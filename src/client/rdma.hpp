@@ -117,6 +117,11 @@ class Fabric {
     (void)secret_key;
     return Status(Errc::rdma_declined, name() + " has no binding mailbox");
   }
+  // The server's word in its latest RDMA success reply: whether its operations land in this
+  // process's memory without this process's polls (x-amz-rdma-target-progress: none,
+  // docs/rdma_protocol.md). While it says so, tokens made afterwards keep the progress thread
+  // relaxed at any size (a wrong word only slows a transfer: a relaxed hold still polls).
+  virtual void note_server_needs_no_polls(bool says) { (void)says; }
   // Pins a registration of [ptr, ptr+len) until the returned object is destroyed.
   virtual Result<std::shared_ptr<void>> pin(void* ptr, std::size_t len) = 0;
   // Whether the transport registers CUDA device memory itself (caps().cuda_memory: FI_HMEM_CUDA,

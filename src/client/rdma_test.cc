@@ -129,6 +129,50 @@ TEST_P(ClientFabricTest, TokenHoldKeepsTheProgressThreadHot) {
   EXPECT_LT(cold_ms, 10.0) << GetParam() << ": a released token leaves the progress thread idle";
 }
 
+// While a token is out the server may move its bytes. At 4 KiB or less a server may leave a
+// shm write for this process's progress to carry out, so such a token keeps the progress thread
+// at full rate (sleeps of at most 100 us) unless the server said, in its last RDMA reply, that
+// its operations land without our polls (x-amz-rdma-target-progress: none), and another token
+// is out: a lone small request keeps the thread polling, which shortens its wait for the reply.
+// Larger ranges always move without our polls. Relaxed, the thread sleeps 20 ms at a time.
+// Seen through the progress thread's voluntary context switches, one per sleep.
+TEST(ClientFabric, SmallShmTokensKeepPollingUnlessTheServerSaysItNeedsNoPolls) {
+  auto fabric = open_fabric("libfabric:shm", FabricOptions{});
+  if (!fabric.ok()) GTEST_SKIP() << fabric.status().message();
+  std::vector<std::byte> buf(1 << 17);
+  // Switches over 300 ms while tokens for these sizes (distinct ranges of buf) are out.
+  auto switches_while_held = [&](std::vector<std::size_t> sizes) {
+    std::vector<std::shared_ptr<void>> holds(sizes.size());
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_TRUE((*fabric)->make_token(std::span(buf).subspan(at, sizes[i]), 60, holds[i]).ok());
+      at += sizes[i];
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const unsigned long before = transport::progress_thread_switches();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return transport::progress_thread_switches() - before;
+  };
+  const std::size_t small = 4096, large = 4097;
+  const unsigned long small_alone = switches_while_held({small});
+  const unsigned long large_alone = switches_while_held({large});
+  const unsigned long small_beside_large = switches_while_held({large, small});
+  (*fabric)->note_server_needs_no_polls(true);
+  const unsigned long told_alone = switches_while_held({small});
+  const unsigned long told_beside_large = switches_while_held({large, small});
+  const unsigned long told_beside_small = switches_while_held({small, small});
+  (*fabric)->note_server_needs_no_polls(false);
+  const unsigned long untold_again = switches_while_held({large, small});
+  // Hot: about 3,000 sleeps in 300 ms on an idle machine; relaxed: about 15.
+  EXPECT_GE(small_alone, 150u);
+  EXPECT_LE(large_alone, 40u);
+  EXPECT_GE(small_beside_large, 150u) << "a small token needs our polls unless the server says not";
+  EXPECT_GE(told_alone, 150u) << "a lone small request keeps the thread polling";
+  EXPECT_LE(told_beside_large, 40u);
+  EXPECT_GE(told_beside_small, 150u) << "the first small token (alone when made) is strict";
+  EXPECT_GE(untold_again, 150u) << "a later reply without the word restores polling";
+}
+
 TEST(ClientFabric, UnknownNameAndEmptyBuffer) {
   EXPECT_EQ(open_fabric("rdma:nope", FabricOptions{}).code(), Errc::invalid_argument);
   auto f = open_fabric("libfabric:tcp", FabricOptions{});

@@ -75,10 +75,13 @@ class FineTimerSlack {
 // Runs poll() until destroyed. poll returns whether it did work. While a hold() handle lives
 // ("hot") it polls with Backoff (sleeps of at most sleep_max). While every live handle is a
 // relaxed one and relaxed_ramp_polls_max polls in a row found nothing, it sleeps sleep_max_relaxed
-// between polls instead, and a strict hold() wakes it at once. With no handle, after a poll that
-// did nothing it sleeps idle_poll ("cold", ~0 CPU) unless a hold() wakes it first.
+// between polls instead, and a strict hold() wakes it at once (a relaxed one does not: that sleep
+// is what it asks for). With no handle, after a poll that did nothing it sleeps idle_poll
+// ("cold", ~0 CPU) unless a hold() wakes it first.
 class ProgressThread {
  public:
+  // The thread's name (/proc/<pid>/task/<tid>/comm).
+  static constexpr const char* progress_thread_name = "od-progress";
   // Polls that find nothing, after one that did work, before relaxed holds alone sleep long
   // (a fallback protocol that needs this side's polls keeps the hot back-off while it works).
   static constexpr unsigned relaxed_ramp_polls_max = 128;
@@ -100,6 +103,7 @@ class ProgressThread {
  private:
   std::mutex mu_;  // guards the cold wait against hold()'s wake-up
   std::condition_variable cv_;
+  bool cold_ = false;  // the thread is in its cold wait (mu_)
   // Shared with the handles, so that releasing one after the thread is gone touches live memory.
   struct Counts {
     std::atomic<unsigned> holds{0};   // every live handle

@@ -256,7 +256,22 @@ class Transport {
   // the peer may move for the holder, in bytes (0: not known, or several ranges). Where the
   // fabric moves a range that large without this side's polls, and while every live handle is
   // such a one, the thread polls with sleeps of up to progress_sleep_max_relaxed instead.
-  virtual std::shared_ptr<void> keep_progress_hot(std::uint64_t transfer_bytes) = 0;
+  // peer_needs_no_polls: the peer said that its operations land without this side's polls
+  // (its rma_lands_without_target_progress(), sent as x-amz-rdma-target-progress, see
+  // docs/rdma_protocol.md): on a fabric that can carry out a transfer without this side's polls
+  // at all, the handle may then be a relaxed one at any size (libfabric shm: for a small range
+  // only while other handles live, since polling shortens a lone request's wait).
+  virtual std::shared_ptr<void> keep_progress_hot(std::uint64_t transfer_bytes,
+                                                  bool peer_needs_no_polls) = 0;
+
+  // Whether an operation this side initiates now, with one remote segment and of any size, is
+  // complete with the bytes in place (a write) or in hand (a read) without any poll by the
+  // target's process: libfabric shm while CMA to peers works (this process copies with
+  // process_vm_writev / process_vm_readv inside the post). A server tells its client so in the
+  // reply, whose progress thread may then idle during its next requests. It may change at run
+  // time (libfabric shm decides at its first peer); a wrong "true" only slows the target, since
+  // a relaxed hold still polls. Never blocks.
+  virtual bool rma_lands_without_target_progress() const = 0;
 
   // For a fabric whose caps().peer_copies: a check of whether the process behind peer_address
   // (a token's endpoint) can never run again (it exited or is a zombie; a reused pid reads as
@@ -326,6 +341,11 @@ ProviderStats provider_stats();
 // client proposes a same_host_only fabric only to a server on its own kernel. Empty when
 // boot_id cannot be read.
 const std::string& host_identity();
+
+// Voluntary context switches so far of this process's progress threads (every transport's,
+// named "od-progress"; read from /proc/self/task): each sleep or wait such a thread enters is
+// one. For tests and diagnostics of how often the threads wake.
+unsigned long progress_thread_switches();
 
 // Opens the fabric named in config.fabric.
 // Errors: invalid_argument (unknown fabric name), unavailable (the provider does not initialise

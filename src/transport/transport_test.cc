@@ -120,7 +120,7 @@ int run_child(const char* spec) {
     return 0;
   }
   // The parent moves data into and out of this process at any time: progress at full rate.
-  auto hot = (*t)->keep_progress_hot(0);
+  auto hot = (*t)->keep_progress_hot(0, false);
   std::vector<char> buffer(bytes);
   auto mr = (*t)->register_memory(buffer.data(), buffer.size(), MemoryType::host);
   if (!mr.ok()) {

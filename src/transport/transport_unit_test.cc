@@ -237,6 +237,31 @@ TEST(ProgressThread, AStrictHoldWakesALongRelaxedSleepAtOnce) {
   // The destructor wakes the sleeping thread and joins it well before 60 s.
 }
 
+TEST(ProgressThread, RelaxedHoldsDoNotWakeALongRelaxedSleep) {
+  // A client takes a relaxed hold per small request while its server copies by itself
+  // (keep_progress_hot): each wake-up of the thread's long sleep would be a context switch per
+  // request for nothing, since that sleep waits for strict holds only.
+  std::atomic<unsigned> polls{0};
+  detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },
+                            std::chrono::microseconds(100), std::chrono::seconds(60),
+                            std::chrono::seconds(60));
+  auto first = pt.hold(true);  // from cold: one poll, then the long sleep
+  ASSERT_TRUE(eventually([&] { return polls.load() >= 1; }, std::chrono::seconds(5)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const unsigned long before = progress_thread_switches();
+  ASSERT_GT(before, 0u) << "the progress thread is not found by its name";
+  for (int i = 0; i < 200; ++i) {  // apart, as requests are: each would find the thread asleep
+    auto h = pt.hold(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_LE(progress_thread_switches() - before, 10u) << "relaxed holds woke the long sleep";
+  {
+    auto strict = pt.hold();  // and a strict one still does, at once
+    const unsigned p = polls.load();
+    EXPECT_TRUE(eventually([&] { return polls.load() >= p + 50; }, std::chrono::seconds(5)));
+  }
+}
+
 TEST(ProgressThread, ARelaxedMaximumBelowTheHotOneIsTheHotOne) {
   std::atomic<unsigned> polls{0};
   detail::ProgressThread pt([&] { return polls.fetch_add(1), false; },

@@ -220,7 +220,7 @@ struct Endpoint {
     }
     auto e = std::make_unique<Endpoint>();
     e->tr = std::move(*t);
-    e->hot = e->tr->keep_progress_hot(0);
+    e->hot = e->tr->keep_progress_hot(0, false);
     e->buf.assign(bytes, std::byte{0});
     auto mr = e->tr->register_memory(e->buf.data(), e->buf.size(), token::MemoryType::host);
     auto mb = e->tr->register_memory(e->mailbox.data(), e->mailbox.size(), token::MemoryType::host);

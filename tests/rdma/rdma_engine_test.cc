@@ -126,7 +126,7 @@ struct Client {
     if (!t.ok()) return nullptr;
     auto c = std::make_unique<Client>();
     c->tr = std::move(*t);
-    c->hot = c->tr->keep_progress_hot(0);
+    c->hot = c->tr->keep_progress_hot(0, false);
     c->buf.assign(slots * kChunk, std::byte{0});
     auto mr = c->tr->register_memory(c->buf.data(), c->buf.size(), token::MemoryType::host);
     if (!mr.ok()) return nullptr;

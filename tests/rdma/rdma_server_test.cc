@@ -21,7 +21,9 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "auth/sigv4.hpp"
@@ -58,7 +60,9 @@ std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
 // The real server binary on a free loopback port.
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> extra) {
+  // env: variables set (or replaced) in the server's environment only.
+  explicit ServerProcess(std::vector<std::string> extra,
+                         const std::vector<std::pair<std::string, std::string>>& env = {}) {
     dir_ = fs::temp_directory_path() /
            ("od-rdma-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++));
     fs::remove_all(dir_);
@@ -83,15 +87,26 @@ class ServerProcess {
         args.push_back(a);
       }
     }
+    std::vector<std::string> envs;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view kv(*e);
+      const bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& p) {
+        return kv.starts_with(p.first) && kv.size() > p.first.size() && kv[p.first.size()] == '=';
+      });
+      if (!replaced) envs.emplace_back(kv);
+    }
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       dup2(out[1], 1);
       close(out[0]);
       close(out[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     close(out[1]);
@@ -241,7 +256,8 @@ struct ClientSide {
     if (!t.ok()) return std::nullopt;
     ClientSide c;
     c.tr = std::move(*t);
-    c.hot = c.tr->keep_progress_hot(0);  // the server may move data at any time, as in a client
+    c.hot =
+        c.tr->keep_progress_hot(0, false);  // the server may move data at any time, as in a client
     c.buf.assign(std::max<std::size_t>(bytes, 1), std::byte{0xAA});
     auto mr = c.tr->register_memory(c.buf.data(), c.buf.size(), token::MemoryType::host);
     if (!mr.ok()) return std::nullopt;
@@ -528,6 +544,51 @@ TEST(RdmaServerInline, OneChunkTransfersRunInlineUpToTheLimit) {
           << n << " bytes";
     }
     EXPECT_EQ(server.metric("objdirect_rdma_buffers_in_use"), 0);
+  }
+}
+
+// x-amz-rdma-target-progress: none (docs/rdma_protocol.md) is the server's word that its RDMA
+// landed, and lands, without the client's polls: said over libfabric shm while CMA to peers works,
+// on GETs and PUTs of every size; never over libfabric tcp, whose RMA the client's own progress
+// carries out; and not over shm once the server's region says CMA is off (FI_SHM_DISABLE_CMA=1
+// in the server's environment only), where its small writes wait for the client's poll.
+TEST(RdmaServerTargetProgress, SaidOnlyWhereTheServersRmaNeedsNoClientPolls) {
+  for (const bool cma_off : {false, true}) {
+    SCOPED_TRACE(cma_off ? "server with FI_SHM_DISABLE_CMA=1" : "server with CMA");
+    std::vector<std::pair<std::string, std::string>> env;
+    if (cma_off) env.emplace_back("FI_SHM_DISABLE_CMA", "1");
+    ServerProcess server(
+        {"--fabric", "libfabric:tcp,libfabric:shm", "--rdma-op-timeout-ms", "3000"}, env);
+    ASSERT_FALSE(server.endpoint().empty()) << "server did not start";
+    ASSERT_EQ(request(server, "PUT", "/bkt").status, 200);
+    for (const std::string fabric : {"libfabric:shm", "libfabric:tcp"}) {
+      SCOPED_TRACE(fabric);
+      constexpr std::size_t large = (1 << 20) + 3;
+      auto c = ClientSide::open(fabric, large);
+      if (!c) GTEST_SKIP() << fabric << " unavailable";
+      ASSERT_TRUE(c->bind(server));
+      const std::string expected = fabric == "libfabric:shm" && !cma_off ? "none" : "";
+      for (const std::size_t n : {std::size_t{4096}, large}) {
+        auto data = pattern(n, static_cast<std::uint32_t>(n));
+        std::copy(data.begin(), data.end(), c->buf.begin());
+        const std::string key = "/bkt/" + std::to_string(n);
+        auto r = request(
+            server, "PUT", key,
+            {{"x-amz-rdma-token", c->token(n)}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}});
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+        EXPECT_EQ(header(r, "x-amz-rdma-target-progress"), expected) << n << " bytes, PUT";
+        std::fill(c->buf.begin(), c->buf.end(), std::byte{0});
+        r = request(server, "GET", key, {{"x-amz-rdma-token", c->token(n)}});
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(header(r, "x-amz-rdma-reply"), "200");
+        EXPECT_EQ(header(r, "x-amz-rdma-target-progress"), expected) << n << " bytes, GET";
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), c->buf.begin()));
+        // Never on a reply that moved nothing by RDMA.
+        r = request(server, "GET", key);
+        EXPECT_EQ(header(r, "x-amz-rdma-target-progress"), "");
+      }
+    }
   }
 }
 

@@ -335,6 +335,15 @@ std::size_t RdmaEngine::transport_index(const token::Token& t, bool need_write) 
   return trs.size();
 }
 
+bool RdmaEngine::lands_without_client_progress(const token::Token& t, bool need_write) const {
+  for (const auto& tr : transports_snapshot()) {
+    if (transport::check_token(*tr, t, need_write).ok()) {
+      return tr->rma_lands_without_target_progress();
+    }
+  }
+  return false;
+}
+
 Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
   auto trs = transports_snapshot();
   if (trs.empty()) {
@@ -635,7 +644,7 @@ std::unique_ptr<RdmaEngine::RetiredSet> RdmaEngine::retired_set(
   r->maps = std::move(maps);
   r->transport = tr;
   r->ops = std::move(abandoned.ops);
-  r->hot = tr->keep_progress_hot(0);  // full rate: what the provider still sends goes out
+  r->hot = tr->keep_progress_hot(0, false);  // full rate: what the provider still sends goes out
   r->peer_copies = tr->caps().peer_copies;
   if (r->peer_copies) {
     r->peer_gone = tr->peer_gone_check(t.endpoint);
@@ -717,7 +726,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   // flight moving while it reads from storage. One chunk has no others: this thread's wait()
   // is all the progress it needs, and a hold would wake the progress thread for nothing (a
   // context switch per small GET; docs/BENCHMARKS.md, optimisation 12).
-  auto hot = chunks > 1 ? tr.keep_progress_hot(0) : nullptr;
+  auto hot = chunks > 1 ? tr.keep_progress_hot(0, false) : nullptr;
 
   struct Slot {
     Buffer* buf;
@@ -835,7 +844,7 @@ Status RdmaEngine::receive(const token::Token& t,
   const std::uint64_t chunks = chunk_count(length, chunk);
   // The chunks in flight keep moving (progress thread) while the sink hashes and writes one;
   // one chunk moves while this thread waits for it (as in send()).
-  auto hot = chunks > 1 ? tr.keep_progress_hot(0) : nullptr;
+  auto hot = chunks > 1 ? tr.keep_progress_hot(0, false) : nullptr;
   struct Slot {
     Buffer* buf;
     transport::MemoryRegion* mr;

@@ -181,6 +181,11 @@ class RdmaEngine {
   Status can_serve(const token::Token& t, bool need_write) const;
   // Whether retired_buffers_max buffers are retired now (can_serve() declines everything).
   bool retired_buffers_full() const;
+  // Whether the transport serving `t` now moves its operations without the client's polls
+  // (Transport::rma_lands_without_target_progress): the S3 layer then tells the client so in a
+  // success reply (x-amz-rdma-target-progress: none, docs/rdma_protocol.md). False when no
+  // transport serves `t`.
+  bool lands_without_client_progress(const token::Token& t, bool need_write) const;
 
   // GET: writes bytes [offset, offset+length) of `reader` into the token's segments, in order.
   // Errors: slow_down (no buffers), invalid_rdma_token (token shorter than length),

@@ -273,6 +273,9 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
   c.rdma_bytes = length;
   headers.set("x-amz-rdma-reply", status == bhttp::status::partial_content ? "206" : "200");
   headers.set("x-amz-rdma-bytes-transferred", std::to_string(length));
+  if (rdma->lands_without_client_progress(*tok, true)) {
+    headers.set("x-amz-rdma-target-progress", "none");
+  }
   co_await c.ex.send_header(status, std::move(headers), 0);
 }
 
@@ -336,7 +339,10 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
   auto result = digest.finish(received, {}, c.header("content-md5"), declared->header_values);
   c.data_path = "rdma";
   c.rdma_bytes = received;
-  if (result.ok()) c.rdma_reply = "200";
+  if (result.ok()) {
+    c.rdma_reply = "200";
+    c.rdma_target_progress_none = rdma->lands_without_client_progress(*tok, false);
+  }
   co_return result;
 }
 

@@ -55,6 +55,8 @@ struct Ctx {
   std::string error_code;  // S3 code of an error response
   // x-amz-rdma-reply to send with the response (set by the RDMA path on success or decline).
   std::string rdma_reply;
+  // With rdma_reply: x-amz-rdma-target-progress: none (RdmaEngine::lands_without_client_progress).
+  bool rdma_target_progress_none = false;
   // x-amz-rdma-challenge to send with an RDMAEndpointNotBound refusal.
   std::string rdma_challenge;
   // Access-Control-* headers for a request from an Origin the bucket's CORS rules allow (sent

@@ -451,6 +451,7 @@ http::Fields S3Service::Impl::base_headers(const Ctx& c) const {
   f.set("x-amz-request-id", c.request_id);
   f.set("x-amz-id-2", c.request_id);
   if (!c.rdma_reply.empty()) f.set("x-amz-rdma-reply", c.rdma_reply);
+  if (c.rdma_target_progress_none) f.set("x-amz-rdma-target-progress", "none");
   if (!c.rdma_challenge.empty()) f.set("x-amz-rdma-challenge", c.rdma_challenge);
   for (const auto& [k, v] : c.cors_headers) f.set(k, v);
   for (const auto& [k, v] : c.version_headers) f.set(k, v);

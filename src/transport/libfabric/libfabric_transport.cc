@@ -525,14 +525,30 @@ class LibfabricTransport final : public Transport {
     return ops_.find(id) == ops_.end();
   }
 
-  std::shared_ptr<void> keep_progress_hot(std::uint64_t transfer_bytes) override {
+  std::shared_ptr<void> keep_progress_hot(std::uint64_t transfer_bytes,
+                                          bool peer_needs_no_polls) override {
     // shm's fast path (shm_fast_write_) moves one range above the inject size with the peer's
     // process_vm_writev / readv: this side's polls only cost CPU then. Its fallback protocols
     // (no CMA) do need them, but a poll that finds work resets the back-off, so a relaxed hold
-    // delays those by at most one long sleep after a quiet spell.
-    if (progress_thread_)
-      return progress_thread_->hold(shm_fast_write_ && transfer_bytes > shm_inject_bytes);
+    // delays those by at most one long sleep after a quiet spell. At or below the inject size
+    // the peer keeps FI_DELIVERY_COMPLETE (a command this side must carry out) unless it takes
+    // the fast path, which only the peer knows and says (peer_needs_no_polls). Even then a lone
+    // small request keeps a strict hold: it waits on its own reply, and a polling thread beside
+    // it cut that wait (4 KiB GETs one at a time, median 229-286 us strict against 269-353
+    // relaxed, src/transport/libfabric/README.md); with others in flight the process is busy
+    // and the polls only take CPU from them.
+    if (progress_thread_) {
+      const bool small_relaxed = peer_needs_no_polls && progress_thread_->holds() > 0;
+      return progress_thread_->hold(shm_fast_write_ &&
+                                    (transfer_bytes > shm_inject_bytes || small_relaxed));
+    }
     return std::make_shared<int>(0);
+  }
+
+  // ON: the provider takes its fast path for every write (small ones: small_fast_write_locked)
+  // and read of one remote segment. A lone byte read: no lock needed.
+  bool rma_lands_without_target_progress() const override {
+    return shm_fast_write_ && own_cma_cap_peer_ != nullptr && region_cma_on(own_cma_cap_peer_);
   }
 
   // shm: the peer is the process named in its endpoint address (parse_shm_endpoint), which

@@ -270,12 +270,17 @@ class UcxTransport final : public Transport {
     return ops_.find(id) == ops_.end();
   }
 
-  std::shared_ptr<void> keep_progress_hot(std::uint64_t /*transfer_bytes*/) override {
+  std::shared_ptr<void> keep_progress_hot(std::uint64_t /*transfer_bytes*/,
+                                          bool /*peer_needs_no_polls*/) override {
     // UCX picks its transport per peer (sm, tcp) and tcp's emulated RMA moves only while this
     // side polls: every hold is a full-rate one.
     if (progress_thread_) return progress_thread_->hold();
     return std::make_shared<int>(0);
   }
+
+  // Which UCX transport carries an operation is UCX's choice per peer, and tcp's emulated RMA
+  // needs the target's polls: never promised.
+  bool rma_lands_without_target_progress() const override { return false; }
 
   std::size_t peers_cached() const override {
     std::lock_guard lock(core_->mu);
