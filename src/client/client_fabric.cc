@@ -256,14 +256,11 @@ Result<HttpResponse> Client::Impl::execute_rdma(HttpRequest& req,
     retrier.before_attempt();
     auto r = http->execute(req, sink);
     req.headers.pop_back();
-    if (r.ok() && fabric_used) {
-      // The server's word on this transfer (docs/rdma_protocol.md, "Success"), for the next
-      // tokens; a decline, refusal or failure leaves the last word as it was.
-      const auto reply = r->header("x-amz-rdma-reply");
-      if (r->ok() && reply && (*reply == "200" || *reply == "206")) {
-        fabric_used->note_server_needs_no_polls(
-            r->header("x-amz-rdma-target-progress").value_or("") == "none");
-      }
+    // The server's word on this transfer (docs/rdma_protocol.md, "Success"), for the next
+    // tokens; a decline, refusal or failure leaves the last word as it was.
+    if (const auto reply = r.ok() && r->ok() ? r->header("x-amz-rdma-reply") : std::nullopt;
+        fabric_used && (reply == "200" || reply == "206")) {
+      fabric_used->note_server_needs_no_polls(r->header("x-amz-rdma-target-progress") == "none");
     }
     if (!proved) {
       // A binding challenge is answered once, with a new token; it is not a retry.

@@ -335,15 +335,6 @@ std::size_t RdmaEngine::transport_index(const token::Token& t, bool need_write) 
   return trs.size();
 }
 
-bool RdmaEngine::lands_without_client_progress(const token::Token& t, bool need_write) const {
-  for (const auto& tr : transports_snapshot()) {
-    if (transport::check_token(*tr, t, need_write).ok()) {
-      return tr->rma_lands_without_target_progress();
-    }
-  }
-  return false;
-}
-
 Status RdmaEngine::can_serve(const token::Token& t, bool need_write) const {
   auto trs = transports_snapshot();
   if (trs.empty()) {
@@ -711,7 +702,7 @@ Status RdmaEngine::read_mailbox(const token::Token& t, std::span<std::byte> out)
 }
 
 Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
-                        std::uint64_t length) {
+                        std::uint64_t length, bool* no_client_polls) {
   OBJDIRECT_RETURN_IF_ERROR(token::check_scope(t, length));
   auto ti = transport_index(t, true);
   if (ti == transports_.size()) return can_serve(t, true);
@@ -720,6 +711,7 @@ Status RdmaEngine::send(const token::Token& t, storage::ObjectReader& reader, st
   if (!lease.ok()) return lease.status();
   const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
   transport::Transport& tr = *tr_ref;
+  if (no_client_polls) *no_client_polls = tr.rma_lands_without_target_progress();
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t chunks = chunk_count(length, chunk);
   // wait() polls only while this thread waits; the progress thread keeps the other chunks in
@@ -831,7 +823,8 @@ bool RdmaEngine::one_chunk(std::uint64_t length) const {
 }
 
 Status RdmaEngine::receive(const token::Token& t,
-                           const std::function<Status(std::span<const std::byte>)>& sink) {
+                           const std::function<Status(std::span<const std::byte>)>& sink,
+                           bool* no_client_polls) {
   auto ti = transport_index(t, false);
   if (ti == transports_.size()) return can_serve(t, false);
   const std::uint64_t length = t.total_length;
@@ -840,6 +833,7 @@ Status RdmaEngine::receive(const token::Token& t,
   if (!lease.ok()) return lease.status();
   const std::shared_ptr<transport::Transport> tr_ref = lease->transport;
   transport::Transport& tr = *tr_ref;
+  if (no_client_polls) *no_client_polls = tr.rma_lands_without_target_progress();
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t chunks = chunk_count(length, chunk);
   // The chunks in flight keep moving (progress thread) while the sink hashes and writes one;

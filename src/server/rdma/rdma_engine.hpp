@@ -181,20 +181,21 @@ class RdmaEngine {
   Status can_serve(const token::Token& t, bool need_write) const;
   // Whether retired_buffers_max buffers are retired now (can_serve() declines everything).
   bool retired_buffers_full() const;
-  // Whether the transport serving `t` now moves its operations without the client's polls
-  // (Transport::rma_lands_without_target_progress): the S3 layer then tells the client so in a
-  // success reply (x-amz-rdma-target-progress: none, docs/rdma_protocol.md). False when no
-  // transport serves `t`.
-  bool lands_without_client_progress(const token::Token& t, bool need_write) const;
 
   // GET: writes bytes [offset, offset+length) of `reader` into the token's segments, in order.
   // Errors: slow_down (no buffers), invalid_rdma_token (token shorter than length),
   // rdma_transfer_failed, io_error (storage).
+  // no_client_polls (optional): set to whether the transport that serves `t` moves its
+  // operations without the client's polls (Transport::rma_lands_without_target_progress), which
+  // the S3 layer tells the client in a success reply (x-amz-rdma-target-progress: none,
+  // docs/rdma_protocol.md); left as it is when no transport serves `t`.
   Status send(const token::Token& t, storage::ObjectReader& reader, std::uint64_t offset,
-              std::uint64_t length);
+              std::uint64_t length, bool* no_client_polls = nullptr);
   // PUT: reads the token's total_length bytes from the client, passing them to `sink` in order.
+  // no_client_polls: as for send().
   Status receive(const token::Token& t,
-                 const std::function<Status(std::span<const std::byte>)>& sink);
+                 const std::function<Status(std::span<const std::byte>)>& sink,
+                 bool* no_client_polls = nullptr);
   // Whether a transfer of `length` bytes moves as one chunk (chunk_plan.hpp): then it needs no
   // progress thread, and it usually ends as soon as it is posted.
   bool one_chunk(std::uint64_t length) const;

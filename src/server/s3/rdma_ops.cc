@@ -248,9 +248,12 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
     co_return co_await send_error(c, st);
   }
   if (auto st = co_await admit_token(c, *tok); !st.ok()) co_return co_await send_error(c, st);
+  bool no_client_polls = false;
   Status st = co_await run_transfer(
       *rdma, *rdma_pool, rdma_inline_now, rdma_inline_total, opts.rdma_inline_transfers_max, length,
-      [this, &tok, &reader, offset, length] { return rdma->send(*tok, reader, offset, length); });
+      [this, &tok, &reader, offset, length, &no_client_polls] {
+        return rdma->send(*tok, reader, offset, length, &no_client_polls);
+      });
   if (!st.ok() && st.code() != Errc::slow_down && st.code() != Errc::invalid_rdma_token &&
       st.code() != Errc::io_error && st.code() != Errc::precondition_failed &&
       st.code() != Errc::unavailable && st.code() != Errc::no_such_key) {
@@ -273,9 +276,7 @@ Task<void> S3Service::Impl::rdma_get(Ctx& c, storage::ObjectReader& reader, bhtt
   c.rdma_bytes = length;
   headers.set("x-amz-rdma-reply", status == bhttp::status::partial_content ? "206" : "200");
   headers.set("x-amz-rdma-bytes-transferred", std::to_string(length));
-  if (rdma->lands_without_client_progress(*tok, true)) {
-    headers.set("x-amz-rdma-target-progress", "none");
-  }
+  if (no_client_polls) headers.set("x-amz-rdma-target-progress", "none");
   co_await c.ex.send_header(status, std::move(headers), 0);
 }
 
@@ -312,6 +313,7 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
   if (auto st = co_await admit_token(c, *tok); !st.ok()) co_return st;
   PayloadDigest digest(*declared, extra_algo, false);
   std::uint64_t received = 0;
+  bool no_client_polls = false;
   Status st = co_await run_transfer(*rdma, *rdma_pool, rdma_inline_now, rdma_inline_total,
                                     opts.rdma_inline_transfers_max, tok->total_length, [&] {
                                       // Each chunk is hashed on the digest pool while it is written
@@ -319,13 +321,15 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
                                       // sink returns, so the sink waits for both.
                                       OverlappedDigest overlap(digest, digest_pool.get());
                                       return rdma->receive(
-                                          *tok, [&](std::span<const std::byte> data) -> Status {
+                                          *tok,
+                                          [&](std::span<const std::byte> data) -> Status {
                                             received += data.size();
                                             overlap.start(data);
                                             Status written = dst.append(data);
                                             overlap.wait();
                                             return written;
-                                          });
+                                          },
+                                          &no_client_polls);
                                     });
   if (!st.ok()) {
     if (st.code() != Errc::slow_down && st.code() != Errc::no_space &&
@@ -341,7 +345,7 @@ Task<Result<PayloadResult>> S3Service::Impl::rdma_receive(Ctx& c, storage::BlobW
   c.rdma_bytes = received;
   if (result.ok()) {
     c.rdma_reply = "200";
-    c.rdma_target_progress_none = rdma->lands_without_client_progress(*tok, false);
+    c.rdma_target_progress_none = no_client_polls;
   }
   co_return result;
 }
